@@ -1,0 +1,117 @@
+package kafka
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+)
+
+// Config is the Kafka connection and topic configuration.
+type Config struct {
+	Brokers           string        `yaml:"brokers"`
+	ClientID          string        `yaml:"client_id"`
+	DialTimeout       time.Duration `yaml:"dial_timeout"`
+	Topics            Topics        `yaml:"topics"`
+	Partitions        int32         `yaml:"partitions"`
+	ReplicationFactor int16         `yaml:"replication_factor"`
+	CreateTopics      bool          `yaml:"create_topics"`
+}
+
+// Topics are the names of every topic the system uses. The internal topics
+// keep their msgx. prefix; the external ones are named by the site.
+type Topics struct {
+	Inbox          string `yaml:"inbox"`
+	FlightState    string `yaml:"flight_state"`
+	ProjectionAcks string `yaml:"projection_acks"`
+	Msg            string `yaml:"msg"`
+	Schd           string `yaml:"schd"`
+}
+
+// RegisterFlags registers the kafka.* flags.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.StringVar(&c.Brokers, prefix+"brokers", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+	fs.StringVar(&c.ClientID, prefix+"client-id", "msgexchange", "Kafka client ID")
+	fs.DurationVar(&c.DialTimeout, prefix+"dial-timeout", 5*time.Second, "timeout for one broker connection attempt")
+	fs.StringVar(&c.Topics.Inbox, prefix+"topics.inbox", "msgx.inbox", "topic carrying mailbox rows to the processor (1 partition)")
+	fs.StringVar(&c.Topics.FlightState, prefix+"topics.flight-state", "msgx.flight-state", "compacted topic of flight documents for the projector")
+	fs.StringVar(&c.Topics.ProjectionAcks, prefix+"topics.projection-acks", "msgx.projection-acks", "topic of projector acknowledgements")
+	fs.StringVar(&c.Topics.Msg, prefix+"topics.msg", "msg", "external topic: one event per flight change")
+	fs.StringVar(&c.Topics.Schd, prefix+"topics.schd", "schd", "external topic: latest flight state, batched")
+	fs.Var(int32Value{&c.Partitions}, prefix+"partitions", "partitions of the keyed topics when created (default 3)")
+	c.Partitions = 3
+	fs.Func(prefix+"replication-factor", "replication factor of created topics (default 1; use 3 in production)", func(s string) error {
+		var v int16
+		_, err := fmt.Sscan(s, &v)
+		c.ReplicationFactor = v
+		return err
+	})
+	c.ReplicationFactor = 1
+	fs.BoolVar(&c.CreateTopics, prefix+"create-topics", true, "create missing topics at start")
+}
+
+// Validate reports missing brokers or topic names.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.BrokerList()) == 0 {
+		errs = append(errs, errors.New("kafka.brokers: at least one broker is required"))
+	}
+	for name, v := range map[string]string{"inbox": c.Topics.Inbox, "flight-state": c.Topics.FlightState, "projection-acks": c.Topics.ProjectionAcks, "msg": c.Topics.Msg, "schd": c.Topics.Schd} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("kafka.topics.%s: must not be empty", name))
+		}
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, errors.New("kafka.partitions: must be at least 1"))
+	}
+	if c.ReplicationFactor < 1 {
+		errs = append(errs, errors.New("kafka.replication-factor: must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// BrokerList splits Brokers.
+func (c *Config) BrokerList() []string {
+	var out []string
+	for _, b := range strings.Split(c.Brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// ClientOpts returns the options every msgexchange client starts from:
+// seeds, client ID, logging through slog, and an idempotent producer with
+// acks=all (franz-go's default, stated here so it cannot silently change).
+func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(c.BrokerList()...),
+		kgo.ClientID(c.ClientID + "-" + component),
+		kgo.DialTimeout(c.DialTimeout),
+		kgo.WithLogger(kslog.New(logger.With("component", "kafka-"+component))),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(time.Millisecond),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RetryTimeout(30 * time.Second),
+	}
+}
+
+type int32Value struct{ p *int32 }
+
+func (v int32Value) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return fmt.Sprint(*v.p)
+}
+
+func (v int32Value) Set(s string) error {
+	_, err := fmt.Sscan(s, v.p)
+	return err
+}

@@ -1,0 +1,52 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TopicSpec is one topic to create.
+type TopicSpec struct {
+	Name       string
+	Partitions int32
+	Configs    map[string]*string
+}
+
+// Specs returns every topic of the system: the inbox has exactly one
+// partition (FIFO), flight-state is compacted, the rest are keyed by FLID.
+func (c *Config) Specs() []TopicSpec {
+	compact := "compact"
+	week := fmt.Sprint((7 * 24 * time.Hour).Milliseconds())
+	return []TopicSpec{
+		{Name: c.Topics.Inbox, Partitions: 1, Configs: map[string]*string{"retention.ms": &week}},
+		{Name: c.Topics.FlightState, Partitions: c.Partitions, Configs: map[string]*string{"cleanup.policy": &compact}},
+		{Name: c.Topics.ProjectionAcks, Partitions: c.Partitions},
+		{Name: c.Topics.Msg, Partitions: c.Partitions},
+		{Name: c.Topics.Schd, Partitions: c.Partitions},
+	}
+}
+
+// EnsureTopics creates every topic in specs that does not exist yet. Topics
+// that exist are left as they are. It is used by the services at start, by
+// the development broker and by the tests, so that every environment gets
+// the same topics.
+func EnsureTopics(ctx context.Context, cl *kgo.Client, replication int16, specs []TopicSpec) error {
+	adm := kadm.NewClient(cl)
+	var errs []error
+	for _, s := range specs {
+		resp, err := adm.CreateTopic(ctx, s.Partitions, replication, s.Configs, s.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			errs = append(errs, fmt.Errorf("creating topic %s: %w", s.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

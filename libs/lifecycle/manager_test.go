@@ -1,0 +1,86 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestManager(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	t.Run("StartsInOrderStopsInReverse", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		var events []string
+		rec := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		mk := func(name string) *Service {
+			return NewService(name,
+				func(context.Context) error { rec("start " + name); return nil },
+				func(ctx context.Context) error { <-ctx.Done(); return nil },
+				func(error) error { rec("stop " + name); return nil })
+		}
+		m := NewManager(logger, mk("a"), mk("b"))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- m.Run(ctx) }()
+		require.Eventually(t, func() bool { return m.Ready() == nil }, 5*time.Second, time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		require.Equal(t, []string{"start a", "start b", "stop b", "stop a"}, events)
+	})
+
+	t.Run("OneFailureStopsAll", func(t *testing.T) {
+		t.Parallel()
+		boom := errors.New("boom")
+		fail := make(chan struct{})
+		a := NewService("a", nil, func(ctx context.Context) error { <-ctx.Done(); return nil }, nil)
+		b := NewService("b", nil, func(ctx context.Context) error {
+			select {
+			case <-fail:
+				return boom
+			case <-ctx.Done():
+				return nil
+			}
+		}, nil)
+		m := NewManager(logger, a, b)
+		done := make(chan error)
+		go func() { done <- m.Run(context.Background()) }()
+		require.Eventually(t, func() bool { return m.Ready() == nil }, 5*time.Second, time.Millisecond)
+		close(fail)
+		err := <-done
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, Terminated, a.State())
+		require.Equal(t, Failed, b.State())
+	})
+
+	t.Run("StartingFailureNeverRuns", func(t *testing.T) {
+		t.Parallel()
+		boom := errors.New("no db")
+		ran := false
+		a := NewService("a", func(context.Context) error { return boom }, func(context.Context) error { ran = true; return nil }, nil)
+		later := NewService("later", nil, nil, nil)
+		err := NewManager(logger, a, later).Run(context.Background())
+		require.ErrorIs(t, err, boom)
+		require.False(t, ran)
+		require.Equal(t, Terminated, later.State())
+	})
+
+	t.Run("StopIsIdempotentAndToleratesNeverStarted", func(t *testing.T) {
+		t.Parallel()
+		s := NewService("x", nil, nil, nil)
+		s.StopAsync()
+		s.StopAsync()
+		require.NoError(t, s.AwaitTerminated(context.Background()))
+	})
+}

@@ -1,0 +1,4 @@
+// Package testutil is the root of the test helpers: pgtest, mysqltest,
+// redistest and kafkatest give every test its own database, key prefix or
+// Kafka-protocol broker on the real services of the machine.
+package testutil

@@ -1,0 +1,5 @@
+package kafkatest
+
+import "flag"
+
+func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("kafkatest", flag.ContinueOnError) }
