@@ -11,6 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// InboxMaxMessageBytes is the record size limit of msgx.inbox: a 16 MiB
+// mailbox message plus record overhead.
+const InboxMaxMessageBytes = 17 << 20
+
 // TopicSpec is one topic to create.
 type TopicSpec struct {
 	Name       string
@@ -23,8 +27,11 @@ type TopicSpec struct {
 func (c *Config) Specs() []TopicSpec {
 	compact := "compact"
 	week := fmt.Sprint((7 * 24 * time.Hour).Milliseconds())
+	// A mailbox row holds up to 16 MiB (MEDIUMTEXT); the default topic limit
+	// of about 1 MB would block the FIFO behind one large message.
+	maxMsg := fmt.Sprint(InboxMaxMessageBytes)
 	return []TopicSpec{
-		{Name: c.Topics.Inbox, Partitions: 1, Configs: map[string]*string{"retention.ms": &week}},
+		{Name: c.Topics.Inbox, Partitions: 1, Configs: map[string]*string{"retention.ms": &week, "max.message.bytes": &maxMsg}},
 		{Name: c.Topics.FlightState, Partitions: c.Partitions, Configs: map[string]*string{"cleanup.policy": &compact}},
 		{Name: c.Topics.ProjectionAcks, Partitions: c.Partitions},
 		{Name: c.Topics.Msg, Partitions: c.Partitions},

@@ -53,10 +53,9 @@ func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
 	if mc.WriteTimeout == 0 {
 		mc.WriteTimeout = 30 * time.Second
 	}
-	if mc.Params == nil {
-		mc.Params = map[string]string{}
+	if mc.Collation == "" {
+		mc.Collation = "utf8mb4_general_ci" // full UTF-8: Chinese text in messages
 	}
-	mc.Params["charset"] = "utf8mb4"
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {
 		return nil, fmt.Errorf("configuring mysql: %w", err)

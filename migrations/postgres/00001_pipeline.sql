@@ -74,6 +74,7 @@ CREATE TABLE outbox (
     target          text   NOT NULL,
     pkey            text   NOT NULL,
     payload         bytea,
+    headers         jsonb,
     msg_id          bigint,
     state           text   NOT NULL DEFAULT 'PENDING'
                     CHECK (state IN ('PENDING', 'SENT', 'DEAD', 'ABANDONED')),

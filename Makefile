@@ -1,0 +1,53 @@
+# msgexchange — run `make` for the list of targets.
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(CURDIR)/bin/tools:$(PATH)
+GO ?= go
+MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
+TEST_TIMEOUT ?= 14m
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## build every binary into bin/
+	@mkdir -p bin
+	$(GO) build -o bin/msgx ./services/cmd/msgx
+	$(GO) build -o bin/msgxctl ./services/cmd/msgxctl
+	$(GO) build -o bin/devstack ./deploy/devstack
+
+run: ## install and start PostgreSQL, MariaDB, Redis, the dev broker and all services; load samples; print the URL
+	@bash scripts/run.sh
+
+stop: ## stop what `make run` started (databases keep running)
+	@bash scripts/stop.sh
+
+deps: ## install and start PostgreSQL, MariaDB and Redis where missing
+	@bash scripts/deps.sh
+
+test: deps ## run every test (unit, integration, end-to-end) against the real services
+	$(GO) vet work
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) work
+
+test-unit: ## run the tests that need no databases (-short)
+	$(GO) test -short -count=1 work
+
+fuzz: ## fuzz the SIS decoder for 30s
+	cd services && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=30s ./internal/sis/
+
+bench: deps ## run the Go benchmarks
+	$(GO) test -run='^$$' -bench=. -benchmem work
+
+proto: ## regenerate the protobuf code
+	bash scripts/proto-gen.sh
+
+check-generated: proto ## fail when generated code is out of date
+	git diff --exit-code -- proto/
+
+tidy: ## go mod tidy in every module
+	@for d in $(MODULES); do (cd $$d && $(GO) mod tidy); done
+
+gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
+	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
+
+.PHONY: help build run stop deps test test-unit fuzz bench proto check-generated tidy gowork-off

@@ -1,0 +1,198 @@
+// Command devstack prepares and feeds the local development stack; it is
+// never used in production.
+//
+//	devstack setup   create the PostgreSQL and mailbox databases and the
+//	                 mailbox fixture tables (CMINMSGS, COUTMSGS)
+//	devstack broker  run the development Kafka-protocol broker (franz-go's
+//	                 kfake) on 127.0.0.1:9092, data kept under -data-dir,
+//	                 with the system's topics created
+//	devstack load    insert SIS message files into CMINMSGS, in the order
+//	                 given, as the adapter would
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/kafka"
+	"msgexchange/migrations"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: devstack setup|broker|load [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "setup":
+		err = setup(ctx, os.Args[2:])
+	case "broker":
+		err = broker(ctx, os.Args[2:])
+	case "load":
+		err = load(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want setup, broker or load", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func setup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	pgURL := fs.String("postgres.url", "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", "database to create if missing")
+	dsn := fs.String("mysql.dsn", "root@tcp(127.0.0.1:3306)/msgx_mailbox", "mailbox database to create if missing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	u, err := url.Parse(*pgURL)
+	if err != nil {
+		return fmt.Errorf("parsing postgres url: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin := *u
+	admin.Path = "/postgres"
+	conn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname=$1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("checking database %s: %w", name, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("creating database %s: %w", name, err)
+		}
+	}
+	mc, err := mysql.ParseDSN(*dsn)
+	if err != nil {
+		return fmt.Errorf("parsing mysql dsn: %w", err)
+	}
+	db := mc.DBName
+	mc.DBName = ""
+	root, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("opening mysql: %w", err)
+	}
+	defer root.Close()
+	if _, err := root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+db+"` CHARACTER SET utf8mb4"); err != nil {
+		return fmt.Errorf("creating mailbox database: %w", err)
+	}
+	mb, err := sql.Open("mysql", *dsn)
+	if err != nil {
+		return fmt.Errorf("opening mailbox: %w", err)
+	}
+	defer mb.Close()
+	if err := migrations.ApplyMailboxFixture(ctx, mb); err != nil {
+		return err
+	}
+	fmt.Printf("databases ready: postgres %s, mailbox %s\n", name, db)
+	return nil
+}
+
+func broker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	port := fs.Int("port", 9092, "TCP port on 127.0.0.1")
+	dir := fs.String("data-dir", ".run/kafka", "directory keeping the broker's data across restarts")
+	var kcfg kafka.Config
+	kcfg.RegisterFlags("kafka.", fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "WARNING: development Kafka-protocol broker (kfake). Never use it in production.")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(*port), kfake.DataDir(*dir))
+	if err != nil {
+		return fmt.Errorf("starting broker: %w", err)
+	}
+	defer c.Close()
+	kcfg.Brokers = strings.Join(c.ListenAddrs(), ",")
+	cl, err := kgo.NewClient(kcfg.ClientOpts(slog.New(slog.DiscardHandler), "devstack")...)
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = kafka.EnsureTopics(tctx, cl, 1, kcfg.Specs())
+	cancel()
+	cl.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("broker listening on %s (data in %s)\n", kcfg.Brokers, *dir)
+	<-ctx.Done()
+	return nil
+}
+
+func load(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	dsn := fs.String("mysql.dsn", "root@tcp(127.0.0.1:3306)/msgx_mailbox", "mailbox database")
+	list := fs.String("list", "", "file listing message files (one per line, relative to the list's folder), loaded in that order")
+	zone := fs.String("zone", "Asia/Shanghai", "airport zone of CMINMSGS_DATE_RECEIVED")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	files := fs.Args()
+	if *list != "" {
+		data, err := os.ReadFile(*list)
+		if err != nil {
+			return fmt.Errorf("reading list: %w", err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				files = append(files, filepath.Join(filepath.Dir(*list), line))
+			}
+		}
+	}
+	if len(files) == 0 {
+		return errors.New("no files to load")
+	}
+	loc, err := time.LoadLocation(*zone)
+	if err != nil {
+		return fmt.Errorf("loading zone: %w", err)
+	}
+	mc, err := mysql.ParseDSN(*dsn)
+	if err != nil {
+		return fmt.Errorf("parsing mysql dsn: %w", err)
+	}
+	mc.ParseTime, mc.Loc = true, loc
+	db, err := sql.Open("mysql", mc.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("opening mailbox: %w", err)
+	}
+	defer db.Close()
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", f, err)
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, 'VALID')`,
+			string(body), time.Now().In(loc))
+		if err != nil {
+			return fmt.Errorf("inserting %s: %w", f, err)
+		}
+		id, _ := res.LastInsertId()
+		fmt.Printf("%d\t%s\n", id, filepath.Base(f))
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"msgexchange/libs/config"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/logging"
+	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/pgxutil"
+	"msgexchange/libs/redisutil"
+	"msgexchange/services/control"
+	"msgexchange/services/dispatcher"
+	"msgexchange/services/ingest"
+	"msgexchange/services/processor"
+	"msgexchange/services/projector"
+)
+
+// Config is the whole process configuration. Each service's section is
+// prefixed with its name (flags ingest.pipeline.poll-interval, YAML
+// ingest: pipeline: poll_interval).
+type Config struct {
+	Target         string            `yaml:"target"`
+	HTTPAddr       string            `yaml:"http_addr"`
+	MigrateOnStart bool              `yaml:"migrate_on_start"`
+	ShutdownDelay  time.Duration     `yaml:"shutdown_delay"`
+	Log            logging.Config    `yaml:"log"`
+	Kafka          kafka.Config      `yaml:"kafka"`
+	Postgres       pgxutil.Config    `yaml:"postgres"`
+	Mailbox        mysqlutil.Config  `yaml:"mysql"`
+	Redis          redisutil.Config  `yaml:"redis"`
+	Ingest         ingest.Config     `yaml:"ingest"`
+	Processor      processor.Config  `yaml:"processor"`
+	Projector      projector.Config  `yaml:"projector"`
+	Dispatcher     dispatcher.Config `yaml:"dispatcher"`
+	Control        control.Config    `yaml:"control"`
+}
+
+type cliOptions struct {
+	cfg  config.Options
+	list bool
+}
+
+// Targets, in the order they start.
+var allTargets = []string{"migrate", "processor", "dispatcher", "projector", "ingest", "control"}
+
+func printTargets(w io.Writer) {
+	fmt.Fprintln(w, "targets (start order) and what each needs:")
+	fmt.Fprintln(w, "  migrate     postgres (applies the schema, then exits unless combined)")
+	fmt.Fprintln(w, "  processor   postgres, kafka (msgx.inbox, msgx.projection-acks)")
+	fmt.Fprintln(w, "  dispatcher  postgres, mysql, kafka (msgx.flight-state, msg)")
+	fmt.Fprintln(w, "  projector   redis, kafka (msgx.flight-state, msgx.projection-acks)")
+	fmt.Fprintln(w, "  ingest      mysql, kafka (msgx.inbox)")
+	fmt.Fprintln(w, "  control     postgres")
+	fmt.Fprintln(w, "  all         every target above in one process (all-in-one)")
+}
+
+func (c *Config) registerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Target, "target", "all", "comma list of targets to run: "+strings.Join(allTargets, ",")+" or all")
+	fs.StringVar(&c.HTTPAddr, "http.addr", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the services' routes")
+	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, report not-ready for this long before stopping")
+	c.Log.RegisterFlags("log.", fs)
+	c.Kafka.RegisterFlags("kafka.", fs)
+	c.Postgres.RegisterFlags("postgres.", fs)
+	c.Mailbox.RegisterFlags("mysql.", fs)
+	c.Redis.RegisterFlags("redis.", fs)
+	c.Ingest.RegisterFlags("ingest.", fs)
+	c.Processor.RegisterFlags("processor.", fs)
+	c.Projector.RegisterFlags("projector.", fs)
+	c.Dispatcher.RegisterFlags("dispatcher.", fs)
+	c.Control.RegisterFlags("control.", fs)
+}
+
+func loadConfig(args []string) (*Config, *cliOptions, error) {
+	var cfg Config
+	var opts cliOptions
+	fs := flag.NewFlagSet("msgx", flag.ContinueOnError)
+	opts.cfg.RegisterFlags(fs)
+	fs.BoolVar(&opts.list, "list-targets", false, "print the targets and their dependencies and exit")
+	cfg.registerFlags(fs)
+	if err := config.Load(fs, args, &cfg, &opts.cfg); err != nil {
+		return nil, nil, err
+	}
+	return &cfg, &opts, nil
+}
+
+// targets returns the selected targets in start order.
+func (c *Config) targets() ([]string, error) {
+	var out []string
+	want := map[string]bool{}
+	for _, t := range strings.Split(c.Target, ",") {
+		t = strings.TrimSpace(t)
+		if t == "all" {
+			for _, a := range allTargets {
+				want[a] = true
+			}
+			continue
+		}
+		if !slices.Contains(allTargets, t) {
+			return nil, fmt.Errorf("target %q: want one of %s or all", t, strings.Join(allTargets, ","))
+		}
+		want[t] = true
+	}
+	for _, a := range allTargets {
+		if want[a] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func (c *Config) has(t string) bool {
+	ts, _ := c.targets()
+	return slices.Contains(ts, t)
+}
+
+// Validate checks the sections of the selected targets only.
+func (c *Config) Validate() error {
+	ts, err := c.targets()
+	if err != nil {
+		return err
+	}
+	errs := []error{c.Log.Validate()}
+	need := map[string]bool{}
+	for _, t := range ts {
+		switch t {
+		case "migrate":
+			need["pg"] = true
+		case "processor":
+			need["pg"], need["kafka"] = true, true
+			errs = append(errs, c.Processor.Validate())
+		case "dispatcher":
+			need["pg"], need["mysql"], need["kafka"] = true, true, true
+			errs = append(errs, c.Dispatcher.Validate())
+		case "projector":
+			need["redis"], need["kafka"] = true, true
+			errs = append(errs, c.Projector.Validate())
+		case "ingest":
+			need["mysql"], need["kafka"] = true, true
+			errs = append(errs, c.Ingest.Validate())
+		case "control":
+			need["pg"] = true
+			errs = append(errs, c.Control.Validate())
+		}
+	}
+	if need["pg"] {
+		errs = append(errs, c.Postgres.Validate())
+	}
+	if need["mysql"] {
+		errs = append(errs, c.Mailbox.Validate())
+	}
+	if need["redis"] {
+		errs = append(errs, c.Redis.Validate())
+	}
+	if need["kafka"] {
+		errs = append(errs, c.Kafka.Validate())
+	}
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("shutdown-delay: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func printConfig(w io.Writer, c *Config) error { return config.Print(w, c) }

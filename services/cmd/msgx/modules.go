@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/httpserver"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/logging"
+	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/pgxutil"
+	"msgexchange/libs/redisutil"
+	"msgexchange/libs/telemetry"
+	"msgexchange/migrations"
+	"msgexchange/services/control"
+	"msgexchange/services/dispatcher"
+	"msgexchange/services/ingest"
+	"msgexchange/services/processor"
+	"msgexchange/services/projector"
+)
+
+// app is the composition root: the only place that constructs shared
+// dependencies and the services of the selected targets.
+type app struct {
+	cfg     *Config
+	log     *slog.Logger
+	tel     *telemetry.Telemetry
+	clock   clock.Clock
+	pg      *pgxpool.Pool
+	mailbox *sql.DB
+	redis   *redis.Client
+
+	services []*lifecycle.Service
+	readies  []func(context.Context) error
+	closers  []func()
+	mux      *http.ServeMux
+}
+
+// module dependencies per target: which shared clients a target needs.
+var moduleDeps = map[string][]string{
+	"migrate":    {"postgres"},
+	"processor":  {"postgres", "kafka"},
+	"dispatcher": {"postgres", "mysql", "kafka"},
+	"projector":  {"redis", "kafka"},
+	"ingest":     {"mysql", "kafka"},
+	"control":    {"postgres"},
+}
+
+func runApp(ctx context.Context, cfg *Config) error {
+	log := logging.New(os.Stderr, cfg.Log).With("service", "msgx")
+	a := &app{cfg: cfg, log: log, clock: clock.Real{}, mux: http.NewServeMux()}
+	defer a.close()
+	if err := a.init(ctx); err != nil {
+		return err
+	}
+	targets, _ := cfg.targets()
+	if len(targets) == 1 && targets[0] == "migrate" {
+		log.Info("migrations applied")
+		return nil
+	}
+	ready := func(ctx context.Context) error {
+		var errs []error
+		for _, r := range a.readies {
+			errs = append(errs, r(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	var mgr *lifecycle.Manager
+	var draining atomic.Bool
+	a.mux.Handle("GET /metrics", a.tel.Handler())
+	httpserver.Health(a.mux, func(ctx context.Context) error {
+		if draining.Load() {
+			return errors.New("shutting down")
+		}
+		if err := mgr.Ready(); err != nil {
+			return err
+		}
+		return ready(ctx)
+	})
+	srv := httpserver.New("http", cfg.HTTPAddr, a.mux, log)
+	mgr = lifecycle.NewManager(log, append(a.services, srv)...)
+
+	// On SIGTERM: report not-ready first, wait shutdown-delay so load
+	// balancers stop sending work, then stop every service.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
+			return
+		}
+		draining.Store(true)
+		if cfg.ShutdownDelay > 0 {
+			log.Info("draining before shutdown", "delay", cfg.ShutdownDelay)
+			t := time.NewTimer(cfg.ShutdownDelay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-runCtx.Done():
+			}
+		}
+		cancel()
+	}()
+	log.Info("starting", "targets", targets, "http", cfg.HTTPAddr)
+	return mgr.Run(runCtx)
+}
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+}
+
+func (a *app) needs(dep string) bool {
+	ts, _ := a.cfg.targets()
+	for _, t := range ts {
+		for _, d := range moduleDeps[t] {
+			if d == dep {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *app) init(ctx context.Context) error {
+	var err error
+	if a.tel, err = telemetry.New(); err != nil {
+		return err
+	}
+	cfg := a.cfg
+	if cfg.has("migrate") || cfg.MigrateOnStart {
+		if err := migrations.Up(ctx, cfg.Postgres.URL); err != nil {
+			return err
+		}
+	}
+	if a.needs("postgres") {
+		if a.pg, err = pgxutil.Connect(ctx, cfg.Postgres); err != nil {
+			return err
+		}
+		a.closers = append(a.closers, a.pg.Close)
+	}
+	if a.needs("mysql") {
+		loc, err := time.LoadLocation(cfg.Dispatcher.Mailbox.Zone)
+		if err != nil {
+			return fmt.Errorf("loading mailbox zone: %w", err)
+		}
+		if a.mailbox, err = mysqlutil.Open(ctx, cfg.Mailbox, loc); err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { _ = a.mailbox.Close() })
+	}
+	if a.needs("redis") {
+		if a.redis, err = redisutil.New(cfg.Redis); err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { _ = a.redis.Close() })
+	}
+	if a.needs("kafka") && cfg.Kafka.CreateTopics {
+		if err := a.ensureTopics(ctx); err != nil {
+			return err
+		}
+	}
+	return a.initServices()
+}
+
+// ensureTopics creates the topics, waiting for the brokers to answer.
+func (a *app) ensureTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(a.cfg.Kafka.ClientOpts(a.log, "admin")...)
+	if err != nil {
+		return fmt.Errorf("creating kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = kafka.EnsureTopics(tctx, cl, a.cfg.Kafka.ReplicationFactor, a.cfg.Kafka.Specs())
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("creating kafka topics: %w", err)
+		}
+		a.log.Warn("kafka not ready; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *app) add(s interface {
+	Services() []*lifecycle.Service
+	Ready(context.Context) error
+}) {
+	a.services = append(a.services, s.Services()...)
+	a.readies = append(a.readies, s.Ready)
+}
+
+func (a *app) initServices() error {
+	cfg := a.cfg
+	if cfg.has("processor") {
+		s, err := processor.New(cfg.Processor, processor.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("processor"), Postgres: a.pg, Kafka: cfg.Kafka,
+		})
+		if err != nil {
+			return fmt.Errorf("creating processor: %w", err)
+		}
+		a.add(s)
+	}
+	if cfg.has("dispatcher") {
+		s, err := dispatcher.New(cfg.Dispatcher, dispatcher.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("dispatcher"), Postgres: a.pg, Mailbox: a.mailbox, Kafka: cfg.Kafka,
+		})
+		if err != nil {
+			return fmt.Errorf("creating dispatcher: %w", err)
+		}
+		a.add(s)
+	}
+	if cfg.has("projector") {
+		s, err := projector.New(cfg.Projector, projector.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("projector"), Redis: a.redis, KeyPrefix: cfg.Redis.KeyPrefix, Kafka: cfg.Kafka,
+		})
+		if err != nil {
+			return fmt.Errorf("creating projector: %w", err)
+		}
+		s.RegisterRoutes(a.mux)
+		a.add(s)
+	}
+	if cfg.has("ingest") {
+		loc, _ := time.LoadLocation(cfg.Dispatcher.Mailbox.Zone)
+		s, err := ingest.New(cfg.Ingest, ingest.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("ingest"), Mailbox: a.mailbox, Kafka: cfg.Kafka, Location: loc,
+		})
+		if err != nil {
+			return fmt.Errorf("creating ingest: %w", err)
+		}
+		s.RegisterRoutes(a.mux)
+		a.add(s)
+	}
+	if cfg.has("control") {
+		s, err := control.New(cfg.Control, control.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg,
+		})
+		if err != nil {
+			return fmt.Errorf("creating control: %w", err)
+		}
+		a.add(s)
+	}
+	return nil
+}

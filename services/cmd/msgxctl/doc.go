@@ -1,0 +1,28 @@
+// Command msgxctl is the operators' command-line client of the msgexchange
+// control plane (R-F2): every control-plane call as a command, with aligned
+// tables for people and -json (protojson) for scripts.
+//
+//	msgxctl [-addr HOST:PORT] [-token T] [-json] [-timeout D] COMMAND ...
+//	msgxctl message get 42 --raw
+//	msgxctl backlog
+//	msgxctl flight get 15
+//	msgxctl outbox list --state dead --limit 20
+//	msgxctl health
+//
+// -addr defaults to $MSGX_CONTROL_ADDR or 127.0.0.1:9095, -token to
+// $MSGX_CONTROL_TOKEN (prefer the variable: a flag shows up in the process
+// list and the shell history). Exit status: 0 success, 1 failure (the reason
+// on stderr), 2 usage error.
+//
+// Structure: one file per command group (message.go, backlog.go, ...), each
+// returning a *command tree; registry.go lists the groups and dispatches.
+// Adding a command group means adding its file and one line to commands().
+//
+// Why the standard flag package and not a CLI framework such as cobra: the
+// command tree is two levels deep and small; the standard package accepts
+// both -flag and --flag, the same syntax as the services' own flags
+// (-config.file), while cobra's pflag treats -addr as a cluster of short
+// flags; and it keeps the binary free of dependencies. The few things a
+// framework would add — a registry, help text, flags after positional
+// arguments — are about a hundred lines in registry.go.
+package main

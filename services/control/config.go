@@ -1,0 +1,78 @@
+package control
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+	"unicode"
+
+	"msgexchange/libs/config"
+)
+
+// Config is the control plane's configuration (YAML section "control").
+type Config struct {
+	// GRPCAddr is the gRPC listen address. Default 127.0.0.1:9095.
+	GRPCAddr string `yaml:"grpc_addr"`
+	// AuthToken is the bearer token every call must carry (R-F3). Required
+	// unless InsecureNoAuth is set.
+	AuthToken config.Secret `yaml:"auth_token"`
+	// InsecureNoAuth allows an empty AuthToken, i.e. no authentication at
+	// all. Only development configurations set it. Default false.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// QueryTimeout bounds each PostgreSQL round trip of a call. Default 10s.
+	QueryTimeout time.Duration `yaml:"query_timeout"`
+	// HealthCheckInterval is how often PostgreSQL is pinged to keep the
+	// gRPC health status current. Default 5s.
+	HealthCheckInterval time.Duration `yaml:"health_check_interval"`
+	// ShutdownTimeout is how long a stop waits for calls in flight before
+	// cutting them off. Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// RegisterFlags registers the flags <prefix>grpc-addr, <prefix>auth-token,
+// <prefix>insecure-no-auth, <prefix>query-timeout,
+// <prefix>health-check-interval and <prefix>shutdown-timeout.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.StringVar(&c.GRPCAddr, prefix+"grpc-addr", "127.0.0.1:9095", "gRPC listen address of the control plane")
+	fs.Func(prefix+"auth-token", "bearer token every control-plane call must carry (required unless "+prefix+"insecure-no-auth); prefer the config file with ${VAR} and -config.expand-env over the command line", func(s string) error {
+		c.AuthToken = config.Secret(s)
+		return nil
+	})
+	fs.BoolVar(&c.InsecureNoAuth, prefix+"insecure-no-auth", false, "allow an empty auth token, i.e. no authentication (development only)")
+	fs.DurationVar(&c.QueryTimeout, prefix+"query-timeout", 10*time.Second, "timeout of each PostgreSQL query of a control-plane call")
+	fs.DurationVar(&c.HealthCheckInterval, prefix+"health-check-interval", 5*time.Second, "how often PostgreSQL is pinged to keep the gRPC health status current")
+	fs.DurationVar(&c.ShutdownTimeout, prefix+"shutdown-timeout", 10*time.Second, "how long a stop waits for calls in flight before cutting them off")
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.GRPCAddr == "" {
+		errs = append(errs, errors.New("control.grpc-addr: required, e.g. 127.0.0.1:9095 or :9095"))
+	} else if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+		errs = append(errs, fmt.Errorf("control.grpc-addr %q: want host:port, e.g. 127.0.0.1:9095: %w", c.GRPCAddr, err))
+	}
+	tok := c.AuthToken.Reveal()
+	switch {
+	case tok == "" && !c.InsecureNoAuth:
+		errs = append(errs, ErrAuthTokenRequired)
+	case strings.IndexFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		errs = append(errs, errors.New("control.auth-token: must not contain spaces or control characters (it travels as \"Bearer <token>\"); check for a trailing newline in the secret"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"control.query-timeout", c.QueryTimeout},
+		{"control.health-check-interval", c.HealthCheckInterval},
+		{"control.shutdown-timeout", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive, e.g. 5s", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,24 @@
+// Package control is the gRPC control plane of msgexchange: the one place
+// where operators (through msgxctl or any gRPC client) ask the running
+// system questions — what happened to mailbox message 42, how large and how
+// old the backlog is, what the authoritative state of a flight is, what sits
+// in the outbox's dead-letter queue (R-F1).
+//
+// Why a separate service: every other service is a pipeline stage that must
+// not be slowed or destabilised by ad-hoc operator traffic, and operators
+// need answers from PostgreSQL, the only authority (INV-11b), rather than
+// from any projection. The control plane therefore reads PostgreSQL
+// directly and owns no pipeline state of its own.
+//
+// Security (R-F3): every call must carry "authorization: Bearer <token>"
+// matching control.auth-token; the check is an interceptor, so no method can
+// skip it. Only the standard gRPC health service (for probes) and server
+// reflection (for schema discovery by tools) are open. An empty token is
+// refused at configuration time unless control.insecure-no-auth is set,
+// which only development configurations do.
+//
+// Health: the standard grpc.health.v1 service reports SERVING for "" and for
+// msgx.control.v1.AdminService while PostgreSQL answers a ping, checked every
+// control.health-check-interval, and NOT_SERVING otherwise, so that load
+// balancers stop sending calls the control plane could only fail.
+package control

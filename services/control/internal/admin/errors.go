@@ -1,0 +1,8 @@
+package admin
+
+import "errors"
+
+// errContractMismatch marks a database value that the protobuf contract
+// cannot express (for example a state added to the schema but not to the
+// enum): a deployment bug, reported as codes.Internal.
+var errContractMismatch = errors.New("database value unknown to the control-plane contract; update proto/msgx/control/v1")

@@ -1,0 +1,132 @@
+package dispatcher
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/dispatcher/internal/relay"
+)
+
+// Config is the dispatcher's configuration.
+type Config struct {
+	Delivery DeliveryConfig `yaml:"delivery"`
+	Mailbox  MailboxConfig  `yaml:"mailbox"`
+	Shadow   bool           `yaml:"shadow"`
+}
+
+// DeliveryConfig tunes the Kafka relays.
+type DeliveryConfig struct {
+	Batch       int           `yaml:"batch"`
+	MaxAttempts int           `yaml:"max_attempts"`
+	BackoffMin  time.Duration `yaml:"backoff_min"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
+}
+
+// MailboxConfig tunes the processed-marker writer (R-D4).
+type MailboxConfig struct {
+	ProcessedValue      string        `yaml:"processed_value"`
+	Zone                string        `yaml:"zone"`
+	BackfillMaxAttempts int           `yaml:"backfill_max_attempts"`
+	BackfillBackoffMin  time.Duration `yaml:"backfill_backoff_min"`
+	BackfillBackoffMax  time.Duration `yaml:"backfill_backoff_max"`
+}
+
+// RegisterFlags registers the dispatcher's flags.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.IntVar(&c.Delivery.Batch, prefix+"delivery.batch", 500, "outbox rows read and produced per batch")
+	fs.IntVar(&c.Delivery.MaxAttempts, prefix+"delivery.max-attempts", 10, "attempts before an outbox row becomes DEAD (dead-letter)")
+	fs.DurationVar(&c.Delivery.BackoffMin, prefix+"delivery.backoff-min", time.Second, "first retry delay of a failed outbox row; doubles per attempt")
+	fs.DurationVar(&c.Delivery.BackoffMax, prefix+"delivery.backoff-max", time.Minute, "largest retry delay of a failed outbox row")
+	fs.StringVar(&c.Mailbox.ProcessedValue, prefix+"mailbox.processed-value", "PROCESSED", "CMINMSGS_STATUS written with the processed marker")
+	fs.StringVar(&c.Mailbox.Zone, prefix+"mailbox.zone", "Asia/Shanghai", "airport time zone of mailbox timestamps")
+	fs.IntVar(&c.Mailbox.BackfillMaxAttempts, prefix+"pipeline.backfill-max-attempts", 10, "marker attempts before automatic retries stop (an operator can resume)")
+	fs.DurationVar(&c.Mailbox.BackfillBackoffMin, prefix+"pipeline.backfill-backoff-min", 30*time.Second, "first retry delay of a failed marker write; doubles per attempt")
+	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a failed marker write")
+	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode: never write mailbox markers")
+}
+
+// Validate reports every invalid value.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Delivery.Batch < 1 {
+		errs = append(errs, errors.New("delivery.batch: must be at least 1"))
+	}
+	if c.Delivery.MaxAttempts < 1 || c.Mailbox.BackfillMaxAttempts < 1 {
+		errs = append(errs, errors.New("delivery.max-attempts and pipeline.backfill-max-attempts: must be at least 1"))
+	}
+	if c.Delivery.BackoffMin <= 0 || c.Delivery.BackoffMax < c.Delivery.BackoffMin {
+		errs = append(errs, errors.New("delivery.backoff-min/-max: need 0 < min <= max"))
+	}
+	if c.Mailbox.BackfillBackoffMin <= 0 || c.Mailbox.BackfillBackoffMax < c.Mailbox.BackfillBackoffMin {
+		errs = append(errs, errors.New("pipeline.backfill-backoff-min/-max: need 0 < min <= max"))
+	}
+	if c.Mailbox.ProcessedValue == "" {
+		errs = append(errs, errors.New("mailbox.processed-value: must not be empty"))
+	}
+	if _, err := time.LoadLocation(c.Mailbox.Zone); err != nil {
+		errs = append(errs, fmt.Errorf("mailbox.zone: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the dispatcher's collaborators.
+type Deps struct {
+	Logger   *slog.Logger
+	Clock    clock.Clock
+	Meter    metric.Meter
+	Postgres *pgxpool.Pool
+	Mailbox  *sql.DB
+	Kafka    kafka.Config
+}
+
+// Service is a running dispatcher.
+type Service struct {
+	r    *relay.Relay
+	pool *pgxpool.Pool
+	mb   *sql.DB
+}
+
+// New builds the dispatcher.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := relay.New(relay.Options{
+		Logger: deps.Logger.With("component", "dispatcher"), Clock: deps.Clock, Meter: deps.Meter,
+		Pool: deps.Postgres, Mailbox: deps.Mailbox, Kafka: deps.Kafka,
+		Batch: cfg.Delivery.Batch, MaxAttempts: cfg.Delivery.MaxAttempts,
+		BackoffMin: cfg.Delivery.BackoffMin, BackoffMax: cfg.Delivery.BackoffMax,
+		ProcessedValue: cfg.Mailbox.ProcessedValue, BackfillMaxAttempts: cfg.Mailbox.BackfillMaxAttempts,
+		BackfillBackoffMin: cfg.Mailbox.BackfillBackoffMin, BackfillBackoffMax: cfg.Mailbox.BackfillBackoffMax,
+		Shadow: cfg.Shadow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox}, nil
+}
+
+// Services returns the notification listener and one loop per target.
+func (s *Service) Services() []*lifecycle.Service { return s.r.Services() }
+
+// Ready reports whether PostgreSQL and the mailbox answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging postgres: %w", err)
+	}
+	if err := s.mb.PingContext(ctx); err != nil {
+		return fmt.Errorf("pinging mailbox: %w", err)
+	}
+	return nil
+}

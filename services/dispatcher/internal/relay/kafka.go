@@ -1,0 +1,154 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/lifecycle"
+)
+
+type outboxRow struct {
+	ID       int64
+	Key      string
+	Payload  []byte
+	Headers  []byte
+	Attempts int
+}
+
+// kafkaService relays one target's rows to topic.
+func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
+	var cl *kgo.Client
+	return lifecycle.NewService("dispatcher-"+target,
+		func(context.Context) error {
+			var err error
+			cl, err = kgo.NewClient(append(r.opt.Kafka.ClientOpts(r.log, "dispatcher-"+target),
+				kgo.DefaultProduceTopic(topic),
+				kgo.ProducerBatchMaxBytes(16<<20),
+				kgo.MaxBufferedRecords(2*r.opt.Batch+100),
+			)...)
+			if err != nil {
+				return fmt.Errorf("creating producer for %s: %w", target, err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			return r.loop(ctx, target, func(ctx context.Context) (bool, error) { return r.drainKafka(ctx, cl, target) })
+		},
+		func(error) error {
+			if cl != nil {
+				cl.Close()
+			}
+			return nil
+		})
+}
+
+// drainKafka relays one batch. It reports whether a full batch was read
+// (so more may be waiting).
+func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (bool, error) {
+	now := r.opt.Clock.Now()
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// A row is held back while an older row of the same key waits in backoff,
+	// so one key's rows are delivered in order (per-FLID order).
+	rows, err := r.opt.Pool.Query(qctx, `
+		SELECT o.id, o.pkey, o.payload, o.headers, o.attempts FROM outbox o
+		WHERE o.target=$1 AND o.state='PENDING' AND o.next_attempt_at <= $2
+		  AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey
+		                  AND b.state='PENDING' AND b.id < o.id AND b.next_attempt_at > $2)
+		ORDER BY o.id LIMIT $3`, target, now, r.opt.Batch)
+	if err != nil {
+		return false, fmt.Errorf("reading outbox: %w", err)
+	}
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxRow, error) {
+		var o outboxRow
+		err := row.Scan(&o.ID, &o.Key, &o.Payload, &o.Headers, &o.Attempts)
+		return o, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading outbox: %w", err)
+	}
+	if len(batch) == 0 {
+		return false, nil
+	}
+	recs := make([]*kgo.Record, len(batch))
+	for i, o := range batch {
+		rec := &kgo.Record{Key: []byte(o.Key), Value: o.Payload}
+		if len(o.Headers) > 0 {
+			var hs map[string]string
+			if err := json.Unmarshal(o.Headers, &hs); err == nil {
+				for k, v := range hs {
+					rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+				}
+			}
+		}
+		recs[i] = rec
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
+	results := cl.ProduceSync(pctx, recs...)
+	pcancel()
+	var sent []int64
+	failedKeys := map[string]bool{}
+	var failed []outboxRow
+	var lastErr error
+	for i, res := range results {
+		o := batch[i]
+		// Once a key failed in this batch, its later rows are retried after
+		// it even if they were delivered, so that the last delivery of every
+		// key is in order.
+		if res.Err != nil || failedKeys[o.Key] {
+			failedKeys[o.Key] = true
+			failed = append(failed, o)
+			if res.Err != nil {
+				lastErr = res.Err
+			}
+			continue
+		}
+		sent = append(sent, o.ID)
+	}
+	done := r.opt.Clock.Now()
+	if len(sent) > 0 {
+		if _, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, sent, done); err != nil {
+			return false, fmt.Errorf("marking outbox rows sent: %w", err)
+		}
+		r.sent.Add(ctx, int64(len(sent)), targetAttr(target))
+	}
+	for _, o := range failed {
+		if err := r.fail(ctx, target, o, lastErr, done); err != nil {
+			return false, err
+		}
+	}
+	if len(failed) > 0 {
+		return false, fmt.Errorf("producing %d of %d records to %s: %w", len(failed), len(batch), target, lastErr)
+	}
+	return len(batch) == r.opt.Batch, nil
+}
+
+// fail records a failed delivery: backoff, or DEAD when attempts run out.
+func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause error, now time.Time) error {
+	attempts := o.Attempts + 1
+	msg := "not delivered"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	r.failed.Add(ctx, 1, targetAttr(target))
+	if attempts >= r.opt.MaxAttempts {
+		r.dead.Add(ctx, 1, targetAttr(target))
+		r.log.Error("outbox row is DEAD (dead-letter)", "target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "err", msg)
+		_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='DEAD', attempts=$2, last_error=$3 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg)
+		if err != nil {
+			return fmt.Errorf("marking outbox row dead: %w", err)
+		}
+		return nil
+	}
+	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
+	_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg, next)
+	if err != nil {
+		return fmt.Errorf("recording delivery failure: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+// Package relay implements the dispatcher's outbox loops.
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+)
+
+// Outbox targets.
+const (
+	TargetFlightState = "flight-state"
+	TargetMsg         = "msg"
+	TargetMailbox     = "mailbox"
+)
+
+// Options configure a Relay.
+type Options struct {
+	Logger              *slog.Logger
+	Clock               clock.Clock
+	Meter               metric.Meter
+	Pool                *pgxpool.Pool
+	Mailbox             *sql.DB
+	Kafka               kafka.Config
+	Batch               int
+	MaxAttempts         int
+	BackoffMin          time.Duration
+	BackoffMax          time.Duration
+	ProcessedValue      string
+	BackfillMaxAttempts int
+	BackfillBackoffMin  time.Duration
+	BackfillBackoffMax  time.Duration
+	Shadow              bool
+}
+
+// Relay owns the loops.
+type Relay struct {
+	opt     Options
+	log     *slog.Logger
+	mu      sync.Mutex
+	wakers  []chan struct{}
+	sent    metric.Int64Counter
+	failed  metric.Int64Counter
+	dead    metric.Int64Counter
+	markers metric.Int64Counter
+}
+
+// New builds a Relay.
+func New(opt Options) (*Relay, error) {
+	m := opt.Meter
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("dispatcher")
+	}
+	r := &Relay{opt: opt, log: opt.Logger}
+	var err error
+	if r.sent, err = m.Int64Counter("msgx_dispatcher_sent_total", metric.WithDescription("outbox rows delivered, by target")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if r.failed, err = m.Int64Counter("msgx_dispatcher_failed_total", metric.WithDescription("failed deliveries, by target")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if r.dead, err = m.Int64Counter("msgx_dispatcher_dead_total", metric.WithDescription("outbox rows moved to DEAD, by target")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if r.markers, err = m.Int64Counter("msgx_dispatcher_backfill_total", metric.WithDescription("mailbox marker outcomes, by outcome")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	return r, nil
+}
+
+func targetAttr(t string) metric.AddOption {
+	return metric.WithAttributes(attribute.String("target", t))
+}
+
+// Services returns the listener and the per-target loops.
+func (r *Relay) Services() []*lifecycle.Service {
+	svcs := []*lifecycle.Service{
+		r.listenService(),
+		r.kafkaService(TargetFlightState, r.opt.Kafka.Topics.FlightState),
+		r.kafkaService(TargetMsg, r.opt.Kafka.Topics.Msg),
+	}
+	if !r.opt.Shadow {
+		svcs = append(svcs, r.mailboxService())
+	} else {
+		r.log.Warn("shadow mode: mailbox markers are never written")
+	}
+	return svcs
+}
+
+func (r *Relay) newWaker() chan struct{} {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.wakers = append(r.wakers, ch)
+	r.mu.Unlock()
+	return ch
+}
+
+func (r *Relay) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ch := range r.wakers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// listenService LISTENs on msgx_outbox and wakes every loop on each
+// notification. After a lost connection it reconnects and wakes the loops
+// once, since notifications may have been missed meanwhile.
+func (r *Relay) listenService() *lifecycle.Service {
+	return lifecycle.NewService("dispatcher-listen", nil, func(ctx context.Context) error {
+		wait := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			err := r.listen(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.log.Warn("listening for outbox notifications; reconnecting", "err", err, "retry_in", wait)
+			r.wakeAll()
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(wait*2, 5*time.Second)
+		}
+		return nil
+	}, nil)
+}
+
+func (r *Relay) listen(ctx context.Context) error {
+	conn, err := r.opt.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquiring listen connection: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN msgx_outbox"); err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	defer func() {
+		// The connection goes back to the pool: stop listening on it.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(uctx, "UNLISTEN *")
+	}()
+	r.wakeAll()
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("waiting for notification: %w", err)
+		}
+		r.wakeAll()
+	}
+}
+
+// loop runs drain until ctx ends, waiting between drains for a wake-up, the
+// next due row, or a safety interval.
+func (r *Relay) loop(ctx context.Context, target string, drain func(context.Context) (bool, error)) error {
+	wake := r.newWaker()
+	for ctx.Err() == nil {
+		more, err := drain(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.log.Warn("relaying outbox", "target", target, "err", err)
+		}
+		if more && err == nil {
+			continue
+		}
+		wait := r.nextDue(ctx, target)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// nextDue returns how long until the target's earliest PENDING row is due,
+// bounded to [10ms, 5s] (the upper bound is a safety net for missed
+// notifications, not the latency path).
+func (r *Relay) nextDue(ctx context.Context, target string) time.Duration {
+	var next *time.Time
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := r.opt.Pool.QueryRow(qctx, `SELECT min(next_attempt_at) FROM outbox WHERE target=$1 AND state='PENDING'`, target).Scan(&next)
+	if err != nil || next == nil {
+		return 5 * time.Second
+	}
+	d := next.Sub(r.opt.Clock.Now())
+	return max(10*time.Millisecond, min(d, 5*time.Second))
+}
+
+func backoff(attempt int, lo, hi time.Duration) time.Duration {
+	d := lo
+	for i := 1; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}

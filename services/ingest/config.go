@@ -1,0 +1,244 @@
+package ingest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"msgexchange/services/ingest/internal/mailbox"
+)
+
+// Config is the ingest service's configuration. Flag names are
+// "<prefix>pipeline.poll-interval" and so on; YAML keys are snake_case
+// under pipeline, mailbox and compat.
+type Config struct {
+	// Pipeline tunes the mailbox scan.
+	Pipeline PipelineConfig `yaml:"pipeline"`
+	// Mailbox describes the adapter's conventions in CMINMSGS.
+	Mailbox MailboxConfig `yaml:"mailbox"`
+	// Compat tunes POST /cminmsgs/send.
+	Compat CompatConfig `yaml:"compat"`
+}
+
+// PipelineConfig tunes the mailbox scan.
+type PipelineConfig struct {
+	// PollInterval is the time between scan rounds (default 1s); a compat
+	// insert starts a round at once.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// ClaimBatch is the most rows one mailbox query returns (default 50).
+	ClaimBatch int `yaml:"claim_batch"`
+	// FullRescanInterval is the time between passes from ID 0 that find
+	// late-committed smaller IDs (default 10m).
+	FullRescanInterval time.Duration `yaml:"full_rescan_interval"`
+	// RepublishAfter is how long a published row may stay unmarked before
+	// it is published again (default 10m).
+	RepublishAfter time.Duration `yaml:"republish_after"`
+}
+
+// MailboxConfig describes the adapter's conventions in CMINMSGS.
+type MailboxConfig struct {
+	// StatusFilter restricts the scan to rows with this CMINMSGS_STATUS
+	// (default VALID); empty scans every status.
+	StatusFilter string `yaml:"status_filter"`
+	// ValidStatus is the CMINMSGS_STATUS compat inserts write (default
+	// VALID).
+	ValidStatus string `yaml:"valid_status"`
+	// Zone is the IANA zone CMINMSGS DATETIMEs are written in (default
+	// Asia/Shanghai).
+	Zone string `yaml:"zone"`
+}
+
+// CompatConfig tunes POST /cminmsgs/send.
+type CompatConfig struct {
+	// MaxBody is the largest accepted body (default 10MiB, at most the
+	// mailbox column's 16MiB-1).
+	MaxBody ByteSize `yaml:"max_body"`
+	// AllowedNetworks is a comma-separated list of CIDRs (or addresses)
+	// allowed to post; empty allows every source (default empty).
+	AllowedNetworks string `yaml:"allowed_networks"`
+}
+
+// Defaults of the configuration.
+const (
+	// DefaultPollInterval is the default pipeline.poll-interval.
+	DefaultPollInterval = time.Second
+	// DefaultClaimBatch is the default pipeline.claim-batch.
+	DefaultClaimBatch = 50
+	// DefaultFullRescanInterval is the default pipeline.full-rescan-interval.
+	DefaultFullRescanInterval = 10 * time.Minute
+	// DefaultRepublishAfter is the default pipeline.republish-after.
+	DefaultRepublishAfter = 10 * time.Minute
+	// DefaultStatus is the adapter's status of rows to process, the default
+	// of mailbox.status-filter and mailbox.valid-status.
+	DefaultStatus = "VALID"
+	// DefaultZone is the default mailbox.zone, the airport's.
+	DefaultZone = "Asia/Shanghai"
+	// DefaultMaxBody is the default compat.max-body, 10 MiB.
+	DefaultMaxBody = 10 << 20
+	// MaxClaimBatch bounds ClaimBatch: one page's IDs are bound as
+	// statement parameters.
+	MaxClaimBatch = 10000
+	// maxStatusLen is the width of CMINMSGS_STATUS.
+	maxStatusLen = 20
+)
+
+// RegisterFlags registers the flags under prefix and sets the defaults.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.DurationVar(&c.Pipeline.PollInterval, prefix+"pipeline.poll-interval", DefaultPollInterval,
+		"time between mailbox scan rounds; a compat insert starts a round at once")
+	fs.IntVar(&c.Pipeline.ClaimBatch, prefix+"pipeline.claim-batch", DefaultClaimBatch,
+		"most mailbox rows one scan query returns; a round pages until a page is short (1.."+strconv.Itoa(MaxClaimBatch)+")")
+	fs.DurationVar(&c.Pipeline.FullRescanInterval, prefix+"pipeline.full-rescan-interval", DefaultFullRescanInterval,
+		"time between scans from ID 0 that find rows committed late below the scan floor")
+	fs.DurationVar(&c.Pipeline.RepublishAfter, prefix+"pipeline.republish-after", DefaultRepublishAfter,
+		"a published row still unmarked this long after its publication is published again")
+	fs.StringVar(&c.Mailbox.StatusFilter, prefix+"mailbox.status-filter", DefaultStatus,
+		"scan only CMINMSGS rows with this CMINMSGS_STATUS; empty scans every status")
+	fs.StringVar(&c.Mailbox.ValidStatus, prefix+"mailbox.valid-status", DefaultStatus,
+		"CMINMSGS_STATUS written by compat inserts")
+	fs.StringVar(&c.Mailbox.Zone, prefix+"mailbox.zone", DefaultZone,
+		"IANA time zone of the mailbox DATETIME columns (the airport's zone)")
+	c.Compat.MaxBody = DefaultMaxBody
+	fs.Var(&c.Compat.MaxBody, prefix+"compat.max-body",
+		"largest POST /cminmsgs/send body, bytes or with a unit such as 10MiB or 10MB (default 10MiB; at most 16MiB-1)")
+	fs.StringVar(&c.Compat.AllowedNetworks, prefix+"compat.allowed-networks", "",
+		"comma-separated CIDRs or addresses allowed to POST /cminmsgs/send; empty allows all")
+}
+
+// Validate reports every invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be a positive duration such as 1s, got %s", name, d))
+		}
+	}
+	positive("pipeline.poll-interval", c.Pipeline.PollInterval)
+	positive("pipeline.full-rescan-interval", c.Pipeline.FullRescanInterval)
+	positive("pipeline.republish-after", c.Pipeline.RepublishAfter)
+	if c.Pipeline.ClaimBatch < 1 || c.Pipeline.ClaimBatch > MaxClaimBatch {
+		errs = append(errs, fmt.Errorf("pipeline.claim-batch: must be between 1 and %d, got %d", MaxClaimBatch, c.Pipeline.ClaimBatch))
+	}
+	if len(c.Mailbox.StatusFilter) > maxStatusLen {
+		errs = append(errs, fmt.Errorf("mailbox.status-filter: CMINMSGS_STATUS holds at most %d characters, got %q", maxStatusLen, c.Mailbox.StatusFilter))
+	}
+	switch {
+	case c.Mailbox.ValidStatus == "":
+		errs = append(errs, errors.New("mailbox.valid-status: must not be empty; the adapter's value is VALID"))
+	case len(c.Mailbox.ValidStatus) > maxStatusLen:
+		errs = append(errs, fmt.Errorf("mailbox.valid-status: CMINMSGS_STATUS holds at most %d characters, got %q", maxStatusLen, c.Mailbox.ValidStatus))
+	case c.Mailbox.StatusFilter != "" && c.Mailbox.StatusFilter != c.Mailbox.ValidStatus:
+		errs = append(errs, fmt.Errorf("mailbox.valid-status %q does not pass mailbox.status-filter %q: compat messages would never be published; make them equal",
+			c.Mailbox.ValidStatus, c.Mailbox.StatusFilter))
+	}
+	if _, err := c.Mailbox.location(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Compat.MaxBody < 1 || c.Compat.MaxBody > mailbox.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("compat.max-body: must be between 1 and %d bytes (the mailbox column's capacity), got %d", mailbox.MaxMessageBytes, c.Compat.MaxBody))
+	}
+	if _, err := c.Compat.Networks(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// location loads Zone.
+func (c *MailboxConfig) location() (*time.Location, error) {
+	if c.Zone == "" {
+		return nil, errors.New("mailbox.zone: must not be empty; use the airport's IANA zone such as Asia/Shanghai")
+	}
+	loc, err := time.LoadLocation(c.Zone)
+	if err != nil {
+		return nil, fmt.Errorf("mailbox.zone: unknown zone %q (use an IANA name such as Asia/Shanghai): %w", c.Zone, err)
+	}
+	return loc, nil
+}
+
+// Networks parses AllowedNetworks. A bare address means that host only.
+func (c *CompatConfig) Networks() ([]netip.Prefix, error) {
+	var (
+		out  []netip.Prefix
+		errs []error
+	)
+	for _, s := range strings.Split(c.AllowedNetworks, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("compat.allowed-networks: %q is neither a CIDR such as 10.0.0.0/8 nor an address", s))
+	}
+	return out, errors.Join(errs...)
+}
+
+// ByteSize is a size in bytes. Flags and YAML accept a plain number of bytes
+// or a number with a unit: B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB
+// (powers of 1000).
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	factor int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
+	{"B", 1},
+}
+
+// String renders the size with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.factor == 0 {
+			return strconv.FormatInt(int64(b)/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// Set parses a size (flag.Value).
+func (b *ByteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	factor := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(strings.ToUpper(s), strings.ToUpper(u.suffix)) {
+			factor = u.factor
+			s = strings.TrimSpace(s[:len(s)-len(u.suffix)])
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/factor {
+		return fmt.Errorf("invalid size %q: use bytes or a number with KiB, MiB, GiB, KB, MB or GB", s)
+	}
+	*b = ByteSize(n * factor)
+	return nil
+}
+
+// UnmarshalYAML accepts a number of bytes or a string with a unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a size must be a number or a string such as 10MiB", n.Line)
+	}
+	return b.Set(n.Value)
+}
+
+// MarshalYAML renders the size as String does.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

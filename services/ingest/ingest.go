@@ -1,0 +1,234 @@
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/ingest/internal/compat"
+	"msgexchange/services/ingest/internal/mailbox"
+	"msgexchange/services/ingest/internal/scanner"
+)
+
+// ScannerServiceName is the lifecycle name of the scan loop.
+const ScannerServiceName = "ingest-scanner"
+
+// kafkaTimeout bounds the start-up metadata request to Kafka.
+const kafkaTimeout = 30 * time.Second
+
+// Deps are what the composition root gives the service.
+type Deps struct {
+	// Logger is the process logger; the service adds component=ingest.
+	Logger *slog.Logger
+	// Clock drives the republish and full-rescan decisions and timestamps.
+	Clock clock.Clock
+	// Meter creates the msgx_ingest_* instruments.
+	Meter metric.Meter
+	// Mailbox is the shared mailbox database holding CMINMSGS.
+	Mailbox *sql.DB
+	// Kafka configures the producer the scanner creates at start.
+	Kafka kafka.Config
+	// Location is the airport zone the mailbox connection uses; optional,
+	// and when set it must be the zone of mailbox.zone.
+	Location *time.Location
+}
+
+// Service is the ingest service: the mailbox scanner (a lifecycle service)
+// and the compat HTTP entry.
+type Service struct {
+	cfg     Config
+	deps    Deps
+	logger  *slog.Logger
+	loc     *time.Location
+	mailbox *mailbox.Mailbox
+	metrics *scanner.Metrics
+	compat  *compat.Handler
+	wake    chan struct{}
+	loop    *lifecycle.Service
+
+	mu      sync.Mutex
+	client  *kgo.Client
+	scanner *scanner.Scanner
+}
+
+// New validates cfg and builds the service; nothing connects until the
+// scanner's lifecycle service starts.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating ingest config: %w", err)
+	}
+	var missing []error
+	for name, isNil := range map[string]bool{
+		"Logger": deps.Logger == nil, "Clock": deps.Clock == nil,
+		"Meter": deps.Meter == nil, "Mailbox": deps.Mailbox == nil,
+	} {
+		if isNil {
+			missing = append(missing, fmt.Errorf("%w: Deps.%s", ErrMissingDependency, name))
+		}
+	}
+	if err := errors.Join(missing...); err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	loc, err := cfg.Mailbox.location()
+	if err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	if deps.Location != nil && deps.Location.String() != loc.String() {
+		return nil, fmt.Errorf("creating ingest service: mailbox.zone %q differs from the mailbox connection's zone %q; configure one zone",
+			loc.String(), deps.Location.String())
+	}
+	nets, err := cfg.Compat.Networks()
+	if err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	s := &Service{
+		cfg:     cfg,
+		deps:    deps,
+		logger:  deps.Logger.With("component", "ingest"),
+		loc:     loc,
+		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter),
+		wake:    make(chan struct{}, 1),
+	}
+	if s.metrics, err = scanner.NewMetrics(deps.Meter); err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	s.compat, err = compat.New(compat.Config{
+		MaxBody:         int64(cfg.Compat.MaxBody),
+		AllowedNetworks: nets,
+		ValidStatus:     cfg.Mailbox.ValidStatus,
+	}, s.mailbox, deps.Clock, s.wakeScanner, deps.Meter, deps.Logger.With("component", "ingest-compat"))
+	if err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	s.loop = lifecycle.NewService(ScannerServiceName, s.starting, s.running, s.stopping)
+	return s, nil
+}
+
+// Services returns the scanner loop.
+func (s *Service) Services() []*lifecycle.Service { return []*lifecycle.Service{s.loop} }
+
+// RegisterRoutes registers POST /cminmsgs/send.
+func (s *Service) RegisterRoutes(mux *http.ServeMux) { mux.Handle(compat.Path, s.compat) }
+
+// Ready reports whether the mailbox table can be read and the Kafka
+// producer reaches a broker.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.mailbox.Ping(ctx); err != nil {
+		return fmt.Errorf("checking ingest mailbox: %w", err)
+	}
+	s.mu.Lock()
+	client := s.client
+	s.mu.Unlock()
+	if client == nil {
+		return ErrNotStarted
+	}
+	if err := client.Ping(ctx); err != nil {
+		return fmt.Errorf("checking ingest kafka producer: %w", err)
+	}
+	return nil
+}
+
+// wakeScanner asks for a round now; a pending request already covers it.
+func (s *Service) wakeScanner() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) starting(ctx context.Context) error {
+	topic := s.deps.Kafka.Topics.Inbox
+	opts := append(s.deps.Kafka.ClientOpts(s.deps.Logger, "ingest"),
+		kgo.DefaultProduceTopic(topic),
+		// Every record goes to partition 0 (records set it), whatever the
+		// topic's partition count: the inbox order is the mailbox order.
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	s.metrics.Init(ctx)
+	maxBytes, err := topicMaxMessageBytes(ctx, opts, topic)
+	if err != nil {
+		return err
+	}
+	client, err := kgo.NewClient(append(opts, kgo.ProducerBatchMaxBytes(maxBytes))...)
+	if err != nil {
+		return fmt.Errorf("creating ingest kafka producer: %w", err)
+	}
+	sc := scanner.New(scanner.Config{
+		ClaimBatch:         s.cfg.Pipeline.ClaimBatch,
+		FullRescanInterval: s.cfg.Pipeline.FullRescanInterval,
+		RepublishAfter:     s.cfg.Pipeline.RepublishAfter,
+		Location:           s.loc,
+	}, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName))
+	s.mu.Lock()
+	s.client, s.scanner = client, sc
+	s.mu.Unlock()
+	s.logger.Info("ingest scanner starting", "topic", topic, "max_batch_bytes", maxBytes,
+		"poll_interval", s.cfg.Pipeline.PollInterval, "claim_batch", s.cfg.Pipeline.ClaimBatch)
+	return nil
+}
+
+func (s *Service) running(ctx context.Context) error {
+	s.mu.Lock()
+	sc := s.scanner
+	s.mu.Unlock()
+	return sc.Run(ctx, s.cfg.Pipeline.PollInterval, s.wake)
+}
+
+func (s *Service) stopping(error) error {
+	s.mu.Lock()
+	client := s.client
+	s.client, s.scanner = nil, nil
+	s.mu.Unlock()
+	if client != nil {
+		client.Close()
+	}
+	return nil
+}
+
+// topicMaxMessageBytes reads the inbox topic's max.message.bytes, so that
+// the producer's batches never exceed what the broker accepts and messages
+// up to that size (the mailbox allows 16 MiB) can be published.
+func topicMaxMessageBytes(ctx context.Context, opts []kgo.Opt, topic string) (int32, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return 0, fmt.Errorf("creating kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
+	}
+	if rc.Err != nil {
+		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key != "max.message.bytes" || c.Value == nil {
+			continue
+		}
+		n, err := strconv.ParseInt(*c.Value, 10, 32)
+		if err != nil || n < 512 {
+			return 0, fmt.Errorf("%w: %s has max.message.bytes %q", ErrInboxTopic, topic, *c.Value)
+		}
+		return int32(n), nil
+	}
+	return 0, fmt.Errorf("%w: %s reports no max.message.bytes", ErrInboxTopic, topic)
+}

@@ -1,0 +1,193 @@
+package mailbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// QueryTimeout bounds each statement this package runs.
+const QueryTimeout = 30 * time.Second
+
+// MaxMessageBytes is the capacity of CMINMSGS_CLOB_MSG (MEDIUMTEXT) in bytes.
+const MaxMessageBytes = 1<<24 - 1
+
+// datetimeLayout is how DATE_FORMAT(…, '%Y-%m-%d %H:%i:%s.%f') renders a
+// DATETIME, and how Insert writes one.
+const (
+	datetimeReadLayout  = "2006-01-02 15:04:05.000000"
+	datetimeWriteLayout = "2006-01-02 15:04:05"
+)
+
+// Querier is the part of *sql.DB (or *sql.Conn) the mailbox uses.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Row is one mailbox row as ingest publishes it.
+type Row struct {
+	// ID is CMINMSGS_ID.
+	ID int64
+	// Message is CMINMSGS_CLOB_MSG, byte for byte.
+	Message []byte
+	// ReceivedAt is CMINMSGS_DATE_RECEIVED read in the airport zone; zero
+	// when the column is NULL.
+	ReceivedAt time.Time
+}
+
+// Mailbox reads unmarked rows and inserts compat rows.
+type Mailbox struct {
+	db           Querier
+	loc          *time.Location
+	statusFilter string
+}
+
+// New returns a Mailbox on db. loc is the airport zone the DATETIME columns
+// are written in. statusFilter, when not empty, restricts reads to rows whose
+// CMINMSGS_STATUS equals it (the adapter's convention is VALID).
+func New(db Querier, loc *time.Location, statusFilter string) *Mailbox {
+	return &Mailbox{db: db, loc: loc, statusFilter: statusFilter}
+}
+
+// unmarkedWhere is the predicate every read shares: not yet marked and, when
+// configured, of the accepted status.
+func (m *Mailbox) unmarkedWhere(args []any) (string, []any) {
+	where := "CMINMSGS_DATE_PROCESSED IS NULL"
+	if m.statusFilter != "" {
+		where += " AND CMINMSGS_STATUS = ?"
+		args = append(args, m.statusFilter)
+	}
+	return where, args
+}
+
+// UnmarkedIDs returns, in ascending order, at most limit IDs greater than
+// after of rows whose marker is NULL. It reads only the primary key range
+// (after, …], so its cost is the number of rows in that range up to the
+// limit-th match, whatever lies below after.
+func (m *Mailbox) UnmarkedIDs(ctx context.Context, after int64, limit int) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	where, args := m.unmarkedWhere(nil)
+	args = append(args, after, limit)
+	rows, err := m.db.QueryContext(ctx,
+		"SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying unmarked mailbox rows after %d: %w", after, err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, limit)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reading unmarked mailbox row id: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading unmarked mailbox rows after %d: %w", after, err)
+	}
+	return ids, nil
+}
+
+// MaxID returns the highest CMINMSGS_ID in the table, 0 when it is empty.
+func (m *Mailbox) MaxID(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var id sql.NullInt64
+	if err := m.db.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM CMINMSGS").Scan(&id); err != nil {
+		return 0, fmt.Errorf("querying highest mailbox id: %w", err)
+	}
+	return id.Int64, nil
+}
+
+// Fetch reads the rows of ids (ascending) that are still unmarked, in ID
+// order. It stops after the row that brings the total message size to at
+// least budget bytes, so that a page of very large messages is published in
+// several bounded steps; complete is false then, and the caller fetches the
+// IDs after the last returned row again. Rows marked since their ID was
+// listed are left out.
+func (m *Mailbox) Fetch(ctx context.Context, ids []int64, budget int) (out []Row, complete bool, err error) {
+	if len(ids) == 0 {
+		return nil, true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	where, args := m.unmarkedWhere(args)
+	q := "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, DATE_FORMAT(CMINMSGS_DATE_RECEIVED, '%Y-%m-%d %H:%i:%s.%f') FROM CMINMSGS WHERE CMINMSGS_ID IN (" +
+		strings.Repeat("?,", len(ids)-1) + "?) AND " + where + " ORDER BY CMINMSGS_ID"
+	rows, err := m.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("fetching mailbox rows %d..%d: %w", ids[0], ids[len(ids)-1], err)
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		var (
+			r        Row
+			received sql.NullString
+		)
+		if err := rows.Scan(&r.ID, &r.Message, &received); err != nil {
+			return nil, false, fmt.Errorf("reading mailbox row: %w", err)
+		}
+		if received.Valid {
+			t, err := time.ParseInLocation(datetimeReadLayout, received.String, m.loc)
+			if err != nil {
+				return nil, false, fmt.Errorf("parsing CMINMSGS_DATE_RECEIVED of row %d: %w", r.ID, err)
+			}
+			r.ReceivedAt = t
+		}
+		out = append(out, r)
+		size += len(r.Message)
+		if size >= budget && r.ID != ids[len(ids)-1] {
+			return out, false, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("fetching mailbox rows %d..%d: %w", ids[0], ids[len(ids)-1], err)
+	}
+	return out, true, nil
+}
+
+// Insert stores a message as the adapter does: the text, the receive time in
+// the airport zone and the given status; every other column stays NULL, the
+// marker included. It returns the new CMINMSGS_ID once the row is committed
+// (the statement runs in autocommit).
+func (m *Mailbox) Insert(ctx context.Context, message string, receivedAt time.Time, status string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	res, err := m.db.ExecContext(ctx,
+		"INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, ?)",
+		message, receivedAt.In(m.loc).Format(datetimeWriteLayout), status)
+	if err != nil {
+		return 0, fmt.Errorf("inserting mailbox row: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("reading inserted mailbox id: %w", err)
+	}
+	if id <= 0 {
+		return 0, fmt.Errorf("inserting mailbox row: %w", ErrNoID)
+	}
+	return id, nil
+}
+
+// Ping checks that the mailbox table can be read.
+func (m *Mailbox) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var one int
+	err := m.db.QueryRowContext(ctx, "SELECT 1 FROM CMINMSGS WHERE CMINMSGS_ID = 0").Scan(&one)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("reading mailbox table: %w", err)
+	}
+	return nil
+}

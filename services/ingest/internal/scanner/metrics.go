@@ -1,0 +1,62 @@
+package scanner
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metrics are the scanner's instruments.
+type Metrics struct {
+	published     metric.Int64Counter
+	republished   metric.Int64Counter
+	late          metric.Int64Counter
+	scanErrors    metric.Int64Counter
+	publishErrors metric.Int64Counter
+	duration      metric.Float64Histogram
+}
+
+// NewMetrics creates the scanner's instruments on meter:
+// msgx_ingest_published_total (every record written to the inbox topic,
+// repeats included), msgx_ingest_republished_total (the repeats),
+// msgx_ingest_late_arrival_total, msgx_ingest_scan_errors_total,
+// msgx_ingest_publish_errors_total and msgx_ingest_scan_duration_seconds.
+func NewMetrics(meter metric.Meter) (*Metrics, error) {
+	var (
+		m    Metrics
+		err  error
+		errs []error
+	)
+	counter := func(name, desc string) metric.Int64Counter {
+		c, cerr := meter.Int64Counter(name, metric.WithDescription(desc))
+		if cerr != nil {
+			errs = append(errs, cerr)
+		}
+		return c
+	}
+	m.published = counter("msgx_ingest_published_total", "Mailbox rows written to the inbox topic, repeats included.")
+	m.republished = counter("msgx_ingest_republished_total", "Mailbox rows written again because they were still unmarked republish-after after their last publication.")
+	m.late = counter("msgx_ingest_late_arrival_total", "Mailbox rows first seen below the scan floor or below an ID already published (committed late).")
+	m.scanErrors = counter("msgx_ingest_scan_errors_total", "Scan rounds abandoned because the mailbox could not be read.")
+	m.publishErrors = counter("msgx_ingest_publish_errors_total", "Scan rounds abandoned because records could not be written to the inbox topic.")
+	m.duration, err = meter.Float64Histogram("msgx_ingest_scan_duration_seconds",
+		metric.WithDescription("Duration of one scan round, by pass (full or floor) and outcome."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("creating scanner metrics: %w", errs[0])
+	}
+	return &m, nil
+}
+
+// Init exports every counter at zero, so that rates and alerts work before
+// the first event (a counter never added to is not exported at all).
+func (m *Metrics) Init(ctx context.Context) {
+	for _, c := range []metric.Int64Counter{m.published, m.republished, m.late, m.scanErrors, m.publishErrors} {
+		c.Add(ctx, 0)
+	}
+}

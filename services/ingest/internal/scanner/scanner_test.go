@@ -1,0 +1,446 @@
+package scanner_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/services/ingest/internal/ingesttest"
+	"msgexchange/services/ingest/internal/mailbox"
+	"msgexchange/services/ingest/internal/scanner"
+)
+
+const awaitTimeout = 20 * time.Second
+
+// flakyPublisher fails every produce while fail is set, like a broker that
+// is down, and otherwise passes records to the real client.
+type flakyPublisher struct {
+	real *kgo.Client
+	fail atomic.Bool
+}
+
+var errBrokerDown = errors.New("broker down (test)")
+
+func (p *flakyPublisher) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	if p.fail.Load() {
+		out := make(kgo.ProduceResults, len(rs))
+		for i, r := range rs {
+			out[i] = kgo.ProduceResult{Record: r, Err: errBrokerDown}
+		}
+		return out
+	}
+	return p.real.ProduceSync(ctx, rs...)
+}
+
+type testBundle struct {
+	mb      *ingesttest.Mailbox
+	kafka   kafka.Config
+	inbox   *ingesttest.Inbox
+	clock   *clock.Fake
+	metrics *ingesttest.Metrics
+	pub     *flakyPublisher
+	scanner *scanner.Scanner
+	cfg     scanner.Config
+}
+
+// setup gives each test its own mailbox database, broker and scanner
+// (claim-batch 50, full rescan and republish after 10 minutes).
+func setup(t *testing.T, tune ...func(*scanner.Config)) *testBundle {
+	t.Helper()
+	loc := ingesttest.Location(t)
+	b := &testBundle{
+		mb:      ingesttest.NewMailbox(t),
+		kafka:   ingesttest.NewKafka(t),
+		clock:   clock.NewFake(time.Date(2021, 1, 23, 5, 35, 0, 0, loc)),
+		metrics: ingesttest.NewMetrics(t),
+		cfg: scanner.Config{
+			ClaimBatch:         50,
+			FullRescanInterval: 10 * time.Minute,
+			RepublishAfter:     10 * time.Minute,
+			Location:           loc,
+		},
+	}
+	for _, f := range tune {
+		f(&b.cfg)
+	}
+	b.inbox = ingesttest.NewInbox(t, b.kafka)
+	b.pub = &flakyPublisher{real: ingesttest.NewProducer(t, b.kafka)}
+	b.scanner = b.newScanner(t, mailbox.New(b.mb.DB, loc, "VALID"))
+	return b
+}
+
+func (b *testBundle) newScanner(t *testing.T, mb scanner.Mailbox) *scanner.Scanner {
+	t.Helper()
+	m, err := scanner.NewMetrics(b.metrics.Meter)
+	require.NoError(t, err)
+	return scanner.New(b.cfg, mb, b.pub, b.clock, m, ingesttest.Logger(t))
+}
+
+func (b *testBundle) round(t *testing.T) scanner.Round {
+	t.Helper()
+	r, err := b.scanner.ScanOnce(context.Background())
+	require.NoError(t, err)
+	return r
+}
+
+// R-A1: one round pages through 130 rows with claim-batch 50 and publishes
+// them all, in ID order, with the documented record format.
+func TestScanner_R_A1_PublishesAllPagesInIDOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.mb.InsertValid(t, 130)
+
+	r := b.round(t)
+	require.True(t, r.Full, "the first round is a full pass")
+	require.Equal(t, 130, r.Published)
+	require.Equal(t, 3, r.Queries, "pages of 50, 50 and a short one of 30")
+
+	recs := b.inbox.Await(t, 130, awaitTimeout)
+	require.Equal(t, ids, ingesttest.Keys(t, recs))
+	for i, rec := range recs {
+		require.Equal(t, fmt.Sprintf(`<MSG n="%d"/>`, i), string(rec.Value))
+		require.EqualValues(t, 0, rec.Partition)
+		id, ok := ingesttest.Header(rec, scanner.HeaderMailboxID)
+		require.True(t, ok)
+		require.Equal(t, strconv.FormatInt(ids[i], 10), id)
+		received, ok := ingesttest.Header(rec, scanner.HeaderReceivedAt)
+		require.True(t, ok)
+		require.Equal(t, "2021-01-23T05:35:00+08:00", received, "DATE_RECEIVED is airport time")
+		published, ok := ingesttest.Header(rec, scanner.HeaderPublishedAt)
+		require.True(t, ok)
+		pt, err := time.Parse(time.RFC3339, published)
+		require.NoError(t, err)
+		require.True(t, pt.Equal(b.clock.Now()), "published-at comes from the injected clock")
+	}
+	require.EqualValues(t, 130, b.metrics.Counter(t, "msgx_ingest_published_total"))
+	require.EqualValues(t, 1, b.metrics.HistogramCount(t, "msgx_ingest_scan_duration_seconds"))
+
+	r = b.round(t)
+	require.Zero(t, r.Published, "a second round publishes nothing new")
+	require.EqualValues(t, 130, b.inbox.EndOffset(t))
+}
+
+// R-A1: only unmarked rows of the configured status are published; a NULL
+// receive time leaves the header out; an empty filter takes every status.
+func TestScanner_R_A1_PublishesOnlyUnmarkedRowsOfTheStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mb.Insert(t, ingesttest.Row{Msg: "<marked/>", Status: "VALID", Marked: true})
+	b.mb.Insert(t, ingesttest.Row{Msg: "<invalid/>", Status: "INVALID"})
+	b.mb.Insert(t, ingesttest.Row{Msg: "<null-status/>"})
+	want := b.mb.Insert(t, ingesttest.Row{Msg: "<valid/>", Status: "VALID"})
+
+	r := b.round(t)
+	require.Equal(t, 1, r.Published)
+	recs := b.inbox.Await(t, 1, awaitTimeout)
+	require.Equal(t, []int64{want}, ingesttest.Keys(t, recs))
+	_, ok := ingesttest.Header(recs[0], scanner.HeaderReceivedAt)
+	require.False(t, ok, "no received-at header for a NULL CMINMSGS_DATE_RECEIVED")
+
+	all := b.newScanner(t, mailbox.New(b.mb.DB, ingesttest.Location(t), ""))
+	r, err := all.ScanOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, r.Published, "with no status filter every unmarked row is published")
+}
+
+// R-A2: 200 rows that stay unmarked at the front (already published,
+// terminal but not yet marked) do not delay a new row: the very next round
+// publishes it.
+func TestScanner_R_A2_StuckPrefixDoesNotStarveNewRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mb.InsertValid(t, 200)
+	require.Equal(t, 200, b.round(t).Published)
+
+	fresh := b.mb.Insert(t, ingesttest.Row{Msg: "<new/>", Status: "VALID"})
+	r := b.round(t)
+	require.False(t, r.Full)
+	require.Equal(t, 1, r.Published, "the new row is published in the first round after its insert")
+	require.Equal(t, 201, r.Unmarked)
+	require.Equal(t, 5, r.Queries, "four full pages of the stuck prefix, then the page with the new row")
+	recs := b.inbox.Await(t, 201, awaitTimeout)
+	require.Equal(t, fresh, ingesttest.Keys(t, recs)[200])
+	require.Equal(t, 200, b.scanner.Tracked()-1)
+}
+
+// R-A3: an ID committed after larger ones were read is published by the
+// next full pass when it lies below the floor, by the next round when it
+// lies above it, and counted either way.
+func TestScanner_R_A3_LateSmallerIDsArePublishedAndCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour })
+	b.mb.Insert(t, ingesttest.Row{ID: 10, Msg: "<ten/>", Status: "VALID"})
+	r := b.round(t)
+	require.Equal(t, 1, r.Published)
+	require.EqualValues(t, 9, r.Floor)
+
+	b.mb.Insert(t, ingesttest.Row{ID: 5, Msg: "<five/>", Status: "VALID"})
+	r = b.round(t)
+	require.False(t, r.Full)
+	require.Zero(t, r.Published, "ID 5 lies below the floor: only a full pass reads there")
+
+	b.clock.Advance(10 * time.Minute)
+	r = b.round(t)
+	require.True(t, r.Full)
+	require.Equal(t, 1, r.Published)
+	require.Equal(t, 1, r.Late)
+	require.EqualValues(t, 4, r.Floor, "the floor follows the lowest unmarked row")
+	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_late_arrival_total"))
+
+	b.mb.Insert(t, ingesttest.Row{ID: 20, Msg: "<twenty/>", Status: "VALID"})
+	r = b.round(t)
+	require.Equal(t, 1, r.Published)
+	require.Zero(t, r.Late)
+
+	b.mb.Insert(t, ingesttest.Row{ID: 15, Msg: "<fifteen/>", Status: "VALID"})
+	r = b.round(t)
+	require.False(t, r.Full)
+	require.Equal(t, 1, r.Published, "above the floor a late row needs no full pass")
+	require.Equal(t, 1, r.Late)
+	require.EqualValues(t, 2, b.metrics.Counter(t, "msgx_ingest_late_arrival_total"))
+
+	recs := b.inbox.Await(t, 4, awaitTimeout)
+	require.Equal(t, []int64{10, 5, 20, 15}, ingesttest.Keys(t, recs))
+}
+
+// handlerReads returns the rows MariaDB's storage handlers have read on
+// conn (index lookups, index-order and table-scan steps).
+func handlerReads(t testing.TB, conn *sql.Conn) int64 {
+	t.Helper()
+	rows, err := conn.QueryContext(context.Background(), "SHOW SESSION STATUS LIKE 'Handler_read%'")
+	require.NoError(t, err)
+	defer rows.Close()
+	var total int64
+	for rows.Next() {
+		var name, value string
+		require.NoError(t, rows.Scan(&name, &value))
+		n, err := strconv.ParseInt(value, 10, 64)
+		require.NoError(t, err)
+		total += n
+	}
+	require.NoError(t, rows.Err())
+	return total
+}
+
+// R-A4: rounds start at the floor, so marked rows below it are not read
+// again: measured with the server's own handler read counters on the
+// connection the scanner uses.
+func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheFloor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.mb.Exec(t, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+		SELECT '<old/>', '2021-01-01 00:00:00', 'PROCESSED' FROM seq_1_to_5000`)
+	open := b.mb.InsertValid(t, 3)
+
+	conn, err := b.mb.DB.Conn(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	b.scanner = b.newScanner(t, mailbox.New(conn, ingesttest.Location(t), "VALID"))
+	overhead := handlerReads(t, conn)
+	overhead = handlerReads(t, conn) - overhead // what SHOW STATUS itself reads
+
+	before := handlerReads(t, conn)
+	r := b.round(t)
+	full := handlerReads(t, conn) - before - overhead
+	require.True(t, r.Full)
+	require.Equal(t, 3, r.Published)
+	require.Equal(t, open[0]-1, r.Floor, "the floor is just below the lowest unmarked row")
+	require.GreaterOrEqual(t, full, int64(5000), "the full pass reads the marked rows once")
+
+	before = handlerReads(t, conn)
+	r = b.round(t)
+	incremental := handlerReads(t, conn) - before - overhead
+	require.False(t, r.Full)
+	require.Equal(t, open[0]-1, r.From, "the round starts at the floor")
+	require.Less(t, incremental, int64(50), "the round reads the rows above the floor, not the 5000 below")
+	t.Logf("handler reads: full pass %d, round from the floor %d", full, incremental)
+
+	b.mb.Mark(t, open...)
+	b.clock.Advance(10 * time.Minute)
+	r = b.round(t)
+	require.True(t, r.Full)
+	require.EqualValues(t, open[2], r.Floor, "with nothing unmarked the floor moves to the highest ID")
+	require.Zero(t, b.scanner.Tracked(), "marked rows are forgotten")
+}
+
+// R-A5: a row still unmarked republish-after after its publication is
+// published again (same key and value, new published-at); earlier it is
+// not; once marked it is forgotten.
+func TestScanner_R_A5_RepublishesRowsStillUnmarked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *scanner.Config) { c.FullRescanInterval = time.Hour })
+	id := b.mb.InsertValid(t, 1)[0]
+	require.Equal(t, 1, b.round(t).Published)
+
+	b.clock.Advance(10*time.Minute - time.Second)
+	r := b.round(t)
+	require.Zero(t, r.Published+r.Republished)
+
+	b.clock.Advance(time.Second)
+	r = b.round(t)
+	require.Equal(t, 1, r.Republished)
+	require.Zero(t, r.Published)
+	recs := b.inbox.Await(t, 2, awaitTimeout)
+	require.Equal(t, []int64{id, id}, ingesttest.Keys(t, recs))
+	require.Equal(t, recs[0].Value, recs[1].Value, "a repeat carries the same message")
+	p0, _ := ingesttest.Header(recs[0], scanner.HeaderPublishedAt)
+	p1, _ := ingesttest.Header(recs[1], scanner.HeaderPublishedAt)
+	require.NotEqual(t, p0, p1)
+	require.EqualValues(t, 2, b.metrics.Counter(t, "msgx_ingest_published_total"))
+	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_republished_total"))
+
+	b.mb.Mark(t, id)
+	b.round(t)
+	require.Zero(t, b.scanner.Tracked())
+	b.clock.Advance(20 * time.Minute)
+	r = b.round(t)
+	require.Zero(t, r.Published+r.Republished, "a marked row is never published again")
+}
+
+// R-A6: an unreadable mailbox abandons the round (counted, nothing
+// published, nothing forgotten, the pending full pass still pending) and the
+// first round after recovery publishes.
+func TestScanner_R_A6_MailboxUnreadableIsRetriedNotEmpty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour })
+	first := b.mb.InsertValid(t, 1)[0]
+	b.round(t)
+	require.Equal(t, 1, b.scanner.Tracked())
+	floor := b.scanner.Floor()
+
+	b.clock.Advance(10 * time.Minute)
+	b.mb.Exec(t, "RENAME TABLE CMINMSGS TO CMINMSGS_AWAY")
+	_, err := b.scanner.ScanOnce(context.Background())
+	require.Error(t, err)
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_scan_errors_total"))
+	require.Equal(t, 1, b.scanner.Tracked(), "an error is not an empty mailbox: nothing is forgotten")
+	require.Equal(t, floor, b.scanner.Floor())
+
+	b.mb.Exec(t, "RENAME TABLE CMINMSGS_AWAY TO CMINMSGS")
+	second := b.mb.InsertValid(t, 1)[0]
+	r := b.round(t)
+	require.True(t, r.Full, "the abandoned full pass runs again")
+	require.Equal(t, 1, r.Published)
+	require.Zero(t, r.Republished)
+	require.Equal(t, []int64{first, second}, ingesttest.Keys(t, b.inbox.Await(t, 2, awaitTimeout)))
+}
+
+// R-A6: a closed database connection is an error every round, never "no
+// rows".
+func TestScanner_R_A6_ClosedDatabaseIsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mb.InsertValid(t, 1)
+	db, err := sql.Open("mysql", b.mb.DSN)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	s := b.newScanner(t, mailbox.New(db, ingesttest.Location(t), "VALID"))
+	for range 2 {
+		_, err := s.ScanOnce(context.Background())
+		require.Error(t, err)
+	}
+	require.EqualValues(t, 2, b.metrics.Counter(t, "msgx_ingest_scan_errors_total"))
+	require.EqualValues(t, 0, b.inbox.EndOffset(t))
+}
+
+// R-A6/R-A5: a failed publish abandons the round without remembering the
+// rows as published; the next round publishes them in order.
+func TestScanner_R_A6_PublishFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.mb.InsertValid(t, 3)
+	b.pub.fail.Store(true)
+	_, err := b.scanner.ScanOnce(context.Background())
+	require.ErrorIs(t, err, scanner.ErrPublishing)
+	require.ErrorIs(t, err, errBrokerDown)
+	require.Zero(t, b.scanner.Tracked())
+	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_publish_errors_total"))
+
+	b.pub.fail.Store(false)
+	r := b.round(t)
+	require.True(t, r.Full)
+	require.Equal(t, 3, r.Published)
+	require.Equal(t, ids, ingesttest.Keys(t, b.inbox.Await(t, 3, awaitTimeout)))
+}
+
+// R-A1: a page of large messages is published in chunks bounded by the
+// fetch budget, still in ID order.
+func TestScanner_R_A1_LargePagesArePublishedInBoundedChunks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *scanner.Config) { c.FetchBudget = 1000 })
+	var ids []int64
+	for i := range 7 {
+		ids = append(ids, b.mb.Insert(t, ingesttest.Row{Msg: fmt.Sprintf("<MSG>%0400d</MSG>", i), Status: "VALID"}))
+	}
+	r := b.round(t)
+	require.Equal(t, 7, r.Published)
+	require.Equal(t, ids, ingesttest.Keys(t, b.inbox.Await(t, 7, awaitTimeout)))
+}
+
+// R-A1: Run scans at start and whenever woken, without waiting for the
+// poll interval.
+func TestScanner_R_A1_RunScansAtStartAndOnWake(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mb.InsertValid(t, 1)
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.scanner.Run(ctx, time.Hour, wake) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	b.inbox.Await(t, 1, awaitTimeout)
+	require.Eventually(t, func() bool {
+		return b.metrics.HistogramCount(t, "msgx_ingest_scan_duration_seconds") == 1
+	}, awaitTimeout, 10*time.Millisecond, "the start-up round completes")
+	b.mb.InsertValid(t, 1)
+	wake <- struct{}{}
+	b.inbox.Await(t, 2, awaitTimeout)
+}
+
+// R-A8: the scanner works with a database user that may only SELECT and
+// INSERT on CMINMSGS, so it cannot write markers, and leaves every marker
+// and status as it found them.
+func TestScanner_R_A8_NeverWritesMarkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.mb.InsertValid(t, 60)
+	user := "ingest_" + b.mb.Name[len(b.mb.Name)-8:]
+	b.mb.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'ingest'")
+	t.Cleanup(func() { _, _ = b.mb.DB.ExecContext(context.Background(), "DROP USER '"+user+"'@'%'") })
+	b.mb.Exec(t, "GRANT SELECT, INSERT ON "+b.mb.Name+".CMINMSGS TO '"+user+"'@'%'")
+
+	cfg, err := mysql.ParseDSN(b.mb.DSN)
+	require.NoError(t, err)
+	cfg.User, cfg.Passwd = user, "ingest"
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.ExecContext(context.Background(), "UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = NOW()")
+	require.Error(t, err, "the restricted user cannot write markers")
+
+	s := b.newScanner(t, mailbox.New(db, ingesttest.Location(t), "VALID"))
+	for range 3 {
+		_, err := s.ScanOnce(context.Background())
+		require.NoError(t, err)
+		b.clock.Advance(10 * time.Minute)
+	}
+	require.Len(t, b.inbox.Await(t, 180, awaitTimeout), 180, "published, then republished twice")
+	require.Equal(t, len(ids), b.mb.Count(t, "CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS = 'VALID'"))
+}

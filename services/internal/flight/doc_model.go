@@ -1,0 +1,100 @@
+package flight
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"msgexchange/services/internal/sis"
+)
+
+// Doc is a flight document: element name → value (string, object or array).
+type Doc map[string]any
+
+// listElements are the repeated structures of a flight record; they are
+// arrays even when a message carries one of them.
+var listElements = map[string]bool{
+	"ROUT": true, "ERUT": true, "PSDT": true, "GTDT": true, "CKDT": true,
+	"CHDT": true, "CLDT": true, "CHOT": true, "ABTM": true, "DELY": true,
+	"SRVT": true, "VIPF": true, "VIPT": true, "PORT": true, "TIPT": true,
+	"PSHT": true,
+}
+
+// IsList reports whether name is a repeated structure.
+func IsList(name string) bool { return listElements[name] }
+
+// nodeValue converts one element to its document value.
+func nodeValue(n *sis.Node) any {
+	if len(n.Attrs) == 0 && len(n.Children) == 0 {
+		return n.Value()
+	}
+	obj := map[string]any{}
+	for _, a := range n.Attrs {
+		obj["@"+a.Name] = a.Value
+	}
+	if t := n.Value(); t != "" {
+		obj["#text"] = t
+	}
+	addChildren(obj, n.Children)
+	return obj
+}
+
+// addChildren adds children to obj, repeated ones and known lists as arrays.
+func addChildren(obj map[string]any, children []*sis.Node) {
+	count := map[string]int{}
+	for _, c := range children {
+		count[c.Name]++
+	}
+	for _, c := range children {
+		v := nodeValue(c)
+		if listElements[c.Name] || count[c.Name] > 1 {
+			arr, _ := obj[c.Name].([]any)
+			obj[c.Name] = append(arr, v)
+			continue
+		}
+		obj[c.Name] = v
+	}
+}
+
+// Canonical returns the document's canonical JSON (sorted keys), used both
+// for storage and for deciding whether anything changed.
+func (d Doc) Canonical() []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]any(d)) // a Doc holds only strings, maps and slices
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// Equal reports whether two documents are the same.
+func Equal(a, b Doc) bool { return bytes.Equal(a.Canonical(), b.Canonical()) }
+
+// Clone returns a deep copy.
+func (d Doc) Clone() Doc {
+	var out Doc
+	if err := json.Unmarshal(d.Canonical(), &out); err != nil {
+		panic(fmt.Sprintf("cloning flight document: %v", err)) // cannot happen: Canonical is valid JSON
+	}
+	return out
+}
+
+// String returns a top-level scalar field, "" when absent or not a string.
+func (d Doc) String(name string) string {
+	s, _ := d[name].(string)
+	return s
+}
+
+// Int64 parses a top-level numeric field; ok is false when absent or empty.
+func (d Doc) Int64(name string) (int64, bool) {
+	s := d.String(name)
+	if s == "" {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
+}
+
+// NodeValue returns the document value of one element (see the package
+// documentation for the mapping).
+func NodeValue(n *sis.Node) any { return nodeValue(n) }

@@ -1,0 +1,60 @@
+package flight
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OpDay derives operation days from scheduled times (R-C2): the scheduled
+// time is read in Zone, moved back by CutoffHour hours, and its calendar date
+// is the operation day — so with a cutoff of 4 a flight at 02:30 belongs to
+// the previous day.
+type OpDay struct {
+	Zone       *time.Location
+	CutoffHour int
+}
+
+var months = map[string]time.Month{
+	"JAN": time.January, "FEB": time.February, "MAR": time.March, "APR": time.April,
+	"MAY": time.May, "JUN": time.June, "JUL": time.July, "AUG": time.August,
+	"SEP": time.September, "OCT": time.October, "NOV": time.November, "DEC": time.December,
+}
+
+// ParseDateTime reads a SIS DDMMMYYHHMM time (e.g. 23JAN210535) in loc.
+func ParseDateTime(s string, loc *time.Location) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if len(s) != 11 {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: want DDMMMYYHHMM", s)
+	}
+	var day, yy, hh, mm int
+	if _, err := fmt.Sscanf(s[0:2]+" "+s[5:7]+" "+s[7:9]+" "+s[9:11], "%d %d %d %d", &day, &yy, &hh, &mm); err != nil {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: %w", s, err)
+	}
+	mon, ok := months[strings.ToUpper(s[2:5])]
+	if !ok {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: unknown month %q", s, s[2:5])
+	}
+	if day < 1 || day > 31 || hh > 23 || mm > 59 {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: out of range", s)
+	}
+	t := time.Date(2000+yy, mon, day, hh, mm, 0, 0, loc)
+	if t.Day() != day {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: no such day", s)
+	}
+	return t, nil
+}
+
+// Of returns the operation day (midnight UTC of the calendar date, for
+// storage in a date column) of a SODT value.
+func (o OpDay) Of(sodt string) (time.Time, error) {
+	t, err := ParseDateTime(sodt, o.Zone)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t = t.Add(-time.Duration(o.CutoffHour) * time.Hour)
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC), nil
+}
+
+// timeZoneless is used where only the format of a time is checked.
+var timeZoneless = time.UTC

@@ -1,0 +1,91 @@
+package sis
+
+import "strings"
+
+// Attr is one XML attribute, kept in input order. Name carries the prefix
+// as written ("xmlns:xsi", "xsi:noNamespaceSchemaLocation"); Value is the
+// attribute value with entity and character references resolved.
+type Attr struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Node is one XML element, kept losslessly: name, attributes in order,
+// character data, child elements in order.
+//
+// The decoder sets Empty; it is derived from Text and Children and is
+// only meaningful on trees produced by [Decode].
+type Node struct {
+	// Name is the element name, with its prefix if it has one.
+	Name string `json:"name"`
+	// Attrs holds the attributes in input order; nil when there are none.
+	Attrs []Attr `json:"attrs,omitempty"`
+	// Text is the character data of a leaf element exactly as sent
+	// (CDATA/entities resolved, line ends normalised to LF as XML
+	// requires); for elements with child elements, whitespace-only text
+	// between children is dropped, other mixed text is kept in Text.
+	Text string `json:"text,omitempty"`
+	// Empty is true when the element is present with no text and no
+	// children (<X/> or <X></X>) — it distinguishes "present but empty"
+	// from absent.
+	Empty bool `json:"empty,omitempty"`
+	// Children holds the child elements in input order; nil when there are
+	// none.
+	Children []*Node `json:"children,omitempty"`
+}
+
+// Child returns the first child element with that name, or nil if there is
+// none. It is safe to call on a nil *Node.
+func (n *Node) Child(name string) *Node {
+	if n == nil {
+		return nil
+	}
+	for _, c := range n.Children {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// ChildrenNamed returns the child elements with that name in input order
+// (nil when there are none). It is safe to call on a nil *Node.
+func (n *Node) ChildrenNamed(name string) []*Node {
+	if n == nil {
+		return nil
+	}
+	var out []*Node
+	for _, c := range n.Children {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// AttrValue returns the value of the first attribute with that name and
+// whether it is present. A present attribute may have the value "".
+func (n *Node) AttrValue(name string) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	for _, a := range n.Attrs {
+		if a.Name == name {
+			return a.Value, true
+		}
+	}
+	return "", false
+}
+
+// Value returns Text with leading and trailing white space removed — the
+// form to use for codes and numbers. Free text fields should use Text.
+func (n *Node) Value() string {
+	if n == nil {
+		return ""
+	}
+	return strings.TrimSpace(n.Text)
+}
+
+// Has reports whether a child element with that name is present (empty or
+// not).
+func (n *Node) Has(name string) bool { return n.Child(name) != nil }

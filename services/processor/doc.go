@@ -1,0 +1,24 @@
+// Package processor is the strict-FIFO heart of msgexchange. It owns
+// proc_state and every write to the authoritative flight state and
+// reference data in PostgreSQL.
+//
+// Three loops run in one process:
+//
+//   - the inbox registrar consumes partition 0 of msgx.inbox by itself (no
+//     consumer group, so no rebalancing can reorder anything) and registers
+//     each mailbox ID once in proc_state, with the raw XML, committing its
+//     consumer offset in the same transaction (R-B2, INV-9);
+//   - the executor takes the FIFO head — the smallest unfinished mailbox ID —
+//     and executes it: decode, classify, bind the identity, apply the domain
+//     rules, and write flight changes, version bumps, outbox rows and the
+//     state transition in one transaction (INV-17b). A FAILED head blocks
+//     everything behind it until its backoff expires (INV-3);
+//   - the ack consumer reads msgx.projection-acks and moves APPLIED messages
+//     to SUCCEEDED, with their backfill intent, once every Redis write they
+//     caused is acknowledged (R-B7, INV-23).
+//
+// All external side effects (Kafka events, the Redis projection through
+// msgx.flight-state, the mailbox marker) are outbox rows relayed by the
+// dispatcher, so a Kafka, Redis or MySQL outage never rolls back or blocks
+// committed business results (INV-16).
+package processor

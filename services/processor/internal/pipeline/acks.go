@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/pgxutil"
+)
+
+// Ack is the value of a msgx.projection-acks record.
+type Ack struct {
+	FLID    int64 `json:"flid"`
+	Version int64 `json:"version"`
+}
+
+// acksService consumes projection acks. Like the inbox, it consumes the
+// partitions directly (no consumer group, so a restarted processor resumes
+// at once instead of waiting out a group session) and stores its offsets in
+// consumer_offset in the same transaction that applies the acks.
+func (e *Engine) acksService() *lifecycle.Service {
+	var cl *kgo.Client
+	topic := e.opt.Kafka.Topics.ProjectionAcks
+	return lifecycle.NewService("processor-acks",
+		func(ctx context.Context) error {
+			offsets, err := e.ackOffsets(ctx, topic)
+			if err != nil {
+				return err
+			}
+			opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-acks"),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+				kgo.FetchMaxWait(500*time.Millisecond),
+			)
+			cl, err = kgo.NewClient(opts...)
+			if err != nil {
+				return fmt.Errorf("creating acks consumer: %w", err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			for {
+				fetches := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return nil
+				}
+				var acks []Ack
+				next := map[int32]int64{}
+				fetches.EachError(func(t string, p int32, err error) {
+					e.log.Warn("fetching projection acks", "topic", t, "partition", p, "err", err)
+				})
+				fetches.EachRecord(func(r *kgo.Record) {
+					next[r.Partition] = r.Offset + 1
+					var a Ack
+					if err := json.Unmarshal(r.Value, &a); err != nil || a.FLID == 0 {
+						e.log.Error("unreadable projection ack; ignored", "partition", r.Partition, "offset", r.Offset, "err", err)
+						return
+					}
+					acks = append(acks, a)
+				})
+				if len(next) == 0 {
+					continue
+				}
+				wait := 100 * time.Millisecond
+				for {
+					err := e.applyAcks(ctx, acks, topic, next)
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+					e.log.Warn("applying projection acks; retrying", "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(wait):
+					}
+					wait = min(wait*2, 5*time.Second)
+				}
+			}
+		},
+		func(error) error {
+			if cl != nil {
+				cl.Close()
+			}
+			return nil
+		})
+}
+
+// ackOffsets returns where to resume each partition of the acks topic.
+func (e *Engine) ackOffsets(ctx context.Context, topic string) (map[int32]kgo.Offset, error) {
+	cl, err := kgo.NewClient(e.opt.Kafka.ClientOpts(e.log, "processor-admin")...)
+	if err != nil {
+		return nil, fmt.Errorf("creating admin client: %w", err)
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(mctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("reading partitions of %s: %w", topic, err)
+	}
+	td, ok := topics[topic]
+	if !ok || td.Err != nil {
+		return nil, fmt.Errorf("reading partitions of %s: topic missing (%v)", topic, td.Err)
+	}
+	out := map[int32]kgo.Offset{}
+	for p := range td.Partitions {
+		out[p] = kgo.NewOffset().AtStart()
+	}
+	rows, err := e.pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offset WHERE consumer=$1 AND topic=$2`, e.opt.ConsumerName, topic)
+	if err != nil {
+		return nil, fmt.Errorf("loading ack offsets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p int32
+		var next int64
+		if err := rows.Scan(&p, &next); err != nil {
+			return nil, fmt.Errorf("loading ack offsets: %w", err)
+		}
+		out[p] = kgo.NewOffset().At(next)
+	}
+	return out, rows.Err()
+}
+
+// ApplyAcks removes the pending projections the acks satisfy — an ack of
+// (FLID, v) satisfies every pending projection of FLID with version ≤ v —
+// and moves every APPLIED message with nothing left pending to SUCCEEDED,
+// writing its backfill intent in the same transaction (R-B7, INV-23).
+func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
+	return e.applyAcks(ctx, acks, "", nil)
+}
+
+// applyAcks is ApplyAcks that also stores the consumer positions next
+// (partition → next offset) of topic in the same transaction.
+func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
+	now := e.clock.Now()
+	var done []int64
+	err := pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+		done = done[:0]
+		for p, off := range next {
+			if _, err := tx.Exec(ctx, `INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
+				VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
+				e.opt.ConsumerName, topic, p, off, now); err != nil {
+				return fmt.Errorf("storing ack offsets: %w", err)
+			}
+		}
+		if len(acks) == 0 {
+			return nil
+		}
+		flids := make([]int64, len(acks))
+		versions := make([]int64, len(acks))
+		for i, a := range acks {
+			flids[i], versions[i] = a.FLID, a.Version
+		}
+		rows, err := tx.Query(ctx, `
+			WITH a AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(flid, version)),
+			d AS (
+				DELETE FROM projection_pending p USING a
+				WHERE p.flid = a.flid AND p.version <= a.version
+				RETURNING p.msg_id, p.flid),
+			s AS (
+				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$3, updated_at=$3
+				WHERE ps.msg_id IN (SELECT DISTINCT msg_id FROM d) AND ps.state='APPLIED'
+				  AND NOT EXISTS (
+				      SELECT 1 FROM projection_pending p2
+				      WHERE p2.msg_id = ps.msg_id
+				        AND NOT EXISTS (SELECT 1 FROM d WHERE d.msg_id = p2.msg_id AND d.flid = p2.flid))
+				RETURNING ps.msg_id),
+			o AS (
+				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+				SELECT 'mailbox', msg_id::text, msg_id, $3, $3 FROM s
+				RETURNING msg_id)
+			SELECT msg_id FROM o`, flids, versions, now)
+		if err != nil {
+			return fmt.Errorf("applying projection acks: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("reading finished message: %w", err)
+			}
+			done = append(done, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	e.metrics.acks.Add(ctx, int64(len(acks)))
+	for _, id := range done {
+		e.metrics.finished.Add(ctx, 1, stateAttr(StateSucceeded))
+		e.log.Info("message finished", "msg_id", id, "state", StateSucceeded)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/pgxutil"
+	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/sis"
+)
+
+// outcome is what a handler did.
+type outcome struct {
+	skipped string // non-empty: nothing applied, SKIPPED with this reason
+	note    string // reason recorded with a successful state
+}
+
+// skipError ends a handler with SKIPPED and nothing written.
+type skipError struct{ reason string }
+
+func (s *skipError) Error() string { return "skipped: " + s.reason }
+
+// execute runs one message. Domain outcomes are written here; a returned
+// *failure is retryable; any other error is an infrastructure failure.
+func (e *Engine) execute(ctx context.Context, h *head) error {
+	if strings.TrimSpace(h.Raw) == "" {
+		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, "raw message missing")
+	}
+	msg, err := sis.Decode([]byte(h.Raw))
+	if err != nil {
+		var de *sis.Error
+		if errors.As(err, &de) && de.Class == sis.ClassCodec {
+			return &failure{class: ClassCodec, reason: err.Error()}
+		}
+		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, err.Error())
+	}
+	meta := &metaCols{SNDR: msg.Meta.SNDR, TYPE: msg.Meta.TYPE, STYP: msg.Meta.STYP, SEQN: msg.Meta.SEQN, DTTM: msg.Meta.DTTM}
+	if e.opt.IgnoreTypes[msg.Meta.TYPE] {
+		return e.finishNonBusiness(ctx, h.MsgID, meta, StateSkipped, "", "ignored type "+msg.Meta.TYPE+" (pipeline.ignore-types)")
+	}
+	cls, err := sis.Classify(msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
+	if err != nil {
+		var de *sis.Error
+		if errors.As(err, &de) && de.Class == sis.ClassMalformed {
+			return e.finishNonBusiness(ctx, h.MsgID, meta, StateDead, ClassMalformed, err.Error())
+		}
+		return &failure{class: ClassUnsupported, reason: err.Error()}
+	}
+	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
+	var retry *failure
+	err = pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+		if dup, err := e.bindIdentity(ctx, tx, h.MsgID, cls.IdentityKey); err != nil {
+			return err
+		} else if dup != 0 {
+			return e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", fmt.Sprintf("duplicate-of:%d", dup))
+		}
+		sp, err := tx.Begin(ctx) // savepoint: a rejected message keeps nothing but its terminal state
+		if err != nil {
+			return fmt.Errorf("opening savepoint: %w", err)
+		}
+		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now()}
+		out, herr := e.handle(ctx, w, msg, cls)
+		var rej *flight.RejectError
+		var skip *skipError
+		var f *failure
+		switch {
+		case errors.As(herr, &rej):
+			_ = sp.Rollback(ctx)
+			return e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
+		case errors.As(herr, &skip):
+			_ = sp.Rollback(ctx)
+			return e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.reason)
+		case errors.As(herr, &f):
+			retry = f
+			return herr
+		case herr != nil:
+			return herr
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("releasing savepoint: %w", err)
+		}
+		if w.projections > 0 {
+			return e.markApplied(ctx, tx, h.MsgID, meta, out.note)
+		}
+		return e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
+	})
+	if retry != nil {
+		return retry
+	}
+	return err
+}
+
+// bindIdentity binds the identity key to msgID in the message's own
+// transaction (R-B4). It returns the other message holding the key, if any;
+// a retry of the same message finds its own binding and is no duplicate.
+func (e *Engine) bindIdentity(ctx context.Context, tx pgx.Tx, msgID int64, key string) (int64, error) {
+	var other int64
+	err := tx.QueryRow(ctx, `SELECT msg_id FROM proc_state WHERE identity_key=$1 AND msg_id<>$2`, key, msgID).Scan(&other)
+	if err == nil {
+		return other, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("looking up identity: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE proc_state SET identity_key=$2 WHERE msg_id=$1`, msgID, key); err != nil {
+		return 0, fmt.Errorf("binding identity: %w", err)
+	}
+	return 0, nil
+}
+
+// markApplied records that the business change is committed but Redis
+// writes are outstanding (INV-23); no backfill intent yet.
+func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *metaCols, note string) error {
+	now := e.clock.Now()
+	tag, err := tx.Exec(ctx, `
+		UPDATE proc_state SET state='APPLIED', error_class=NULL, reason=NULLIF($3, ''), applied_at=$2, updated_at=$2, next_attempt_at=NULL,
+			sndr=$4, msg_type=$5, msg_styp=$6, seqn=$7, dttm=$8
+		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+	if err != nil {
+		return fmt.Errorf("marking applied: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
+	}
+	e.metrics.finished.Add(ctx, 1, stateAttr(StateApplied))
+	e.log.Info("message applied", "msg_id", msgID, "type", m.TYPE, "styp", m.STYP)
+	return nil
+}
+
+// handle routes a classified message to its domain handler.
+func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls sis.Classification) (outcome, error) {
+	styp := msg.Meta.STYP
+	switch cls.Kind {
+	case sis.KindFlightSnapshot:
+		switch styp {
+		case "DNLD":
+			return e.snapshot(ctx, w, msg)
+		case "RESP":
+			// R-C7: a schedule response is applied only against an open RQFD
+			// request; this gateway has sent none.
+			return outcome{}, &skipError{reason: "SCHD RESP without a matching open RQFD request"}
+		case "DEL":
+			return e.snapshotDelete(ctx, w, msg)
+		default:
+			return e.snapshotUpsert(ctx, w, msg)
+		}
+	case sis.KindFlightOperation:
+		if styp == "FDEL" {
+			return e.fdel(ctx, w, msg)
+		}
+		return e.flop(ctx, w, msg, styp)
+	case sis.KindReference:
+		return e.reference(ctx, w, msg)
+	}
+	return outcome{}, &failure{class: ClassUnsupported, reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
+}

@@ -1,0 +1,142 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/pgxutil"
+)
+
+// inboxService consumes partition 0 of msgx.inbox from the offset stored in
+// consumer_offset and registers every record in proc_state.
+func (e *Engine) inboxService() *lifecycle.Service {
+	var cl *kgo.Client
+	topic := e.opt.Kafka.Topics.Inbox
+	return lifecycle.NewService("processor-inbox",
+		func(ctx context.Context) error {
+			next, err := e.loadOffset(ctx, topic)
+			if err != nil {
+				return err
+			}
+			opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-inbox"),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(next)}}),
+				kgo.FetchMaxWait(500*time.Millisecond),
+			)
+			cl, err = kgo.NewClient(opts...)
+			if err != nil {
+				return fmt.Errorf("creating inbox consumer: %w", err)
+			}
+			e.log.Info("consuming inbox", "topic", topic, "offset", next)
+			return nil
+		},
+		func(ctx context.Context) error {
+			for {
+				fetches := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return nil
+				}
+				var recs []*kgo.Record
+				fetches.EachError(func(t string, p int32, err error) {
+					e.log.Warn("fetching inbox", "topic", t, "partition", p, "err", err)
+				})
+				fetches.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+				if len(recs) == 0 {
+					continue
+				}
+				if err := e.registerWithRetry(ctx, topic, recs); err != nil {
+					return err
+				}
+				e.Wake()
+			}
+		},
+		func(error) error {
+			if cl != nil {
+				cl.Close()
+			}
+			return nil
+		})
+}
+
+func (e *Engine) loadOffset(ctx context.Context, topic string) (int64, error) {
+	var next int64
+	err := e.pool.QueryRow(ctx, `SELECT next_offset FROM consumer_offset WHERE consumer=$1 AND topic=$2 AND partition=0`,
+		e.opt.ConsumerName, topic).Scan(&next)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("loading inbox offset: %w", err)
+	}
+	return next, nil
+}
+
+// registerWithRetry registers a fetched batch; a database outage pauses the
+// consumer (the records stay in Kafka) until PostgreSQL answers again.
+func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kgo.Record) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := e.register(ctx, topic, recs)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.log.Warn("registering inbox records; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// register stores each record once (INV-9) and the consumer position in one
+// transaction (R-B2). A mailbox ID seen before (a republish) is ignored.
+func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record) error {
+	now := e.clock.Now()
+	n := 0
+	err := pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, r := range recs {
+			id, err := strconv.ParseInt(string(r.Key), 10, 64)
+			if err != nil || id <= 0 {
+				e.log.Error("inbox record without a mailbox ID key; skipped", "offset", r.Offset, "key", string(r.Key))
+				continue
+			}
+			var received *time.Time
+			for _, h := range r.Headers {
+				if h.Key == "msgx-received-at" {
+					if t, err := time.Parse(time.RFC3339Nano, string(h.Value)); err == nil {
+						received = &t
+					}
+				}
+			}
+			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at)
+			         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (msg_id) DO NOTHING`,
+				id, string(r.Value), received, r.Offset, now)
+			n++
+		}
+		last := recs[len(recs)-1].Offset
+		b.Queue(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
+		         VALUES ($1, $2, 0, $3, $4)
+		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
+			e.opt.ConsumerName, topic, last+1, now)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("registering inbox records: %w", err)
+		}
+		return nil
+	})
+	if err == nil {
+		e.metrics.registered.Add(ctx, int64(n))
+	}
+	return err
+}

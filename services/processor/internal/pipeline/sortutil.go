@@ -1,0 +1,5 @@
+package pipeline
+
+import "sort"
+
+func sortStrings(s []string) { sort.Strings(s) }

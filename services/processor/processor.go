@@ -1,0 +1,171 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/processor/internal/pipeline"
+)
+
+// Config is the processor's configuration.
+type Config struct {
+	Pipeline PipelineConfig `yaml:"pipeline"`
+	Identity IdentityConfig `yaml:"identity"`
+	OpDay    OpDayConfig    `yaml:"operation_day"`
+	Offsets  OffsetsConfig  `yaml:"offsets"`
+}
+
+// PipelineConfig holds the retry and poison parameters (R-B5, R-B9).
+type PipelineConfig struct {
+	MaxAttempts  int           `yaml:"max_attempts"`
+	Backoff      string        `yaml:"backoff"`
+	BackoffCap   time.Duration `yaml:"backoff_cap"`
+	HeadDeadline time.Duration `yaml:"head_deadline"`
+	IgnoreTypes  string        `yaml:"ignore_types"`
+}
+
+// IdentityConfig controls the identity key (R-B4).
+type IdentityConfig struct {
+	IncludeDayBoundary bool `yaml:"include_day_boundary"`
+}
+
+// OpDayConfig controls operation-day derivation (R-C2).
+type OpDayConfig struct {
+	Zone       string `yaml:"zone"`
+	CutoffHour int    `yaml:"cutoff_hour"`
+}
+
+// OffsetsConfig names the processor's Kafka positions.
+type OffsetsConfig struct {
+	ConsumerName string `yaml:"consumer_name"`
+}
+
+// RegisterFlags registers the processor's flags.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.IntVar(&c.Pipeline.MaxAttempts, prefix+"pipeline.max-attempts", 5, "failed executions before a message is poisoned, DEAD(EXHAUSTED)")
+	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "1s,2s,4s,8s,16s", "retry backoff per attempt; the last value repeats")
+	fs.DurationVar(&c.Pipeline.BackoffCap, prefix+"pipeline.backoff-cap", 60*time.Second, "upper bound of any retry backoff")
+	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
+	fs.StringVar(&c.Pipeline.IgnoreTypes, prefix+"pipeline.ignore-types", "LDM,REGN,RSTA,EROR", "message TYPEs that are SKIPPED with a reason and backfilled")
+	fs.BoolVar(&c.Identity.IncludeDayBoundary, prefix+"identity.include-day-boundary", false, "add the DTTM day to the identity key SNDR|TYPE|STYP|SEQN")
+	fs.StringVar(&c.OpDay.Zone, prefix+"operation-day.zone", "Asia/Shanghai", "airport time zone for operation days")
+	fs.IntVar(&c.OpDay.CutoffHour, prefix+"operation-day.cutoff-hour", 0, "hour (0-23) at which an operation day starts")
+	fs.StringVar(&c.Offsets.ConsumerName, prefix+"offsets.consumer-name", "processor", "name under which the inbox and ack offsets are stored in consumer_offset")
+}
+
+// Validate reports every invalid value.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Pipeline.MaxAttempts < 1 {
+		errs = append(errs, errors.New("pipeline.max-attempts: must be at least 1"))
+	}
+	if _, err := parseBackoff(c.Pipeline.Backoff); err != nil {
+		errs = append(errs, fmt.Errorf("pipeline.backoff: %w", err))
+	}
+	if c.Pipeline.BackoffCap <= 0 {
+		errs = append(errs, errors.New("pipeline.backoff-cap: must be positive"))
+	}
+	if c.Pipeline.HeadDeadline <= 0 {
+		errs = append(errs, errors.New("pipeline.head-deadline: must be positive"))
+	}
+	if _, err := time.LoadLocation(c.OpDay.Zone); err != nil {
+		errs = append(errs, fmt.Errorf("operation-day.zone: %w", err))
+	}
+	if c.OpDay.CutoffHour < 0 || c.OpDay.CutoffHour > 23 {
+		errs = append(errs, errors.New("operation-day.cutoff-hour: must be 0..23"))
+	}
+	if c.Offsets.ConsumerName == "" {
+		errs = append(errs, errors.New("offsets.consumer-name: must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+func parseBackoff(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, p := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			return nil, err
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("%s: must be positive", p)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("at least one duration is required")
+	}
+	return out, nil
+}
+
+// Deps are the processor's collaborators.
+type Deps struct {
+	Logger   *slog.Logger
+	Clock    clock.Clock
+	Meter    metric.Meter
+	Postgres *pgxpool.Pool
+	Kafka    kafka.Config
+}
+
+// Service is a running processor.
+type Service struct {
+	engine *pipeline.Engine
+	pool   *pgxpool.Pool
+}
+
+// New builds the processor.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	backoff, _ := parseBackoff(cfg.Pipeline.Backoff)
+	zone, _ := time.LoadLocation(cfg.OpDay.Zone)
+	ignore := map[string]bool{}
+	for _, t := range strings.Split(cfg.Pipeline.IgnoreTypes, ",") {
+		if t = strings.ToUpper(strings.TrimSpace(t)); t != "" {
+			ignore[t] = true
+		}
+	}
+	eng, err := pipeline.NewEngine(pipeline.Options{
+		Logger:             deps.Logger.With("component", "processor"),
+		Clock:              deps.Clock,
+		Meter:              deps.Meter,
+		Pool:               deps.Postgres,
+		Kafka:              deps.Kafka,
+		MaxAttempts:        cfg.Pipeline.MaxAttempts,
+		Backoff:            backoff,
+		BackoffCap:         cfg.Pipeline.BackoffCap,
+		HeadDeadline:       cfg.Pipeline.HeadDeadline,
+		IgnoreTypes:        ignore,
+		IncludeDayBoundary: cfg.Identity.IncludeDayBoundary,
+		Zone:               zone,
+		CutoffHour:         cfg.OpDay.CutoffHour,
+		ConsumerName:       cfg.Offsets.ConsumerName,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{engine: eng, pool: deps.Postgres}, nil
+}
+
+// Services returns the inbox registrar, the executor and the ack consumer.
+func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
+
+// Ready reports whether PostgreSQL answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging postgres: %w", err)
+	}
+	return nil
+}

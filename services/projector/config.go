@@ -1,0 +1,59 @@
+package projector
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Config is the projector's configuration (flags under projector.*). The
+// Redis connection and key prefix and the Kafka settings come through Deps.
+type Config struct {
+	// Group is the Kafka consumer group of msgx.flight-state; default
+	// msgx-projector. Every projector instance of a site uses the same group.
+	Group string `yaml:"group"`
+	// BackoffMax caps the exponential backoff (100ms doubling) between
+	// retries of a batch whose Redis write or ack produce failed; default 5s.
+	BackoffMax time.Duration `yaml:"backoff_max"`
+	// MaxBatch is the most records polled, written to Redis in one pipelined
+	// round trip and committed together; default 1000.
+	MaxBatch int `yaml:"max_batch"`
+	// RedisTimeout bounds one Redis call (a batch write or an HTTP read);
+	// default 5s.
+	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// KafkaTimeout bounds one ack produce, one offset commit and one lag
+	// query; default 30s.
+	KafkaTimeout time.Duration `yaml:"kafka_timeout"`
+}
+
+// RegisterFlags registers the projector's flags as <prefix>kebab-case with
+// their defaults.
+func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.StringVar(&c.Group, prefix+"group", "msgx-projector", "Kafka consumer group consuming msgx.flight-state")
+	fs.DurationVar(&c.BackoffMax, prefix+"backoff-max", 5*time.Second, "longest wait between retries of a batch whose Redis write or acks failed (backoff starts at 100ms and doubles)")
+	fs.IntVar(&c.MaxBatch, prefix+"max-batch", 1000, "most flight-state records per poll, Redis round trip and offset commit")
+	fs.DurationVar(&c.RedisTimeout, prefix+"redis-timeout", 5*time.Second, "timeout of one Redis call (batch write or HTTP read)")
+	fs.DurationVar(&c.KafkaTimeout, prefix+"kafka-timeout", 30*time.Second, "timeout of one ack produce, offset commit or lag query")
+}
+
+// Validate reports every invalid setting at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("projector.group: must not be empty; set the consumer group (default msgx-projector)"))
+	}
+	if c.BackoffMax <= 0 {
+		errs = append(errs, fmt.Errorf("projector.backoff-max: %s must be positive (default 5s)", c.BackoffMax))
+	}
+	if c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("projector.max-batch: %d must be at least 1 (default 1000)", c.MaxBatch))
+	}
+	if c.RedisTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("projector.redis-timeout: %s must be positive (default 5s)", c.RedisTimeout))
+	}
+	if c.KafkaTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("projector.kafka-timeout: %s must be positive (default 30s)", c.KafkaTimeout))
+	}
+	return errors.Join(errs...)
+}

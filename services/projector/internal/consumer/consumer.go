@@ -1,0 +1,341 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/projector/internal/store"
+)
+
+// ServiceName is the lifecycle name of the consumer loop.
+const ServiceName = "projector-consumer"
+
+// Store applies a batch of updates to the projection with the version
+// guard; store.Store implements it.
+type Store interface {
+	Apply(ctx context.Context, updates []store.Update) ([]store.Outcome, error)
+}
+
+// Config tunes the consumer; the projector's root Config fills it.
+type Config struct {
+	// Group is the Kafka consumer group.
+	Group string
+	// MaxBatch bounds the records of one poll, and so of one Redis round
+	// trip and one offset commit.
+	MaxBatch int
+	// BackoffMax caps the wait between retries of a failed batch.
+	BackoffMax time.Duration
+	// RedisTimeout bounds one pipelined Redis write.
+	RedisTimeout time.Duration
+	// KafkaTimeout bounds one ack produce and one offset commit.
+	KafkaTimeout time.Duration
+}
+
+// Consumer is the flight-state consumer loop.
+type Consumer struct {
+	cfg     Config
+	kafka   kafka.Config
+	store   Store
+	logger  *slog.Logger // with component=projector-consumer
+	base    *slog.Logger // for the Kafka client, which adds its own component
+	clock   clock.Clock
+	metrics *metrics
+
+	mu     sync.Mutex
+	client *kgo.Client
+	lagReg metric.Registration
+}
+
+// New builds the consumer. The Kafka client is created when the service
+// starts, not here.
+func New(cfg Config, kcfg kafka.Config, st Store, logger *slog.Logger, clk clock.Clock, meter metric.Meter) (*Consumer, error) {
+	m, err := newMetrics(meter)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		cfg:     cfg,
+		kafka:   kcfg,
+		store:   st,
+		logger:  logger.With("component", ServiceName),
+		base:    logger,
+		clock:   clk,
+		metrics: m,
+	}, nil
+}
+
+// Service returns the consumer's lifecycle service.
+func (c *Consumer) Service() *lifecycle.Service {
+	return lifecycle.NewService(ServiceName, c.starting, c.running, c.stopping)
+}
+
+// Ping reports whether the Kafka cluster answers the consumer's client.
+func (c *Consumer) Ping(ctx context.Context) error {
+	cl := c.currentClient()
+	if cl == nil {
+		return errors.New("kafka client not started: the projector consumer is not running")
+	}
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging kafka: %w", err)
+	}
+	return nil
+}
+
+func (c *Consumer) currentClient() *kgo.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.client
+}
+
+func (c *Consumer) starting(ctx context.Context) error {
+	opts := append(c.kafka.ClientOpts(c.base, "projector"),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeTopics(c.kafka.Topics.FlightState),
+		// A new group projects the whole compacted topic.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Offsets are committed only after the batch is in Redis and its
+		// acks are durable, never by a timer.
+		kgo.DisableAutoCommit(),
+		// No rebalance while a batch is in flight, so nothing polled but
+		// unprojected can be committed or handed over half-done.
+		kgo.BlockRebalanceOnPoll(),
+		// Revoking commits nothing: every finished batch is already
+		// committed, an unfinished one must be consumed again.
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+			c.logger.Info("flight-state partitions revoked", "partitions", revoked)
+		}),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+			c.logger.Info("flight-state partitions assigned", "partitions", assigned)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+			c.logger.Warn("flight-state partitions lost; uncommitted records will be consumed again", "partitions", lost)
+		}),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("creating kafka client: %w", err)
+	}
+	if c.kafka.CreateTopics {
+		tctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
+		err := kafka.EnsureTopics(tctx, cl, c.kafka.ReplicationFactor, c.kafka.Specs())
+		cancel()
+		if err != nil {
+			cl.Close()
+			return fmt.Errorf("ensuring topics: %w", err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	reg, err := c.metrics.registerLag(func(ctx context.Context) float64 {
+		lctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
+		defer cancel()
+		return groupLag(lctx, adm, c.cfg.Group)
+	})
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	c.mu.Lock()
+	c.client, c.lagReg = cl, reg
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Consumer) stopping(error) error {
+	c.mu.Lock()
+	cl, reg := c.client, c.lagReg
+	c.client, c.lagReg = nil, nil
+	c.mu.Unlock()
+	var err error
+	if reg != nil {
+		if uerr := reg.Unregister(); uerr != nil {
+			err = fmt.Errorf("unregistering lag gauge: %w", uerr)
+		}
+	}
+	if cl != nil {
+		// Allow the final rebalance (leaving the group); the revoke
+		// callback commits nothing, so an unfinished batch stays
+		// uncommitted and is consumed again by whoever gets the partition.
+		cl.CloseAllowingRebalance()
+	}
+	return err
+}
+
+func (c *Consumer) running(ctx context.Context) error {
+	cl := c.currentClient()
+	fetchBackoff := newBackoff(c.cfg.BackoffMax)
+	for {
+		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		var fetchErr error
+		fetches.EachError(func(topic string, partition int32, err error) {
+			fetchErr = err
+			c.logger.Warn("fetching flight-state records", "topic", topic, "partition", partition, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) > 0 {
+			if err := c.handleBatch(ctx, cl, recs); err != nil {
+				// Only the end of ctx stops a batch; the batch stays
+				// uncommitted.
+				return nil
+			}
+			fetchBackoff = newBackoff(c.cfg.BackoffMax)
+		}
+		cl.AllowRebalance()
+		if fetchErr != nil && len(recs) == 0 {
+			if err := waitFor(ctx, fetchBackoff.delay()); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// handleBatch projects one polled batch: Redis first, then the acks, then
+// the offset commit. It returns an error only when ctx ends, leaving the
+// batch uncommitted.
+func (c *Consumer) handleBatch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	decodedRecs := make([]decoded, 0, len(recs))
+	for _, r := range recs {
+		d, err := decodeRecord(r)
+		if err != nil {
+			c.logger.Error("skipping flight-state record that cannot be projected",
+				"partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
+			c.metrics.invalid.Add(ctx, 1)
+			continue
+		}
+		decodedRecs = append(decodedRecs, d)
+	}
+	if len(decodedRecs) > 0 {
+		updates := make([]store.Update, len(decodedRecs))
+		for i, d := range decodedRecs {
+			updates[i] = d.update
+		}
+		outcomes, err := c.apply(ctx, updates)
+		if err != nil {
+			return err
+		}
+		c.recordOutcomes(ctx, decodedRecs, outcomes)
+		if err := c.produceAcks(ctx, cl, updates); err != nil {
+			return err
+		}
+	}
+	c.commit(ctx, cl, recs)
+	return nil
+}
+
+// apply writes the batch to Redis, retrying with capped exponential backoff
+// until it succeeds or ctx ends. Nothing is acked or committed meanwhile.
+func (c *Consumer) apply(ctx context.Context, updates []store.Update) ([]store.Outcome, error) {
+	b := newBackoff(c.cfg.BackoffMax)
+	var failingSince time.Time
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RedisTimeout)
+		out, err := c.store.Apply(actx, updates)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				c.logger.Info("redis writes recovered", "records", len(updates), "attempts", attempt,
+					"failing_for", c.clock.Now().Sub(failingSince).String())
+			}
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if attempt == 1 {
+			failingSince = c.clock.Now()
+		}
+		c.metrics.redisErrors.Add(ctx, 1)
+		d := b.delay()
+		c.logger.Warn("writing flight batch to redis failed; retrying, nothing is acked or committed until it succeeds",
+			"records", len(updates), "attempt", attempt, "retry_in", d.String(), "err", err)
+		if err := waitFor(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Consumer) recordOutcomes(ctx context.Context, recs []decoded, outcomes []store.Outcome) {
+	var applied, stale int64
+	debug := c.logger.Enabled(ctx, slog.LevelDebug)
+	for i, o := range outcomes {
+		if o == store.Applied {
+			applied++
+		} else {
+			stale++
+		}
+		if debug {
+			u := recs[i].update
+			c.logger.Debug("projected flight", "flid", u.FLID, "version", u.Version, "msg_id", recs[i].msgID,
+				"deleted", u.Value == nil, "outcome", o.String())
+		}
+	}
+	c.metrics.applied.Add(ctx, applied)
+	c.metrics.stale.Add(ctx, stale)
+}
+
+// produceAcks publishes the batch's acks and waits until every one is
+// durable, retrying the failed ones until they are or ctx ends. A retry may
+// duplicate an ack; the processor treats repeated acks as harmless (R-B7).
+func (c *Consumer) produceAcks(ctx context.Context, cl *kgo.Client, updates []store.Update) error {
+	pending := ackRecords(c.kafka.Topics.ProjectionAcks, updates)
+	total := len(pending)
+	b := newBackoff(c.cfg.BackoffMax)
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
+		results := cl.ProduceSync(pctx, pending...)
+		cancel()
+		var failed []*kgo.Record
+		var firstErr error
+		for _, r := range results {
+			if r.Err != nil {
+				if firstErr == nil {
+					firstErr = r.Err
+				}
+				failed = append(failed, &kgo.Record{Topic: r.Record.Topic, Key: r.Record.Key, Value: r.Record.Value})
+			}
+		}
+		if len(failed) == 0 {
+			c.metrics.acks.Add(ctx, int64(total))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		c.metrics.ackErrors.Add(ctx, 1)
+		d := b.delay()
+		c.logger.Warn("producing projection acks failed; retrying before committing",
+			"failed", len(failed), "acks", total, "attempt", attempt, "retry_in", d.String(), "err", firstErr)
+		if err := waitFor(ctx, d); err != nil {
+			return err
+		}
+		pending = failed
+	}
+}
+
+// commit commits the batch's offsets. It runs even when shutdown has begun
+// (bounded by KafkaTimeout), so a finished batch is not consumed again
+// needlessly. A failed commit is logged and counted, not retried: the
+// records are consumed again after the next rebalance or restart, which the
+// version guard makes harmless, and a later batch's commit supersedes it.
+func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.KafkaTimeout)
+	defer cancel()
+	if err := cl.CommitRecords(cctx, recs...); err != nil {
+		c.metrics.commitErrors.Add(ctx, 1)
+		c.logger.Warn("committing flight-state offsets failed; the records will be projected again, harmlessly",
+			"records", len(recs), "err", err)
+	}
+}

@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"msgexchange/services/projector/internal/store"
+)
+
+// Reader reads the projection; store.Store implements it.
+type Reader interface {
+	All(ctx context.Context) ([]store.Flight, error)
+	Get(ctx context.Context, flid int64) (json.RawMessage, error)
+}
+
+// Handler serves the projection's HTTP routes.
+type Handler struct {
+	reader  Reader
+	logger  *slog.Logger
+	timeout time.Duration
+}
+
+// New returns a Handler reading from r; timeout bounds each Redis read.
+func New(r Reader, logger *slog.Logger, timeout time.Duration) *Handler {
+	return &Handler{reader: r, logger: logger.With("component", "projector-http"), timeout: timeout}
+}
+
+// Register adds GET /all/flights and GET /flights/{flid} to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /all/flights", h.allFlights)
+	mux.HandleFunc("GET /flights/{flid}", h.flight)
+}
+
+// allFlightsResponse is the body of GET /all/flights.
+type allFlightsResponse struct {
+	Count   int               `json:"count"`
+	Flights []json.RawMessage `json:"flights"`
+}
+
+// errorResponse is the body of every error.
+type errorResponse struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (h *Handler) allFlights(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	flights, err := h.reader.All(ctx)
+	if err != nil {
+		h.unavailable(w, err)
+		return
+	}
+	resp := allFlightsResponse{Count: len(flights), Flights: make([]json.RawMessage, len(flights))}
+	for i, f := range flights {
+		resp.Flights[i] = f.Doc
+	}
+	h.writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
+	flid, err := strconv.ParseInt(r.PathValue("flid"), 10, 64)
+	if err != nil || flid < 0 {
+		h.writeJSON(w, http.StatusBadRequest, errorResponse{
+			Error: "invalid_flid", Message: "the FLID in the path must be a non-negative decimal integer",
+		})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	doc, err := h.reader.Get(ctx, flid)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		h.writeJSON(w, http.StatusNotFound, errorResponse{
+			Error: "flight_not_found", Message: "no current flight " + strconv.FormatInt(flid, 10) + " in the projection (never projected or deleted)",
+		})
+	case err != nil:
+		h.unavailable(w, err)
+	default:
+		h.writeJSON(w, http.StatusOK, doc)
+	}
+}
+
+// unavailable answers 503: the projection exists but cannot be read now.
+func (h *Handler) unavailable(w http.ResponseWriter, err error) {
+	h.logger.Warn("reading the flight projection failed", "err", err)
+	w.Header().Set("Retry-After", "5")
+	h.writeJSON(w, http.StatusServiceUnavailable, errorResponse{
+		Error:   "projection_unavailable",
+		Message: "the flight projection cannot be read from Redis right now; retry later (the data is not lost)",
+	})
+}
+
+func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	// Encode before writing the status, so that a document that is not
+	// valid JSON turns into a 500 instead of a truncated 200.
+	body, err := json.Marshal(v)
+	if err != nil {
+		h.logger.Error("encoding response failed", "err", err)
+		body, _ = json.Marshal(errorResponse{Error: "internal", Message: "the stored projection could not be encoded; rebuild the projection"})
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

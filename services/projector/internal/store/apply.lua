@@ -1,0 +1,22 @@
+-- Version-guarded write of one flight into the projection.
+-- KEYS[1] flights hash, KEYS[2] flight-versions hash.
+-- ARGV[1] FLID, ARGV[2] version (canonical non-negative decimal),
+-- ARGV[3] "set" or "del", ARGV[4] the document (only for "set").
+-- Returns 1 when written, 0 when the stored version is >= ARGV[2] (no-op).
+local function ge(a, b)
+  -- canonical non-negative decimals: longer is larger, else compare as text;
+  -- exact for every int64, unlike tonumber (a double)
+  if #a ~= #b then return #a > #b end
+  return a >= b
+end
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur and ge(cur, ARGV[2]) then
+  return 0
+end
+if ARGV[3] == 'del' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed apply.lua
+var applySource string
+
+// applyScript is shared by every Store: its SHA is the same for all of them.
+var applyScript = redis.NewScript(applySource)
+
+// Update is one flight-state record to project. A nil Value is a deletion
+// (the record was a tombstone).
+type Update struct {
+	FLID    int64
+	Version int64
+	Value   []byte
+}
+
+// Outcome says what the version guard did with one Update.
+type Outcome int
+
+const (
+	// Stale means Redis already held this version or a newer one; nothing
+	// was written.
+	Stale Outcome = iota
+	// Applied means the document was written (or the flight removed) and the
+	// stored version raised to the update's version.
+	Applied
+)
+
+// String returns "applied" or "stale".
+func (o Outcome) String() string {
+	if o == Applied {
+		return "applied"
+	}
+	return "stale"
+}
+
+// Flight is one current flight of the projection: its FLID and the
+// flight-state JSON value stored for it.
+type Flight struct {
+	FLID int64
+	Doc  json.RawMessage
+}
+
+// Store reads and writes the projection under one key prefix.
+type Store struct {
+	rdb         *redis.Client
+	script      *redis.Script
+	flightsKey  string
+	versionsKey string
+}
+
+// New returns a Store on rdb whose keys start with prefix (for example
+// "msgx:" gives msgx:flights and msgx:flight-versions).
+func New(rdb *redis.Client, prefix string) *Store {
+	return newStore(rdb, prefix, applyScript)
+}
+
+func newStore(rdb *redis.Client, prefix string, script *redis.Script) *Store {
+	return &Store{
+		rdb:         rdb,
+		script:      script,
+		flightsKey:  prefix + "flights",
+		versionsKey: prefix + "flight-versions",
+	}
+}
+
+// Apply runs the version guard for every update, in order, in one pipelined
+// round trip, and reports the outcome of each. Updates of the same FLID are
+// applied in slice order, so the highest version always wins. On error
+// nothing is reported: some updates may have been written, and applying
+// the same slice again is harmless because every write is guarded.
+func (s *Store) Apply(ctx context.Context, updates []Update) ([]Outcome, error) {
+	if len(updates) == 0 {
+		return nil, nil
+	}
+	for _, u := range updates {
+		if u.Version < 0 {
+			return nil, fmt.Errorf("applying flight %d: negative version %d", u.FLID, u.Version)
+		}
+	}
+	cmds, err := s.applyPipelined(ctx, updates)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server lost its script cache (restart, failover, SCRIPT
+		// FLUSH): every EVALSHA of the pipeline failed, nothing was
+		// written. Load the script and run the batch once more.
+		if lerr := s.script.Load(ctx, s.rdb).Err(); lerr != nil {
+			return nil, fmt.Errorf("loading projection script: %w", lerr)
+		}
+		cmds, err = s.applyPipelined(ctx, updates)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applying %d flight updates to redis: %w", len(updates), err)
+	}
+	out := make([]Outcome, len(cmds))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("reading result for flight %d: %w", updates[i].FLID, err)
+		}
+		if n == 1 {
+			out[i] = Applied
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) applyPipelined(ctx context.Context, updates []Update) ([]*redis.Cmd, error) {
+	keys := []string{s.flightsKey, s.versionsKey}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(updates))
+	for i, u := range updates {
+		flid := strconv.FormatInt(u.FLID, 10)
+		version := strconv.FormatInt(u.Version, 10)
+		if u.Value == nil {
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "")
+		} else {
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
+}
+
+// All returns every current flight sorted by FLID. It reads the whole hash
+// with one HGETALL, which Redis executes atomically, so the result is never
+// a partial view of a batch being written. An error means the projection
+// could not be read; it is never turned into an empty result.
+func (s *Store) All(ctx context.Context) ([]Flight, error) {
+	m, err := s.rdb.HGetAll(ctx, s.flightsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.flightsKey, err)
+	}
+	flights := make([]Flight, 0, len(m))
+	for field, doc := range m {
+		flid, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: field %q is not a FLID: %w", s.flightsKey, field, err)
+		}
+		flights = append(flights, Flight{FLID: flid, Doc: json.RawMessage(doc)})
+	}
+	slices.SortFunc(flights, func(a, b Flight) int { return cmp.Compare(a.FLID, b.FLID) })
+	return flights, nil
+}
+
+// Get returns the stored document of one flight, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, flid int64) (json.RawMessage, error) {
+	doc, err := s.rdb.HGet(ctx, s.flightsKey, strconv.FormatInt(flid, 10)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading flight %d from %s: %w", flid, s.flightsKey, err)
+	}
+	return json.RawMessage(doc), nil
+}
+
+// Version returns the last applied version of a flight (kept after its
+// deletion) and whether one was ever applied.
+func (s *Store) Version(ctx context.Context, flid int64) (int64, bool, error) {
+	v, err := s.rdb.HGet(ctx, s.versionsKey, strconv.FormatInt(flid, 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading version of flight %d from %s: %w", flid, s.versionsKey, err)
+	}
+	return v, true, nil
+}
+
+// Ping reports whether Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("pinging redis: %w", err)
+	}
+	return nil
+}

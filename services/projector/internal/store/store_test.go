@@ -1,0 +1,287 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"msgexchange/libs/redisutil"
+	"msgexchange/libs/testutil/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type testBundle struct {
+	store  *Store
+	rdb    *redis.Client
+	prefix string
+}
+
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	prefix := redistest.NewPrefix(t)
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &testBundle{store: New(rdb, prefix), rdb: rdb, prefix: prefix}
+}
+
+func doc(flid, version int64) []byte {
+	return fmt.Appendf(nil, `{"schema":1,"flid":%d,"version":%d,"state":"ACTIVE","doc":{"FLNO":"MU%d"}}`, flid, version, version)
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// INV-24: the version guard makes every write with a version <= the stored
+// one a no-op, and keeps the version of a deleted flight.
+func TestStore_INV_24_VersionGuard(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		u    Update
+		want Outcome
+	}
+	tests := []struct {
+		name        string
+		steps       []step
+		wantDoc     []byte // nil: flight absent
+		wantVersion int64
+	}{
+		{
+			name:        "FirstWriteApplies",
+			steps:       []step{{Update{7, 1, doc(7, 1)}, Applied}},
+			wantDoc:     doc(7, 1),
+			wantVersion: 1,
+		},
+		{
+			name:        "NewerReplacesOlder",
+			steps:       []step{{Update{7, 1, doc(7, 1)}, Applied}, {Update{7, 2, doc(7, 2)}, Applied}},
+			wantDoc:     doc(7, 2),
+			wantVersion: 2,
+		},
+		{
+			name:        "OlderAfterNewerIsNoOp",
+			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 3, doc(7, 3)}, Stale}},
+			wantDoc:     doc(7, 5),
+			wantVersion: 5,
+		},
+		{
+			name:        "EqualVersionIsNoOp",
+			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 5, []byte(`{"other":true}`)}, Stale}},
+			wantDoc:     doc(7, 5),
+			wantVersion: 5,
+		},
+		{
+			name:        "TombstoneRemovesAndKeepsVersion",
+			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 6, nil}, Applied}},
+			wantVersion: 6,
+		},
+		{
+			name: "OlderValueDoesNotResurrectDeletedFlight",
+			steps: []step{
+				{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 6, nil}, Applied},
+				{Update{7, 4, doc(7, 4)}, Stale}, {Update{7, 6, doc(7, 6)}, Stale},
+			},
+			wantVersion: 6,
+		},
+		{
+			name:        "NewerValueRecreatesDeletedFlight",
+			steps:       []step{{Update{7, 6, nil}, Applied}, {Update{7, 7, doc(7, 7)}, Applied}},
+			wantDoc:     doc(7, 7),
+			wantVersion: 7,
+		},
+		{
+			name:        "StaleTombstoneIsNoOp",
+			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 4, nil}, Stale}},
+			wantDoc:     doc(7, 5),
+			wantVersion: 5,
+		},
+		{
+			name: "VersionsCompareNumericallyNotAsText",
+			steps: []step{
+				{Update{7, 9, doc(7, 9)}, Applied}, {Update{7, 10, doc(7, 10)}, Applied},
+				{Update{7, 9, doc(7, 9)}, Stale},
+			},
+			wantDoc:     doc(7, 10),
+			wantVersion: 10,
+		},
+		{
+			name:        "LargestInt64VersionsAreExact",
+			steps:       []step{{Update{7, 1<<62 + 1, doc(7, 1)}, Applied}, {Update{7, 1 << 62, doc(7, 2)}, Stale}},
+			wantDoc:     doc(7, 1),
+			wantVersion: 1<<62 + 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := ctxT(t)
+			// One step per call, as separate batches arrive.
+			for i, st := range tc.steps {
+				out, err := b.store.Apply(ctx, []Update{st.u})
+				require.NoError(t, err)
+				require.Equal(t, []Outcome{st.want}, out, "step %d", i)
+			}
+			// The same steps in one pipelined batch end in the same state.
+			b2 := setup(t)
+			var all []Update
+			for _, st := range tc.steps {
+				all = append(all, st.u)
+			}
+			_, err := b2.store.Apply(ctx, all)
+			require.NoError(t, err)
+			for _, bb := range []*testBundle{b, b2} {
+				got, err := bb.store.Get(ctx, 7)
+				if tc.wantDoc == nil {
+					require.ErrorIs(t, err, ErrNotFound)
+				} else {
+					require.NoError(t, err)
+					require.JSONEq(t, string(tc.wantDoc), string(got))
+				}
+				v, ok, err := bb.store.Version(ctx, 7)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, tc.wantVersion, v)
+			}
+		})
+	}
+}
+
+func TestStore_ApplyBatchInOrderHighestVersionWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	var updates []Update
+	for v := int64(1); v <= 20; v++ {
+		for flid := int64(1); flid <= 50; flid++ {
+			updates = append(updates, Update{flid, v, doc(flid, v)})
+		}
+	}
+	// Replay the first half again: all stale.
+	updates = append(updates, updates[:500]...)
+	out, err := b.store.Apply(ctx, updates)
+	require.NoError(t, err)
+	for i := range 1000 {
+		require.Equal(t, Applied, out[i], "update %d", i)
+	}
+	for i := 1000; i < len(out); i++ {
+		require.Equal(t, Stale, out[i], "update %d", i)
+	}
+	flights, err := b.store.All(ctx)
+	require.NoError(t, err)
+	require.Len(t, flights, 50)
+	for i, f := range flights {
+		require.Equal(t, int64(i+1), f.FLID)
+		require.JSONEq(t, string(doc(f.FLID, 20)), string(f.Doc))
+	}
+}
+
+func TestStore_AllSortsNumericallyAndOmitsDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := ctxT(t)
+	_, err := b.store.Apply(ctx, []Update{
+		{100, 1, doc(100, 1)}, {9, 1, doc(9, 1)}, {20, 1, doc(20, 1)}, {3, 1, doc(3, 1)}, {20, 2, nil},
+	})
+	require.NoError(t, err)
+	flights, err := b.store.All(ctx)
+	require.NoError(t, err)
+	var flids []int64
+	for _, f := range flights {
+		flids = append(flids, f.FLID)
+		require.True(t, json.Valid(f.Doc))
+	}
+	require.Equal(t, []int64{3, 9, 100}, flids)
+}
+
+func TestStore_EmptyProjectionIsEmptyNotError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	flights, err := b.store.All(ctxT(t))
+	require.NoError(t, err)
+	require.Empty(t, flights)
+	require.NotNil(t, flights)
+}
+
+func TestStore_LoadsScriptWhenServerDoesNotKnowIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A script body no server has seen (unique comment), so the first
+	// EVALSHA answers NOSCRIPT, as after a Redis restart.
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	st := newStore(b.rdb, b.prefix, redis.NewScript(applySource+"\n-- "+hex.EncodeToString(nonce)+"\n"))
+	ctx := ctxT(t)
+	out, err := st.Apply(ctx, []Update{{1, 1, doc(1, 1)}, {2, 1, doc(2, 1)}})
+	require.NoError(t, err)
+	require.Equal(t, []Outcome{Applied, Applied}, out)
+	out, err = st.Apply(ctx, []Update{{1, 1, doc(1, 1)}})
+	require.NoError(t, err)
+	require.Equal(t, []Outcome{Stale}, out)
+}
+
+func TestStore_RedisDownIsAnError(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1: every command fails at once.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := New(rdb, "msgx_t_down:")
+	ctx := ctxT(t)
+	_, err := st.Apply(ctx, []Update{{1, 1, doc(1, 1)}})
+	require.Error(t, err)
+	flights, err := st.All(ctx)
+	require.Error(t, err)
+	require.Nil(t, flights)
+	_, err = st.Get(ctx, 1)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrNotFound)
+	require.Error(t, st.Ping(ctx))
+}
+
+func TestStore_RejectsNegativeVersion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.store.Apply(ctxT(t), []Update{{1, -1, doc(1, 1)}})
+	require.ErrorContains(t, err, "negative version")
+}
+
+// BenchmarkApplyBatch measures how many flight-state records per second
+// one pipelined batch writes into Redis through the version guard.
+func BenchmarkApplyBatch(b *testing.B) {
+	for _, size := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			tb := setup(b)
+			ctx := context.Background()
+			payload := make([]byte, 2048) // a typical flight-state document size
+			for i := range payload {
+				payload[i] = 'x'
+			}
+			value := fmt.Appendf(nil, `{"schema":1,"doc":"%s"}`, payload)
+			batch := make([]Update, size)
+			version := int64(0)
+			b.ResetTimer()
+			for b.Loop() {
+				version++
+				for i := range batch {
+					batch[i] = Update{FLID: int64(i % 5000), Version: version, Value: value}
+				}
+				if _, err := tb.store.Apply(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}

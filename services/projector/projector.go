@@ -1,0 +1,109 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/projector/internal/consumer"
+	"msgexchange/services/projector/internal/httpapi"
+	"msgexchange/services/projector/internal/store"
+)
+
+// Deps are the projector's injected dependencies. All are required.
+type Deps struct {
+	// Logger receives the projector's logs.
+	Logger *slog.Logger
+	// Clock tells time for outage-duration reporting.
+	Clock clock.Clock
+	// Meter creates the msgx_projector_* instruments.
+	Meter metric.Meter
+	// Redis holds the projection; the projector is its only writer.
+	Redis *redis.Client
+	// KeyPrefix starts every Redis key (<prefix>flights,
+	// <prefix>flight-versions).
+	KeyPrefix string
+	// Kafka names the brokers and topics; the projector creates its own
+	// client from it.
+	Kafka kafka.Config
+}
+
+// Service is the projector: a consumer loop that keeps Redis in step with
+// msgx.flight-state and acknowledges what it wrote, and the HTTP routes that
+// read the projection.
+type Service struct {
+	store    *store.Store
+	consumer *consumer.Consumer
+	loop     *lifecycle.Service
+	http     *httpapi.Handler
+}
+
+// New validates cfg and deps and builds the projector. Nothing connects
+// until the services start.
+func New(cfg Config, deps Deps) (*Service, error) {
+	var errs []error
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Logger", deps.Logger == nil}, {"Clock", deps.Clock == nil}, {"Meter", deps.Meter == nil}, {"Redis", deps.Redis == nil},
+	} {
+		if d.missing {
+			errs = append(errs, fmt.Errorf("%w: Deps.%s is nil", ErrMissingDependency, d.name))
+		}
+	}
+	if deps.Kafka.Topics.FlightState == "" || deps.Kafka.Topics.ProjectionAcks == "" {
+		errs = append(errs, fmt.Errorf("%w: Deps.Kafka has no flight-state or projection-acks topic; pass the loaded kafka.Config", ErrMissingDependency))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
+	st := store.New(deps.Redis, deps.KeyPrefix)
+	c, err := consumer.New(consumer.Config{
+		Group:        cfg.Group,
+		MaxBatch:     cfg.MaxBatch,
+		BackoffMax:   cfg.BackoffMax,
+		RedisTimeout: cfg.RedisTimeout,
+		KafkaTimeout: cfg.KafkaTimeout,
+	}, deps.Kafka, st, deps.Logger, deps.Clock, deps.Meter)
+	if err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
+	return &Service{
+		store:    st,
+		consumer: c,
+		loop:     c.Service(),
+		http:     httpapi.New(st, deps.Logger, cfg.RedisTimeout),
+	}, nil
+}
+
+// Services returns the projector's long-running loop: the consumer
+// (lifecycle name "projector-consumer"). The HTTP routes are served by the
+// process's HTTP server through RegisterRoutes.
+func (s *Service) Services() []*lifecycle.Service {
+	return []*lifecycle.Service{s.loop}
+}
+
+// RegisterRoutes adds GET /all/flights (every current flight, sorted by
+// FLID; 503 JSON when Redis cannot be read, never an empty list) and
+// GET /flights/{flid} (one flight; 404 when absent) to mux.
+func (s *Service) RegisterRoutes(mux *http.ServeMux) {
+	s.http.Register(mux)
+}
+
+// Ready reports nil when Redis answers and the consumer's Kafka client
+// reaches the cluster.
+func (s *Service) Ready(ctx context.Context) error {
+	return errors.Join(s.store.Ping(ctx), s.consumer.Ping(ctx))
+}
