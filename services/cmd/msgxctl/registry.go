@@ -41,6 +41,7 @@ func commands() []*command {
 		flightCommand(),
 		outboxCommand(),
 		healthCommand(),
+		decodeCommand(),
 	}
 }
 

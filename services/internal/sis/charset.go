@@ -44,7 +44,11 @@ type prepared struct {
 // XML declaration, and converts the rest to UTF-8 according to the
 // declared encoding. Everything that goes wrong here is a codec problem
 // (CODEC_ERROR) except empty input and a broken declaration (MALFORMED).
-func prepareInput(raw []byte) (prepared, *Error) {
+func prepareInput(raw []byte) (prepared, *Error) { return prepare(raw, false) }
+
+// prepare is prepareInput; with isText the input is already Unicode text
+// (UTF-8) and the declared encoding is ignored.
+func prepare(raw []byte, isText bool) (prepared, *Error) {
 	if len(raw) == 0 {
 		return prepared{}, malformed("empty input: the message carries no XML")
 	}
@@ -76,6 +80,11 @@ func prepareInput(raw []byte) (prepared, *Error) {
 	}
 
 	switch {
+	case isText:
+		if !utf8.Valid(rest) {
+			return prepared{}, codecError("text is not valid UTF-8")
+		}
+		return prepared{body: rest, lines: lines}, nil
 	case sig == sigUTF16:
 		if declared != "" && !isUTF16Name(declared) {
 			return prepared{}, codecError("byte order mark says UTF-16 but the declaration says %q", declared)
@@ -99,6 +108,9 @@ func prepareInput(raw []byte) (prepared, *Error) {
 	body, err := decodeStrict(enc, declared, rest)
 	if err != nil {
 		return prepared{}, err
+	}
+	if !utf8.Valid(body) {
+		return prepared{}, codecError("converting from declared encoding %s gave invalid UTF-8", declared)
 	}
 	return prepared{body: body, lines: lines}, nil
 }

@@ -105,3 +105,24 @@ func TestDecodeCharsets(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeText_IgnoresDeclaredEncoding covers a message whose declaration
+// says GBK but whose text was converted to UTF-8 before it was stored (the
+// compat entry does this, R-A7): the processor decodes stored text with
+// DecodeText and must read the Chinese text correctly.
+func TestDecodeText_IgnoresDeclaredEncoding(t *testing.T) {
+	t.Parallel()
+	msg := `<?xml version="1.0" encoding="GBK"?><MSG><META><SNDR>AODB</SNDR><SEQN>7</SEQN><DTTM>20261201080000</DTTM><TYPE>ABNR</TYPE><STYP>ADD</STYP></META><RECS>1</RECS><ABNR><ANRC>X</ANRC><ARDC>天气原因</ARDC></ABNR></MSG>`
+	m, err := DecodeText(msg)
+	if err != nil {
+		t.Fatalf("DecodeText: %v", err)
+	}
+	if got := m.Root.Child("ABNR").Child("ARDC").Value(); got != "天气原因" {
+		t.Fatalf("ARDC = %q, want 天气原因", got)
+	}
+	if _, err := DecodeText("<MSG>\xff</MSG>"); err == nil {
+		t.Fatal("invalid UTF-8 text must be a CODEC_ERROR")
+	} else if c, _ := ClassOf(err); c != ClassCodec {
+		t.Fatalf("class = %s, want CODEC_ERROR", c)
+	}
+}

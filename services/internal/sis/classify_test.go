@@ -6,8 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestClassify covers routing, the catalogue whitelist (UNSUPPORTED, R-B9)
-// and the missing-payload rules (MALFORMED, R-B3).
+// TestClassify covers routing, the identity key with and without the day
+// boundary (R-B4), the catalogue whitelist (UNSUPPORTED, R-B9) and the
+// missing-payload rules (MALFORMED, R-B3).
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	const oneABDG = `<RECS>1</RECS><ABDG><ABCD>208</ABCD></ABDG>`

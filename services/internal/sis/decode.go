@@ -19,7 +19,20 @@ const maxDepth = 128
 // of white space, end tags, comments and processing instructions (a real
 // AODB message carries a stray second </MSG>); the junk is dropped.
 func Decode(raw []byte) (*Message, error) {
-	in, perr := prepareInput(raw)
+	return decode(raw, false)
+}
+
+// DecodeText decodes a message that is already Unicode text, as read from
+// the mailbox's text column: the database has converted it from whatever
+// charset it arrived in (and the compat entry converts declared charsets to
+// UTF-8 before storing), so the encoding named in the XML declaration no
+// longer describes the bytes and is ignored. Everything else is as Decode.
+func DecodeText(text string) (*Message, error) {
+	return decode([]byte(text), true)
+}
+
+func decode(raw []byte, isText bool) (*Message, error) {
+	in, perr := prepare(raw, isText)
 	if perr != nil {
 		return nil, perr
 	}
@@ -50,7 +63,7 @@ type treeBuilder struct {
 
 type frame struct {
 	node     *Node
-	mixed    string // non-blank runs of an element that has children
+	mixed    []byte // non-blank runs of an element that has children
 	firstKid int    // index in kids of this element's first child
 	hasChild bool
 }
@@ -103,12 +116,8 @@ func (b *treeBuilder) start(name string, attrs []Attr) *Error {
 	if len(b.stack) >= maxDepth {
 		return codecError("elements nest deeper than %d levels", maxDepth)
 	}
-	for i := 1; i < len(attrs); i++ {
-		for _, prev := range attrs[:i] {
-			if prev.Name == attrs[i].Name {
-				return malformed("attribute %s repeated in element <%s>", prev.Name, name)
-			}
-		}
+	if dup, ok := repeatedAttr(attrs); ok {
+		return malformed("attribute %s repeated in element <%s>", dup, name)
 	}
 	n := b.newNode()
 	n.Name = name
@@ -139,7 +148,7 @@ func (b *treeBuilder) end(name []byte) *Error {
 	}
 	if top.hasChild {
 		b.flushRun(top)
-		n.Text = top.mixed
+		n.Text = string(top.mixed)
 		// One exact allocation per parent instead of growing the slice.
 		n.Children = append([]*Node(nil), b.kids[top.firstKid:]...)
 		clear(b.kids[top.firstKid:])
@@ -160,7 +169,7 @@ func (b *treeBuilder) end(name []byte) *Error {
 // children are dropped, others are kept in the element's mixed text.
 func (b *treeBuilder) flushRun(f *frame) {
 	if len(b.run) > 0 && !isBlankText(b.run) {
-		f.mixed += string(b.run)
+		f.mixed = append(f.mixed, b.run...)
 	}
 	b.run = b.run[:0]
 }
@@ -181,6 +190,28 @@ func (b *treeBuilder) newNode() *Node {
 	}
 	b.slab = b.slab[:len(b.slab)+1]
 	return &b.slab[len(b.slab)-1]
+}
+
+// repeatedAttr returns the first attribute name that occurs twice.
+func repeatedAttr(attrs []Attr) (string, bool) {
+	if len(attrs) <= 8 {
+		for i := 1; i < len(attrs); i++ {
+			for _, prev := range attrs[:i] {
+				if prev.Name == attrs[i].Name {
+					return prev.Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(attrs))
+	for _, a := range attrs {
+		if _, dup := seen[a.Name]; dup {
+			return a.Name, true
+		}
+		seen[a.Name] = struct{}{}
+	}
+	return "", false
 }
 
 func isBlankText(b []byte) bool {

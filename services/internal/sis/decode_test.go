@@ -73,6 +73,7 @@ func TestDecodeQuirks(t *testing.T) {
 				require.True(t, f.Child("FHAG").Empty, "self-closing")
 				require.True(t, f.Child("PHAG").Empty, "open/close")
 				require.False(t, f.Child("MHAG").Empty, "white space is text")
+				require.True(t, f.Child("MHAG").Blank(), "but carries no value")
 				require.Equal(t, "", f.Child("MHAG").Value())
 				require.False(t, f.Has("TAOP"))
 				require.Nil(t, f.Child("TAOP"))

@@ -21,7 +21,8 @@
 // layout and is dropped; any other text is kept, concatenated, in Text.
 // [Node.Empty] tells "present but empty" (<X/> or <X></X>, which clears a
 // value in a FLOP) from absent (nil from [Node.Child], which leaves it
-// alone). The two spellings of an empty element are not distinguished.
+// alone); [Node.Blank] also counts white-space-only text as no value. The
+// two spellings of an empty element are not distinguished.
 //
 // Not data, and therefore not kept: the XML declaration (the input is
 // converted to UTF-8 first), comments, processing instructions, and the
@@ -31,10 +32,18 @@
 // # Input tolerance
 //
 // Decode accepts a UTF-8 byte order mark and white space before the XML
-// declaration, CR/LF line ends, UTF-16 with a byte order mark, and any
-// ASCII-compatible encoding named in the declaration that
-// golang.org/x/text knows (IANA names first, then WHATWG labels, so GB2312
-// is read as its superset GBK; GBK and GB18030 come out as UTF-8).
+// declaration, CR/LF line ends, UTF-16 (with a byte order mark, or
+// recognised by its NUL bytes), and any ASCII-compatible encoding named in
+// the declaration that golang.org/x/text knows (IANA names first, then
+// WHATWG labels, so GB2312 is read as its superset GBK; GBK and GB18030 come
+// out as UTF-8). Blanks around "=" in attributes and before ">" are plain
+// XML and need no special handling.
+//
+// The tokenizer is hand-written for speed and follows encoding/xml's strict
+// mode rule for rule; the tests compare both on every sample, every corpus
+// message and every fuzz input. The one intended difference: a character
+// reference to a UTF-16 surrogate (&#xD800;) is MALFORMED here, where
+// encoding/xml would silently turn it into U+FFFD.
 //
 // Trailing junk: a real AODB message (the ABNR/ADD sample) carries a second
 // </MSG> after the document. The AODB peer's reader stops after the first
@@ -50,7 +59,8 @@
 //
 //   - [ClassMalformed] — the input is not a SIS message and never will be:
 //     empty input, not well-formed XML (including a misplaced XML
-//     declaration or a repeated attribute), a root other than MSG, a missing
+//     declaration, a repeated attribute, or a character outside the XML
+//     Char range), a root other than MSG, a missing
 //     or repeated META, an empty or missing SNDR, SEQN, TYPE or STYP, a SEQN
 //     that is not a decimal integer, or a missing payload (see Classify).
 //     Final: the message goes DEAD at once, because retrying cannot help.

@@ -48,14 +48,12 @@ func writeNode(buf *bytes.Buffer, n *Node, depth int, indent bool) error {
 	}
 	buf.WriteByte('<')
 	buf.WriteString(n.Name)
-	for i, a := range n.Attrs {
+	if dup, ok := repeatedAttr(n.Attrs); ok {
+		return fmt.Errorf("%w: attribute %s repeated in <%s>", ErrUnencodable, dup, n.Name)
+	}
+	for _, a := range n.Attrs {
 		if !isXMLName(a.Name) {
 			return fmt.Errorf("%w: invalid attribute name %q in <%s>", ErrUnencodable, a.Name, n.Name)
-		}
-		for _, prev := range n.Attrs[:i] {
-			if prev.Name == a.Name {
-				return fmt.Errorf("%w: attribute %s repeated in <%s>", ErrUnencodable, a.Name, n.Name)
-			}
 		}
 		buf.WriteByte(' ')
 		buf.WriteString(a.Name)

@@ -89,3 +89,10 @@ func (n *Node) Value() string {
 // Has reports whether a child element with that name is present (empty or
 // not).
 func (n *Node) Has(name string) bool { return n.Child(name) != nil }
+
+// Blank reports whether n is present and carries no value: no child
+// elements and no text other than white space. Empty elements are blank, and
+// so is <X> </X>. It is false for a nil *Node (absent is not blank).
+func (n *Node) Blank() bool {
+	return n != nil && len(n.Children) == 0 && n.Value() == ""
+}

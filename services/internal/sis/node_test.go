@@ -28,6 +28,10 @@ func TestNodeAccessors(t *testing.T) {
 	require.False(t, airl.Has("SUBC"))
 	require.Nil(t, airl.ChildrenNamed("SUBC"))
 
+	require.True(t, airl.Child("OGRP").Blank())
+	require.False(t, airl.Child("ITOP").Blank())
+	require.False(t, airl.Blank(), "an element with children is not blank")
+
 	body := m.Body()
 	require.Len(t, body, 2)
 	require.Equal(t, "RECS", body[0].Name)
@@ -42,6 +46,7 @@ func TestNodeAccessorsAreNilSafe(t *testing.T) {
 	require.Nil(t, n.ChildrenNamed("X"))
 	require.False(t, n.Has("X"))
 	require.Empty(t, n.Value())
+	require.False(t, n.Blank(), "absent is not blank")
 	_, ok := n.AttrValue("X")
 	require.False(t, ok)
 	var m *Message

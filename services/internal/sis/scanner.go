@@ -178,7 +178,11 @@ func (s *scanner) attribute() (Attr, *Error) {
 	s.pos++
 	start := s.pos
 	end := bytes.IndexByte(s.src[start:], quote)
-	if lt := bytes.IndexByte(s.src[start:], '<'); lt >= 0 && (end < 0 || lt < end) {
+	limit := len(s.src)
+	if end >= 0 {
+		limit = start + end
+	}
+	if lt := bytes.IndexByte(s.src[start:limit], '<'); lt >= 0 {
 		s.pos = start + lt
 		return Attr{}, s.syntaxError("unescaped < inside quoted string")
 	}

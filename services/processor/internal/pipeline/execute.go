@@ -30,7 +30,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 	if strings.TrimSpace(h.Raw) == "" {
 		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, "raw message missing")
 	}
-	msg, err := sis.Decode([]byte(h.Raw))
+	msg, err := sis.DecodeText(h.Raw)
 	if err != nil {
 		var de *sis.Error
 		if errors.As(err, &de) && de.Class == sis.ClassCodec {

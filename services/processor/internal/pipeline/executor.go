@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -149,7 +150,7 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	attempts := h.Attempts + 1
 	e.metrics.failed.Add(ctx, 1, classAttr(class))
 	if attempts >= e.opt.MaxAttempts {
-		_, err := e.pool.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1`, h.MsgID, attempts)
+		_, err := e.pool.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts)
 		if err != nil {
 			return fmt.Errorf("recording attempt: %w", err)
 		}
@@ -168,11 +169,17 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	return nil
 }
 
+// truncate bounds a stored reason to 2000 bytes, cutting at a character
+// boundary: PostgreSQL refuses text holding a cut UTF-8 sequence.
 func truncate(s string) string {
-	if len(s) > 2000 {
-		return s[:2000]
+	n := 2000
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // metaCols are the META values written with a state transition.

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"msgexchange/services/internal/sis"
+)
+
+// errDecodeFailed makes "decode" exit non-zero when any file failed.
+var errDecodeFailed = errors.New("one or more files failed to decode")
+
+// decodeCommand is "decode FILE...": the offline decoder for operators. It
+// needs no services and uses exactly the decoder the processor uses.
+func decodeCommand() *command {
+	return &command{
+		name:     "decode",
+		synopsis: "FILE... [--day-boundary]",
+		summary:  "decode SIS files offline: one JSON object per file (META, classification, lossless document or error)",
+		setup: func(fs *flag.FlagSet) runFunc {
+			day := fs.Bool("day-boundary", false, "include the DTTM day in the identity key (identity.include-day-boundary)")
+			return func(_ context.Context, a *app, args []string) error {
+				if len(args) == 0 {
+					return usagef("decode: at least one FILE is required")
+				}
+				failed := false
+				enc := json.NewEncoder(a.stdout)
+				enc.SetEscapeHTML(false)
+				for _, f := range args {
+					res := decodeFile(f, sis.IdentityOptions{IncludeDayBoundary: *day})
+					if res.Error != nil {
+						failed = true
+					}
+					if err := enc.Encode(res); err != nil {
+						return fmt.Errorf("writing result: %w", err)
+					}
+				}
+				if failed {
+					return errDecodeFailed
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// decodeResult is the JSON object printed for one file.
+type decodeResult struct {
+	File           string              `json:"file"`
+	Meta           *sis.Meta           `json:"meta,omitempty"`
+	Classification *sis.Classification `json:"classification,omitempty"`
+	Document       *sis.Node           `json:"document,omitempty"`
+	Error          *decodeError        `json:"error,omitempty"`
+}
+
+type decodeError struct {
+	Class  string `json:"class"`
+	Reason string `json:"reason"`
+}
+
+func decodeFile(path string, opts sis.IdentityOptions) decodeResult {
+	res := decodeResult{File: path}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		res.Error = &decodeError{Class: "IO", Reason: err.Error()}
+		return res
+	}
+	msg, err := sis.Decode(raw)
+	if err != nil {
+		res.Error = classErr(err)
+		return res
+	}
+	res.Meta, res.Document = &msg.Meta, msg.Root
+	cls, err := sis.Classify(msg, opts)
+	if err != nil {
+		res.Error = classErr(err)
+		return res
+	}
+	res.Classification = &cls
+	return res
+}
+
+func classErr(err error) *decodeError {
+	var e *sis.Error
+	if errors.As(err, &e) {
+		return &decodeError{Class: string(e.Class), Reason: e.Reason}
+	}
+	return &decodeError{Class: "UNKNOWN", Reason: err.Error()}
+}
