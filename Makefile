@@ -25,9 +25,13 @@ stop: ## stop what `make run` started (databases keep running)
 deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
-test: deps ## run every test (unit, integration, end-to-end) against the real services
+test: deps ## run every test (unit, integration, end-to-end, crash) against the real services, and lint the chart
 	$(GO) vet work
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) work
+	bash scripts/helm-lint.sh
+
+helm-lint: ## lint and render the Helm chart (builds helm from the Go module proxy on first use)
+	bash scripts/helm-lint.sh
 
 test-unit: ## run the tests that need no databases (-short)
 	$(GO) test -short -count=1 work
@@ -50,4 +54,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test helm-lint test-unit fuzz bench proto check-generated tidy gowork-off

@@ -48,6 +48,9 @@ func NewEngine(opt Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerGauges(opt.Meter, opt.Pool, opt.Clock); err != nil {
+		return nil, err
+	}
 	return &Engine{
 		opt:     opt,
 		log:     opt.Logger,

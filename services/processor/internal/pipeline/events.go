@@ -13,6 +13,7 @@ import (
 const (
 	TargetFlightState = "flight-state"
 	TargetMsg         = "msg"
+	TargetSchd        = "schd"
 	TargetMailbox     = "mailbox"
 )
 

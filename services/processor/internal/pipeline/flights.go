@@ -121,6 +121,8 @@ func (w *writer) emit(ctx context.Context, flid, version int64, state string, op
 		TargetFlightState, key, statePayload, mustJSON(headers), w.msgID, w.now)
 	b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
 		TargetMsg, key, ev, mustJSON(map[string]string{"msgx-event-id": eventID(flid, version)}), w.msgID, w.now)
+	b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
+		TargetSchd, key, statePayload, mustJSON(headers), w.msgID, w.now)
 	b.Queue(`INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, $2, $3)
 	         ON CONFLICT (msg_id, flid) DO UPDATE SET version = GREATEST(projection_pending.version, EXCLUDED.version)`,
 		w.msgID, flid, version)

@@ -1,11 +1,14 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -120,6 +123,23 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					}
 				}
 			}
+			if text, ok := storableText(r.Value); !ok {
+				// PostgreSQL text cannot hold these bytes; such input is not
+				// XML (NUL) or not text at all, so it is MALFORMED at once —
+				// registered, finished and given its backfill intent in one
+				// statement — instead of blocking every later record.
+				e.log.Error("inbox record is not storable text; DEAD(MALFORMED)", "msg_id", id, "offset", r.Offset)
+				b.Queue(`WITH i AS (
+					INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at,
+					                        state, error_class, reason, finished_at)
+					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', 'raw message is not valid UTF-8 text or contains NUL bytes', $5)
+					ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id)
+				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i`,
+					id, text, received, r.Offset, now)
+				n++
+				continue
+			}
 			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at)
 			         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (msg_id) DO NOTHING`,
 				id, string(r.Value), received, r.Offset, now)
@@ -139,4 +159,14 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		e.metrics.registered.Add(ctx, int64(n))
 	}
 	return err
+}
+
+// storableText reports whether raw can be stored as PostgreSQL text, and
+// otherwise returns a readable replacement (invalid sequences and NUL bytes
+// shown as U+FFFD) for operators to inspect.
+func storableText(raw []byte) (string, bool) {
+	if utf8.Valid(raw) && bytes.IndexByte(raw, 0) < 0 {
+		return string(raw), true
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(string(raw), "\uFFFD"), "\x00", "\uFFFD"), false
 }

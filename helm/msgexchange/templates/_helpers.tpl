@@ -1,0 +1,426 @@
+{{/*
+Shared helpers. Every target's templates/<target>/*.yaml calls
+"msgexchange.deployment", "msgexchange.service", "msgexchange.pdb" or
+"msgexchange.hpa" with (dict "ctx" $ "target" "<name>"), so that the pods of
+every target are built the same way.
+*/}}
+
+{{/* Chart name. */}}
+{{- define "msgexchange.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: <release>-<chart>, or the release name when it already contains the chart name. */}}
+{{- define "msgexchange.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of a target's resources: <fullname>-<target>. */}}
+{{- define "msgexchange.targetName" -}}
+{{- printf "%s-%s" (include "msgexchange.fullname" .ctx | trunc 52 | trimSuffix "-") .target }}
+{{- end }}
+
+{{/* Chart label value. */}}
+{{- define "msgexchange.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "msgexchange.labels" -}}
+helm.sh/chart: {{ include "msgexchange.chart" . }}
+{{ include "msgexchange.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: msgexchange
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of the release. */}}
+{{- define "msgexchange.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "msgexchange.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of a target's resources; takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.targetLabels" -}}
+{{ include "msgexchange.labels" .ctx }}
+app.kubernetes.io/component: {{ .target }}
+{{- end }}
+
+{{/* Selector labels of a target's pods; takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.targetSelectorLabels" -}}
+{{ include "msgexchange.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .target }}
+{{- end }}
+
+{{/* ServiceAccount name. */}}
+{{- define "msgexchange.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "msgexchange.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Image reference: repository@digest, or repository:tag (tag defaults to appVersion). */}}
+{{- define "msgexchange.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The values of a target; "all" is the all-in-one pod (values key allInOne).
+Takes (dict "ctx" $ "target" name), returns YAML (use with fromYaml).
+*/}}
+{{- define "msgexchange.targetValues" -}}
+{{- if eq .target "all" }}
+{{- toYaml .ctx.Values.allInOne }}
+{{- else }}
+{{- toYaml (index .ctx.Values .target) }}
+{{- end }}
+{{- end }}
+
+{{/* Fails on a deploymentMode other than AllInOne or Distributed. */}}
+{{- define "msgexchange.validate" -}}
+{{- if not (has .Values.deploymentMode (list "AllInOne" "Distributed")) }}
+{{- fail (printf "deploymentMode %q: want AllInOne or Distributed" .Values.deploymentMode) }}
+{{- end }}
+{{- end }}
+
+{{/* True (non-empty) when the target's resources are rendered in the current mode. */}}
+{{- define "msgexchange.enabled" -}}
+{{- include "msgexchange.validate" .ctx }}
+{{- if eq .target "all" }}
+{{- if eq .ctx.Values.deploymentMode "AllInOne" }}true{{ end }}
+{{- else }}
+{{- if eq .ctx.Values.deploymentMode "Distributed" }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The msgx configuration file. The chart owns http_addr and control.grpc_addr
+(they must match the container ports) and target (set by flag per pod).
+*/}}
+{{- define "msgexchange.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- $_ := unset $cfg "target" }}
+{{- $_ := set $cfg "http_addr" (printf "0.0.0.0:%d" (int .Values.ports.http)) }}
+{{- $control := deepCopy (get $cfg "control" | default dict) }}
+{{- $_ := set $control "grpc_addr" (printf "0.0.0.0:%d" (int .Values.ports.grpc)) }}
+{{- $_ := set $cfg "control" $control }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* envFrom of every msgx container. */}}
+{{- define "msgexchange.envFrom" -}}
+{{- with .Values.secret.existingSecret }}
+- secretRef:
+    name: {{ . }}
+{{- end }}
+{{- with .Values.extraEnvFrom }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The args of a msgx container; takes (dict "ctx" $ "target" name "extraArgs" list).
+*/}}
+{{- define "msgexchange.args" -}}
+- -target={{ .target }}
+- -config.file=/etc/msgx/config.yaml
+- -config.expand-env
+{{- range .ctx.Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- range .extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
+"name" containerName "probes" bool).
+*/}}
+{{- define "msgexchange.container" -}}
+{{- $ctx := .ctx -}}
+- name: {{ .name }}
+  image: {{ include "msgexchange.image" $ctx }}
+  imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+  {{- with $ctx.Values.image.command }}
+  command:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  args:
+    {{- include "msgexchange.args" (dict "ctx" $ctx "target" .target "extraArgs" .values.extraArgs) | nindent 4 }}
+  {{- with (include "msgexchange.envFrom" $ctx | trim) }}
+  envFrom:
+    {{- . | nindent 4 }}
+  {{- end }}
+  {{- with $ctx.Values.extraEnv }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if .probes }}
+  ports:
+    - name: http
+      containerPort: {{ $ctx.Values.ports.http }}
+      protocol: TCP
+    {{- if or (eq .target "all") (eq .target "control") }}
+    - name: grpc
+      containerPort: {{ $ctx.Values.ports.grpc }}
+      protocol: TCP
+    {{- end }}
+  {{- with $ctx.Values.startupProbe }}
+  startupProbe:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  livenessProbe:
+    {{- toYaml $ctx.Values.livenessProbe | nindent 4 }}
+  readinessProbe:
+    {{- toYaml $ctx.Values.readinessProbe | nindent 4 }}
+  {{- end }}
+  {{- with .values.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $ctx.Values.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: config
+      mountPath: /etc/msgx
+      readOnly: true
+    - name: tmp
+      mountPath: /tmp
+    {{- with $ctx.Values.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/*
+The pod spec shared by the Deployments and the migration Job; takes
+(dict "ctx" $ "target" name "values" targetValues "configMap" name "probes" bool
+"serviceAccountName" optionalOverride).
+*/}}
+{{- define "msgexchange.podSpec" -}}
+{{- $ctx := .ctx -}}
+serviceAccountName: {{ .serviceAccountName | default (include "msgexchange.serviceAccountName" $ctx) }}
+automountServiceAccountToken: {{ $ctx.Values.serviceAccount.automountServiceAccountToken }}
+{{- with $ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $ctx.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml $ctx.Values.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ $ctx.Values.terminationGracePeriodSeconds }}
+{{- with (.values.nodeSelector | default $ctx.Values.nodeSelector) }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.values.tolerations | default $ctx.Values.tolerations) }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.values.affinity | default $ctx.Values.affinity) }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+{{- $selector := dict "matchLabels" (fromYaml (include "msgexchange.targetSelectorLabels" (dict "ctx" $ctx "target" $.target))) }}
+{{- $constraints := list }}
+{{- range . }}
+{{- $constraints = append $constraints (merge (deepCopy .) (dict "labelSelector" $selector)) }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $constraints | nindent 2 }}
+{{- end }}
+containers:
+  {{- include "msgexchange.container" (dict "ctx" $ctx "target" .target "values" .values "name" "msgx" "probes" .probes) | nindent 2 }}
+volumes:
+  - name: config
+    configMap:
+      name: {{ .configMap }}
+  - name: tmp
+    emptyDir: {}
+  {{- with $ctx.Values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+A target's Deployment; takes (dict "ctx" $ "target" name). The all-in-one
+pod, ingest and the processor are single-active by contract: one replica,
+Recreate strategy, whatever the values say.
+*/}}
+{{- define "msgexchange.deployment" -}}
+{{- $ctx := .ctx }}
+{{- $v := fromYaml (include "msgexchange.targetValues" .) }}
+{{- $scalable := not (has .target (list "all" "ingest" "processor")) }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "msgexchange.targetName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "msgexchange.targetLabels" . | nindent 4 }}
+spec:
+  {{- if not $scalable }}
+  replicas: 1
+  strategy:
+    type: Recreate
+  {{- else }}
+  {{- if not (and $v.hpa $v.hpa.enabled) }}
+  replicas: {{ $v.replicas }}
+  {{- end }}
+  {{- with $v.strategy }}
+  strategy:
+    {{- if eq .type "Recreate" }}
+    type: Recreate
+    {{- else }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "msgexchange.targetSelectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "msgexchange.targetSelectorLabels" . | nindent 8 }}
+        {{- with $ctx.Values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        checksum/config: {{ include "msgexchange.config" $ctx | sha256sum }}
+        {{- with $ctx.Values.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- with $v.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      {{- include "msgexchange.podSpec" (dict "ctx" $ctx "target" .target "values" $v "configMap" (printf "%s-config" (include "msgexchange.fullname" $ctx)) "probes" true) | nindent 6 }}
+{{- end }}
+
+{{/* A target's Service; takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.service" -}}
+{{- $ctx := .ctx }}
+{{- $v := fromYaml (include "msgexchange.targetValues" .) }}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "msgexchange.targetName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "msgexchange.targetLabels" . | nindent 4 }}
+  {{- with $v.service.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ $v.service.type }}
+  selector:
+    {{- include "msgexchange.targetSelectorLabels" . | nindent 4 }}
+  ports:
+    - name: http
+      port: {{ $ctx.Values.ports.http }}
+      targetPort: http
+      protocol: TCP
+    {{- if or (eq .target "all") (eq .target "control") }}
+    - name: grpc
+      port: {{ $ctx.Values.ports.grpc }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+    {{- end }}
+{{- end }}
+
+{{/* A scalable target's PodDisruptionBudget; takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.pdb" -}}
+{{- $ctx := .ctx }}
+{{- $v := fromYaml (include "msgexchange.targetValues" .) }}
+{{- if $v.pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "msgexchange.targetName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "msgexchange.targetLabels" . | nindent 4 }}
+spec:
+  {{- if not (kindIs "invalid" $v.pdb.minAvailable) }}
+  {{- if ne (toString $v.pdb.minAvailable) "" }}
+  minAvailable: {{ $v.pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $v.pdb.maxUnavailable }}
+  {{- end }}
+  {{- else }}
+  maxUnavailable: {{ $v.pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "msgexchange.targetSelectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/* A scalable target's HorizontalPodAutoscaler; takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.hpa" -}}
+{{- $ctx := .ctx }}
+{{- $v := fromYaml (include "msgexchange.targetValues" .) }}
+{{- if $v.hpa.enabled }}
+{{- $cpu := toString ($v.hpa.targetCPUUtilizationPercentage | default "") }}
+{{- $mem := toString ($v.hpa.targetMemoryUtilizationPercentage | default "") }}
+{{- if and (eq $cpu "") (eq $mem "") }}
+{{- fail (printf "%s.hpa: set targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" .target) }}
+{{- end }}
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "msgexchange.targetName" . }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "msgexchange.targetLabels" . | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "msgexchange.targetName" . }}
+  minReplicas: {{ $v.hpa.minReplicas }}
+  maxReplicas: {{ $v.hpa.maxReplicas }}
+  metrics:
+    {{- if ne $cpu "" }}
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ $cpu }}
+    {{- end }}
+    {{- if ne $mem "" }}
+    - type: Resource
+      resource:
+        name: memory
+        target:
+          type: Utilization
+          averageUtilization: {{ $mem }}
+    {{- end }}
+{{- end }}
+{{- end }}

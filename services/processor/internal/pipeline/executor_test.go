@@ -1,0 +1,374 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages: a FAILED head whose
+// backoff has not expired blocks every later message; once the fake clock
+// passes next_attempt_at the head runs again and then the rest follows.
+func TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// Break the reference table so message 1 fails inside its transaction
+	// (INFRA); message 2 would succeed on its own.
+	h.exec(`ALTER TABLE ref_data RENAME TO ref_data_away`)
+	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "one")))
+	h.insert(2, envelope(2, "EROR", "NONE", "<EROR>x</EROR>"))
+
+	progressed, _ := h.step()
+	require.True(t, progressed)
+	r := h.proc(1)
+	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, ClassInfra, r.ErrorClass)
+	require.Equal(t, 1, r.Attempts)
+	require.NotNil(t, r.NextAttemptAt)
+	require.True(t, r.NextAttemptAt.Equal(t0.Add(time.Second)), "next_attempt_at %s", r.NextAttemptAt)
+	require.Empty(t, r.IdentityKey, "a failed attempt keeps no identity binding")
+
+	for i := 0; i < 3; i++ {
+		progressed, wait := h.step()
+		require.False(t, progressed)
+		require.Equal(t, time.Second, wait)
+		require.Equal(t, StatePending, h.state(2), "message 2 must not overtake the FAILED head")
+	}
+	h.clk.Advance(500 * time.Millisecond)
+	progressed, wait := h.step()
+	require.False(t, progressed)
+	require.Equal(t, 500*time.Millisecond, wait)
+	require.Equal(t, StatePending, h.state(2))
+
+	h.exec(`ALTER TABLE ref_data_away RENAME TO ref_data`)
+	h.clk.Advance(500 * time.Millisecond)
+	progressed, _ = h.step()
+	require.True(t, progressed)
+	require.Equal(t, StateSucceeded, h.state(1))
+	require.Equal(t, StatePending, h.state(2), "one head per step")
+	require.Equal(t, 1, h.proc(1).Attempts, "attempts keep the failed try")
+	h.drain()
+	require.Equal(t, StateSkipped, h.state(2))
+}
+
+// TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder: the head
+// is always the smallest unfinished mailbox ID.
+func TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, id := range []int64{30, 10, 20} {
+		h.insert(id, refMsg(id, "GLST", "ADD", glst("G1", "name-"+string(rune('a'+id/10)))))
+	}
+	for _, want := range []int64{10, 20, 30} {
+		progressed, _ := h.step()
+		require.True(t, progressed)
+		for _, id := range []int64{10, 20, 30} {
+			if id <= want {
+				require.Equal(t, StateSucceeded, h.state(id), "after executing %d", want)
+			} else {
+				require.Equal(t, StatePending, h.state(id), "after executing %d", want)
+			}
+		}
+	}
+	progressed, wait := h.step()
+	require.False(t, progressed)
+	require.Zero(t, wait, "no head at all")
+	// The last writer in mailbox order wins.
+	require.Equal(t, "name-d", h.ref("GLST", "G1")["GTNM"])
+}
+
+// codecRaw is a message this codec cannot read yet: CODEC_ERROR.
+const codecRaw = `<?xml version="1.1" encoding="UTF-8"?><MSG/>`
+
+// TestStep_R_B3_DecodeOutcomes pins the error classes of R-B3: MALFORMED is
+// DEAD at once with its backfill intent; CODEC_ERROR and UNSUPPORTED are
+// FAILED with backoff and no intent.
+func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		raw    string
+		state  string
+		class  string
+		reason string
+	}{
+		{"RawMissing", "", StateDead, ClassMalformed, "raw message missing"},
+		{"RawBlank", "  \n ", StateDead, ClassMalformed, "raw message missing"},
+		{"NotWellFormed", `<?xml version="1.0"?><MSG><META><SNDR>AODB</SNDR></MSG>`, StateDead, ClassMalformed, "MALFORMED"},
+		{"NotXML", "hello", StateDead, ClassMalformed, "MALFORMED"},
+		{"MissingMETA", `<MSG><FLOP><FLID>1</FLID></FLOP></MSG>`, StateDead, ClassMalformed, "META"},
+		{"MissingPayload", envelope(5, "FLOP", "STND", ""), StateDead, ClassMalformed, "missing payload"},
+		{"ReferenceWithoutRecords", envelope(5, "GLST", "ADD", "<RECS>1</RECS>"), StateDead, ClassMalformed, "missing payload"},
+		{"XMLVersion11", codecRaw, StateFailed, ClassCodec, "1.1"},
+		{"NestingTooDeep", envelope(5, "GLST", "ADD", strings.Repeat("<GLST>", 130)+strings.Repeat("</GLST>", 130)), StateFailed, ClassCodec, "deeper"},
+		{"Doctype", `<?xml version="1.0"?><!DOCTYPE MSG><MSG/>`, StateFailed, ClassCodec, "DOCTYPE"},
+		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateFailed, ClassUnsupported, "ZZZZ"},
+		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateFailed, ClassUnsupported, "XXXX"},
+		{"SCHDPeerOnlySubtype", schd(5, "ADD", fltr(1, day23)), StateFailed, ClassUnsupported, "ADD"},
+		{"SCHSHasNoHandler", envelope(5, "SCHS", "DNLD", "<SCHS><SNAM>W</SNAM><RECS>0</RECS></SCHS>"), StateFailed, ClassUnsupported, "SCHS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.insert(5, tc.raw)
+			progressed, _ := h.step()
+			require.True(t, progressed)
+			r := h.proc(5)
+			require.Equal(t, tc.state, r.State, r.Reason)
+			require.Equal(t, tc.class, r.ErrorClass)
+			require.Contains(t, r.Reason, tc.reason)
+			if tc.state == StateDead {
+				require.Equal(t, 1, h.mailboxRows(5), "DEAD carries its backfill intent")
+				require.NotNil(t, r.FinishedAt)
+				require.Equal(t, 0, r.Attempts)
+				return
+			}
+			require.Equal(t, 0, h.mailboxRows(5), "FAILED never gets a marker")
+			require.Equal(t, 1, r.Attempts)
+			require.True(t, r.NextAttemptAt.Equal(t0.Add(time.Second)))
+			// Second attempt after the first backoff: 2 s.
+			_, wait := h.step()
+			require.Equal(t, time.Second, wait)
+			h.clk.Advance(wait)
+			progressed, _ = h.step()
+			require.True(t, progressed)
+			r = h.proc(5)
+			require.Equal(t, StateFailed, r.State)
+			require.Equal(t, tc.class, r.ErrorClass)
+			require.Equal(t, 2, r.Attempts)
+			require.True(t, r.NextAttemptAt.Equal(t0.Add(3*time.Second)), "next_attempt_at %s", r.NextAttemptAt)
+			_, wait = h.step()
+			require.Equal(t, 2*time.Second, wait)
+			require.Equal(t, 0, h.mailboxRows(5))
+		})
+	}
+}
+
+// TestStep_R_B3_DeclaredEncodingOfTextIsIgnored: the inbox carries text
+// (the mailbox column, already Unicode), so an encoding named in the XML
+// declaration no longer describes the bytes and does not stop the message.
+func TestStep_R_B3_DeclaredEncodingOfTextIsIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for id, enc := range map[int64]string{1: "GB2312", 2: "x-unknown-charset"} {
+		raw := strings.Replace(refMsg(id, "GLST", "ADD", glst("G"+enc, "中文名")), `encoding="UTF-8"`, `encoding="`+enc+`"`, 1)
+		h.run(id, raw)
+		require.Equal(t, StateSucceeded, h.state(id), h.proc(id).Reason)
+		require.Equal(t, "中文名", h.ref("GLST", "G"+enc)["GTNM"])
+	}
+}
+
+// TestStep_R_B5_PoisonAfterMaxAttempts: the backoff table 1,2,4,8 s between
+// the five attempts, then DEAD(EXHAUSTED) naming the last class, and the
+// next message runs.
+func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.insert(1, envelope(1, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
+	var waits []time.Duration
+	for i := 0; i < 10 && h.state(1) != StateDead; i++ {
+		progressed, wait := h.step()
+		if progressed {
+			continue
+		}
+		require.Equal(t, StatePending, h.state(2))
+		waits = append(waits, wait)
+		h.clk.Advance(wait)
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, waits)
+	r := h.proc(1)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassExhausted, r.ErrorClass)
+	require.Equal(t, 5, r.Attempts)
+	require.Contains(t, r.Reason, "5 attempts")
+	require.Contains(t, r.Reason, ClassUnsupported)
+	require.Equal(t, 1, h.mailboxRows(1))
+	require.Nil(t, r.NextAttemptAt)
+	h.drain()
+	require.Equal(t, StateSucceeded, h.state(2))
+}
+
+// TestStep_R_B5_PoisonWhenAttemptsAlreadyAtMax: a head that already has
+// max-attempts (e.g. after lowering the setting) is poisoned without running.
+func TestStep_R_B5_PoisonWhenAttemptsAlreadyAtMax(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *Options) { o.MaxAttempts = 3 })
+	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
+	h.exec(`UPDATE proc_state SET state='FAILED', attempts=3, error_class='CODEC_ERROR', next_attempt_at=$1 WHERE msg_id=1`, t0)
+	progressed, _ := h.step()
+	require.True(t, progressed)
+	r := h.proc(1)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassExhausted, r.ErrorClass)
+	require.Contains(t, r.Reason, ClassCodec)
+	require.Empty(t, h.refKeys("GLST"), "a poisoned message is not executed")
+	require.Equal(t, 1, h.mailboxRows(1))
+}
+
+// TestStep_R_B5_HeadDeadline: a head stuck at the FIFO head for longer than
+// head-deadline since processing_started_at is poisoned even with attempts
+// left; the branch is reachable with the fake clock.
+func TestStep_R_B5_HeadDeadline(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.insert(1, codecRaw)
+	h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
+	h.step()
+	r := h.proc(1)
+	require.Equal(t, StateFailed, r.State)
+	require.NotNil(t, r.ProcessingStartedAt)
+	require.True(t, r.ProcessingStartedAt.Equal(t0))
+
+	// Just before the deadline the head is retried normally and keeps its
+	// original processing_started_at.
+	h.clk.Advance(10*time.Minute - time.Second)
+	progressed, _ := h.step()
+	require.True(t, progressed)
+	r = h.proc(1)
+	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, 2, r.Attempts)
+	require.True(t, r.ProcessingStartedAt.Equal(t0))
+
+	h.clk.Advance(time.Second)
+	_, wait := h.step()
+	require.Equal(t, 2*time.Second-time.Second, wait, "still in backoff: the deadline is checked when the head is due")
+	h.clk.Advance(wait)
+	progressed, _ = h.step()
+	require.True(t, progressed)
+	r = h.proc(1)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassExhausted, r.ErrorClass)
+	require.Contains(t, r.Reason, "head for longer than 10m0s")
+	require.Contains(t, r.Reason, ClassCodec)
+	require.Equal(t, 2, r.Attempts)
+	require.Equal(t, 1, h.mailboxRows(1))
+	h.drain()
+	require.Equal(t, StateSucceeded, h.state(2))
+}
+
+// TestBackoff_R_B5_TableAndCap pins the backoff table (the last value
+// repeats) and the cap.
+func TestBackoff_R_B5_TableAndCap(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	cases := []struct {
+		name    string
+		table   []time.Duration
+		cap     time.Duration
+		attempt []int
+		want    []time.Duration
+	}{
+		{"Default", []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s}, 60 * s,
+			[]int{0, 1, 2, 3, 4, 5, 6, 50}, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 16 * s, 16 * s, 16 * s}},
+		{"Capped", []time.Duration{30 * s, 90 * s, 10 * time.Minute}, 60 * s,
+			[]int{1, 2, 3, 4}, []time.Duration{30 * s, 60 * s, 60 * s, 60 * s}},
+		{"Single", []time.Duration{5 * s}, 60 * s, []int{1, 9}, []time.Duration{5 * s, 5 * s}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := &Engine{opt: Options{Backoff: tc.table, BackoffCap: tc.cap}}
+			for i, n := range tc.attempt {
+				require.Equal(t, tc.want[i], e.backoff(n), "attempt %d", n)
+			}
+		})
+	}
+}
+
+// TestStep_R_B5_BackoffCapAppliedToNextAttempt: the cap bounds the stored
+// next_attempt_at, not just the computed value.
+func TestStep_R_B5_BackoffCapAppliedToNextAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *Options) {
+		o.Backoff = []time.Duration{2 * time.Minute}
+		o.BackoffCap = 60 * time.Second
+	})
+	h.insert(1, envelope(1, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.step()
+	r := h.proc(1)
+	require.True(t, r.NextAttemptAt.Equal(t0.Add(time.Minute)), "next_attempt_at %s", r.NextAttemptAt)
+	_, wait := h.step()
+	require.Equal(t, time.Minute, wait)
+}
+
+// TestStep_R_B3_InfraErrorRetriesAndCountsAttempts: an error inside the
+// transaction that is not a domain outcome is FAILED(INFRA) with backoff and
+// rolls back everything the attempt wrote.
+func TestStep_R_B3_InfraErrorRetriesAndCountsAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	before := h.snapshotTables()
+	h.exec(`ALTER TABLE projection_pending RENAME TO projection_pending_away`)
+	h.insert(2, flopMsg(2, "STND", flopRec(15, "<STND>S1</STND>")))
+	h.step()
+	r := h.proc(2)
+	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, ClassInfra, r.ErrorClass)
+	require.Equal(t, 0, h.mailboxRows(2))
+	h.exec(`ALTER TABLE projection_pending_away RENAME TO projection_pending`)
+	require.Equal(t, before, h.snapshotTables(), "the failed attempt wrote nothing")
+	h.clk.Advance(time.Second)
+	h.drain()
+	require.Equal(t, StateApplied, h.state(2))
+	require.Equal(t, int64(2), h.flight(15).Version)
+}
+
+// TestStep_R_B1_CancelledContextIsNotAnAttempt: a cancelled context does not
+// burn an attempt of the head.
+func TestStep_R_B1_CancelledContextIsNotAnAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := h.e.Step(ctx)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "%v", err)
+	r := h.proc(1)
+	require.Equal(t, StatePending, r.State)
+	require.Equal(t, 0, r.Attempts)
+}
+
+// TestStep_R_B3_LongNonASCIIReasonIsStored: a reason longer than the stored
+// limit is cut at a character boundary, so a rejection quoting Chinese text
+// is still written as DEAD(PROTOCOL) at once (PostgreSQL refuses text with
+// a cut UTF-8 sequence, which would turn the outcome into retried INFRA
+// failures).
+func TestStep_R_B3_LongNonASCIIReasonIsStored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	ddir := "x" + strings.Repeat("中", 1000)
+	h.run(2, flopMsg(2, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="`+ddir+`">WX</FDIV>`)))
+	r := h.proc(2)
+	require.Equal(t, StateDead, r.State, r.Reason)
+	require.Equal(t, ClassProtocol, r.ErrorClass)
+	require.Equal(t, 0, r.Attempts)
+	require.True(t, utf8.ValidString(r.Reason))
+	require.LessOrEqual(t, len(r.Reason), 2000)
+	require.True(t, strings.HasPrefix(r.Reason, `FLOP FDIV: DDIR "x中中`), r.Reason[:40])
+}
+
+// TestTruncate_KeepsValidUTF8 pins truncate at and around the limit.
+func TestTruncate_KeepsValidUTF8(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "abc", truncate("abc"))
+	ascii := strings.Repeat("a", 2500)
+	require.Equal(t, ascii[:2000], truncate(ascii))
+	for pad := 0; pad < 3; pad++ {
+		s := strings.Repeat("a", pad) + strings.Repeat("中", 1000)
+		got := truncate(s)
+		require.True(t, utf8.ValidString(got), "pad %d", pad)
+		require.LessOrEqual(t, len(got), 2000)
+		require.GreaterOrEqual(t, len(got), 1998)
+		require.True(t, strings.HasPrefix(s, got))
+	}
+}

@@ -1,0 +1,330 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/internal/flight"
+)
+
+// flightOutbox returns the flight-state and msg rows of one flight.
+func (h *harness) flightOutbox(flid int64) (states, events []outboxRow) {
+	h.t.Helper()
+	key := strconv.FormatInt(flid, 10)
+	return h.outbox(`target='flight-state' AND pkey=$1`, key), h.outbox(`target='msg' AND pkey=$1`, key)
+}
+
+// TestVersion_R_C3_INV13_OneBumpPerEffectiveChange_INV20b: each effective
+// change bumps state_version exactly once with one flight-state and one msg
+// row; the same content again (new SEQN) bumps nothing, emits nothing and
+// needs no projection.
+func TestVersion_R_C3_INV13_OneBumpPerEffectiveChange_INV20b(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	h.run(2, flopMsg(2, "STND", flopRec(15, "<STND>S1</STND>")))
+	h.run(3, flopMsg(3, "STND", flopRec(15, "<STND>S1</STND>")))   // same content, new SEQN
+	h.run(4, flopMsg(4, "STND", flopRec(15, "<STND> S1 </STND>"))) // same code
+	h.run(5, flopMsg(5, "TOBT", flopRec(15, "")))                  // element absent
+	h.run(6, schd(6, "DNLD", fltr(15, day23, "<STND>S1</STND>")))  // snapshot equal to the state
+	h.run(7, flopMsg(7, "STND", flopRec(15, "<STND>S2</STND>")))
+
+	f := h.flight(15)
+	require.Equal(t, int64(3), f.Version)
+	require.Equal(t, int64(7), f.LastMsgID)
+	require.Equal(t, "S2", f.Doc["STND"])
+	for _, id := range []int64{3, 4, 5, 6} {
+		r := h.proc(id)
+		require.Equal(t, StateSucceeded, r.State, "message %d: %s", id, r.Reason)
+		require.Empty(t, h.pending(id))
+		require.Zero(t, h.count(`SELECT count(*) FROM outbox WHERE msg_id=$1 AND target <> 'mailbox'`, id), "message %d", id)
+	}
+	require.Contains(t, h.proc(3).Reason, "0 changed, 1 unchanged")
+
+	states, events := h.flightOutbox(15)
+	require.Len(t, states, 3)
+	require.Len(t, events, 3)
+	for i, v := range []int64{1, 2, 3} {
+		require.Equal(t, strconv.FormatInt(v, 10), states[i].Headers["msgx-version"])
+		require.Equal(t, "flight-15-v"+strconv.FormatInt(v, 10), events[i].Headers["msgx-event-id"])
+	}
+	require.Equal(t, []int64{1, 2, 7}, []int64{*states[0].MsgID, *states[1].MsgID, *states[2].MsgID})
+	schdRows := h.outbox(`target='schd' AND pkey='15'`)
+	require.Len(t, schdRows, 3, "one schd row per version")
+	for i := range schdRows {
+		require.Equal(t, states[i].Payload, schdRows[i].Payload)
+	}
+}
+
+// TestEvents_R_C3_DocumentedOutboxJSON pins the flight-state value (schema 1)
+// and the msg event (schema_version 1, stable event_id, key FLID).
+func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23, "<RENO>B1</RENO>")))
+	h.clk.Advance(90 * time.Second)
+	h.run(2, flopMsg(2, "STND", flopRec(15, "<STND>S1</STND>")))
+
+	states, events := h.flightOutbox(15)
+	require.Len(t, states, 2)
+	require.Len(t, events, 2)
+
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(states[1].Payload, &st))
+	require.Equal(t, map[string]any{
+		"schema": 1.0, "flid": 15.0, "version": 2.0, "state": "ACTIVE", "operation_day": "2021-01-23", "msg_id": 2.0,
+		"doc": map[string]any{
+			"FLID": "15", "ALCD": "YG", "FLNO": "YG9015", "MVIN": "A", "SODT": day23, "FLTY": "W", "FLIN": "D",
+			"ACFT": "733", "RENO": "B1", "STND": "S1",
+		},
+	}, st)
+	require.Equal(t, "15", states[1].Pkey)
+	require.Equal(t, map[string]string{"msgx-version": "2", "msgx-msg-id": "2"}, states[1].Headers)
+
+	var ev map[string]any
+	require.NoError(t, json.Unmarshal(events[1].Payload, &ev))
+	require.Equal(t, 1.0, ev["schema_version"])
+	require.Equal(t, "flight-15-v2", ev["event_id"])
+	require.Equal(t, EventUpdated, ev["event_type"])
+	require.Equal(t, 15.0, ev["flid"])
+	require.Equal(t, 2.0, ev["state_version"])
+	require.Equal(t, "2021-01-23", ev["operation_day"])
+	require.Equal(t, []any{"STND"}, ev["changed"])
+	require.Equal(t, map[string]any{"msg_id": 2.0, "type": "FLOP", "subtype": "STND", "sender": "AODB", "seqn": "2"}, ev["source"])
+	require.Equal(t, t0.Add(90*time.Second).Format(time.RFC3339Nano), ev["occurred_at"])
+	require.Equal(t, st["doc"], ev["flight"])
+	require.Equal(t, "15", events[1].Pkey)
+	require.Equal(t, map[string]string{"msgx-event-id": "flight-15-v2"}, events[1].Headers)
+
+	var created Event
+	require.NoError(t, json.Unmarshal(events[0].Payload, &created))
+	require.Equal(t, EventCreated, created.EventType)
+	require.Equal(t, "flight-15-v1", created.EventID)
+	require.Equal(t, []string{"ACFT", "ALCD", "FLID", "FLIN", "FLNO", "FLTY", "MVIN", "RENO", "SODT"}, created.Changed)
+	require.Equal(t, "SCHD", created.Source.Type)
+	require.Equal(t, "DNLD", created.Source.Subtype)
+	require.Equal(t, int64(1), created.Source.MsgID)
+}
+
+// TestFLOP_R_C4_MissingOrDeletedFlightIsSkipped: a FLOP for a flight that
+// does not exist or is deleted is SKIPPED with the reason: no flight is
+// created, no version bump, no event, no projection.
+func TestFLOP_R_C4_MissingOrDeletedFlightIsSkipped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	h.run(2, flopMsg(2, "FDEL", flopRec(15, "<FDEL></FDEL>")))
+	before := h.snapshotTables()
+
+	h.run(3, flopMsg(3, "STND", flopRec(99, "<STND>S1</STND>")))
+	h.run(4, flopMsg(4, "STND", flopRec(15, "<STND>S1</STND>")))
+	h.run(5, flopMsg(5, "FDEL", flopRec(15, "<FDEL/>")))
+	h.run(6, flopMsg(6, "FDEL", flopRec(98, "<FDEL/>")))
+	for id, reason := range map[int64]string{3: "flight 99 not found", 4: "flight 15 is deleted", 5: "flight 15 is deleted", 6: "flight 98 not found"} {
+		r := h.proc(id)
+		require.Equal(t, StateSkipped, r.State, "message %d", id)
+		require.Equal(t, reason, r.Reason)
+		require.Equal(t, 1, h.mailboxRows(id))
+	}
+	require.Equal(t, before, h.snapshotTables())
+	require.Zero(t, h.count(`SELECT count(*) FROM flight WHERE flid IN (98, 99)`))
+}
+
+// TestFLOP_R_C4_MixedRecordsApplyWhatExists: records for existing flights
+// apply; the missing ones are named in the reason.
+func TestFLOP_R_C4_MixedRecordsApplyWhatExists(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23)))
+	h.run(2, flopMsg(2, "RENO", flopRec(15, "<RENO>B1</RENO>"), flopRec(99, "<RENO>B2</RENO>"), flopRec(16, "<RENO>B3</RENO>")))
+	r := h.proc(2)
+	require.Equal(t, StateApplied, r.State)
+	require.Equal(t, "2 changed, 0 unchanged; flight 99 not found", r.Reason)
+	require.Equal(t, map[int64]int64{15: 2, 16: 2}, h.pending(2))
+	require.Equal(t, "B1", h.flight(15).Doc["RENO"])
+	require.Equal(t, "B3", h.flight(16).Doc["RENO"])
+}
+
+// TestFLOP_R_C4_EmptyClearsAbsentKeeps: a present but empty element (both
+// spellings) clears the value; an absent element changes nothing.
+func TestFLOP_R_C4_EmptyClearsAbsentKeeps(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23, "<TOBT>23JAN210500</TOBT><APPT>23JAN210510</APPT><PADT>23JAN210400</PADT>")))
+	h.run(2, flopMsg(2, "TOBT", flopRec(15, ""))) // FLOP-TOBT-1: no TOBT element at all
+	require.Equal(t, int64(1), h.flight(15).Version)
+	require.Equal(t, StateSucceeded, h.state(2))
+	require.Equal(t, "23JAN210500", h.flight(15).Doc["TOBT"])
+
+	h.run(3, flopMsg(3, "APPT", flopRec(15, "<APPT></APPT>")))
+	h.run(4, flopMsg(4, "PADT", flopRec(15, "<PADT/>")))
+	f := h.flight(15)
+	require.Equal(t, int64(3), f.Version)
+	require.NotContains(t, f.Doc, "APPT")
+	require.NotContains(t, f.Doc, "PADT")
+	require.Equal(t, "23JAN210500", f.Doc["TOBT"])
+
+	var ev Event
+	require.NoError(t, json.Unmarshal(h.outbox(`target='msg' AND msg_id=4`)[0].Payload, &ev))
+	require.Equal(t, []string{"PADT"}, ev.Changed)
+}
+
+// TestFLOP_R_C4_ListReplaceAndDelayMerge: PSDT is replaced as a whole; DELY
+// merges by CODE keeping order, and one bare DELY clears all delays.
+func TestFLOP_R_C4_ListReplaceAndDelayMerge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23,
+		`<PSDT PSNO="1"><PSST>501</PSST><STST>23JAN210400</STST><STET>23JAN210600</STET></PSDT>`,
+		`<PSDT PSNO="2"><PSST>502</PSST><STST>23JAN210600</STST><STET>23JAN210700</STET></PSDT>`)))
+	h.run(2, flopMsg(2, "PSDT", flopRec(15, `<PSDT PSNO="1"><PSST>601</PSST><STST>23JAN210410</STST><STET>23JAN210610</STET></PSDT>`)))
+	require.Equal(t, []any{map[string]any{"@PSNO": "1", "PSST": "601", "STST": "23JAN210410", "STET": "23JAN210610"}}, h.flight(15).Doc["PSDT"])
+
+	h.run(3, flopMsg(3, "DELY", flopRec(15,
+		`<DELY CODE="RA" STRT="23JAN210515" DURA="0040">late inbound</DELY><DELY CODE="PD" STRT="23JAN210555" DURA="0010">超售</DELY>`)))
+	h.run(4, flopMsg(4, "DELY", flopRec(15,
+		`<DELY CODE="AT" STRT="23JAN210605" DURA="0015">flow</DELY><DELY CODE="RA" STRT="23JAN210515" DURA="0050">later</DELY>`)))
+	require.Equal(t, []any{
+		map[string]any{"@CODE": "RA", "@STRT": "23JAN210515", "@DURA": "0050", "#text": "later"},
+		map[string]any{"@CODE": "PD", "@STRT": "23JAN210555", "@DURA": "0010", "#text": "超售"},
+		map[string]any{"@CODE": "AT", "@STRT": "23JAN210605", "@DURA": "0015", "#text": "flow"},
+	}, h.flight(15).Doc["DELY"])
+
+	h.run(5, flopMsg(5, "DELY", flopRec(15, `<DELY></DELY>`)))
+	f := h.flight(15)
+	require.NotContains(t, f.Doc, "DELY")
+	require.Equal(t, int64(5), f.Version)
+
+	// An empty PSDT cannot clear the stand list: rejected, nothing written.
+	before := h.snapshotTables()
+	h.run(6, flopMsg(6, "PSDT", flopRec(15, `<PSDT/>`)))
+	r := h.proc(6)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassProtocol, r.ErrorClass)
+	require.Equal(t, before, h.snapshotTables())
+}
+
+// TestFLOP_R_C4_RejectedRecordWritesNothing: FDIV DDIR="TOO" is
+// DEAD(PROTOCOL); an earlier valid record of the same message is rolled back
+// with it.
+func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23)))
+	h.run(2, flopMsg(2, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="TO">WX</FDIV>`)))
+	require.Equal(t, int64(2), h.flight(15).Version)
+	before := h.snapshotTables()
+
+	h.run(3, flopMsg(3, "FDIV", flopRec(15, `<FDIV DDES="CKG" DDIR="TOO">WX</FDIV>`)))
+	h.run(4, flopMsg(4, "FDIV", flopRec(16, `<FDIV DDES="CKG" DDIR="FROM">ok</FDIV>`), flopRec(15, `<FDIV DDES="CKG" DDIR="">bad</FDIV>`)))
+	h.run(5, flopMsg(5, "STND", flopRec(0, "<STND>S1</STND>")))
+	h.run(6, flopMsg(6, "APPT", flopRec(15, "<APPT>not a time</APPT>")))
+	h.run(7, flopMsg(7, "FDEL", flopRec(15, "<FDEL>now</FDEL>")))
+	h.run(8, flopMsg(8, "ACFT", flopRec(15, "<ACFT/>")))
+	for id, reason := range map[int64]string{3: "DDIR", 4: "DDIR", 5: "FLID", 6: "APPT", 7: "FDEL element must be empty", 8: "ACFT"} {
+		r := h.proc(id)
+		require.Equal(t, StateDead, r.State, "message %d: %s", id, r.Reason)
+		require.Equal(t, ClassProtocol, r.ErrorClass)
+		require.Contains(t, r.Reason, reason)
+		require.Equal(t, 1, h.mailboxRows(id))
+		require.Empty(t, h.pending(id))
+		require.Equal(t, "AODB|FLOP|"+r.Styp+"|"+strconv.FormatInt(id, 10), r.IdentityKey, "a DEAD message keeps its identity")
+	}
+	require.Equal(t, before, h.snapshotTables())
+	f := h.flight(15)
+	require.Equal(t, map[string]any{"@DDES": "HKG", "@DDIR": "TO", "#text": "WX"}, f.Doc["FDIV"])
+	require.NotContains(t, h.flight(16).Doc, "FDIV")
+}
+
+// TestFDEL_R_C5_C25_DeletesWithCodeShareChildren: FDEL marks the flight
+// DELETED with a version bump, a tombstone flight-state row (null payload,
+// header msgx-version) and a deletion event, and deletes its ACTIVE
+// code-share children (MAID = master) in the same transaction.
+func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD",
+		fltr(15, day23),
+		fltr(16, day23, "<CSOP>CA</CSOP><CSFT>YG9015</CSFT><MAID>15</MAID>"),
+		fltr(17, day23, "<MAID>15</MAID>"),
+		fltr(18, day23, "<MAID>15</MAID>"),
+		fltr(19, day23),
+		fltr(20, day23, "<MAID>20</MAID>"), // its own master: no self reference stored
+	))
+	require.Equal(t, int64(15), *h.flight(16).Master)
+	require.Nil(t, h.flight(20).Master)
+	h.run(2, flopMsg(2, "FDEL", flopRec(18, "<FDEL></FDEL>")))
+	require.Equal(t, "DELETED", h.flight(18).State)
+	require.Equal(t, int64(2), h.flight(18).Version)
+
+	h.run(3, flopMsg(3, "FDEL", flopRec(15, "<FDEL></FDEL>")))
+	r := h.proc(3)
+	require.Equal(t, StateApplied, r.State)
+	require.Equal(t, "3 flights deleted", r.Reason)
+	require.Equal(t, map[int64]int64{15: 2, 16: 2, 17: 2}, h.pending(3))
+	for _, flid := range []int64{15, 16, 17} {
+		f := h.flight(flid)
+		require.Equal(t, "DELETED", f.State, "flight %d", flid)
+		require.Equal(t, int64(2), f.Version)
+		require.Equal(t, int64(3), f.LastMsgID)
+		require.Equal(t, "2021-01-23", f.OpDay)
+		require.NotEmpty(t, f.Doc, "the last document is kept")
+
+		states, events := h.flightOutbox(flid)
+		require.Len(t, states, 2)
+		tomb := states[1]
+		require.Nil(t, tomb.Payload, "tombstone: null value")
+		require.Equal(t, map[string]string{"msgx-version": "2", "msgx-msg-id": "3"}, tomb.Headers)
+		var ev Event
+		require.NoError(t, json.Unmarshal(events[1].Payload, &ev))
+		require.Equal(t, EventDeleted, ev.EventType)
+		require.Equal(t, "flight-"+strconv.FormatInt(flid, 10)+"-v2", ev.EventID)
+		require.Nil(t, ev.Flight)
+	}
+	// The already deleted child and the unrelated flights are untouched.
+	require.Equal(t, int64(2), h.flight(18).Version)
+	require.Equal(t, int64(2), h.flight(18).LastMsgID)
+	require.Equal(t, "ACTIVE", h.flight(19).State)
+	require.Equal(t, int64(1), h.flight(19).Version)
+	require.Zero(t, h.count(`SELECT count(*) FROM outbox WHERE msg_id=3 AND target='coutmsgs'`), "no EROR is sent back")
+
+	h.ack(Ack{FLID: 15, Version: 2}, Ack{FLID: 16, Version: 2})
+	require.Equal(t, StateApplied, h.state(3))
+	h.ack(Ack{FLID: 17, Version: 2})
+	require.Equal(t, StateSucceeded, h.state(3))
+}
+
+// TestFDEL_R_C5_DeletingAChildLeavesTheMaster: FDEL of a code-share child
+// deletes only the child.
+func TestFDEL_R_C5_DeletingAChildLeavesTheMaster(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23, "<MAID>15</MAID>")))
+	h.run(2, flopMsg(2, "FDEL", flopRec(16, "<FDEL/>")))
+	require.Equal(t, "DELETED", h.flight(16).State)
+	require.Equal(t, "ACTIVE", h.flight(15).State)
+	require.Equal(t, map[int64]int64{16: 2}, h.pending(2))
+}
+
+// TestSnapshot_R_C5_DeletedFlightIsRecreatedWithNextVersion: a flight that
+// comes back in a snapshot after FDEL continues its version sequence, so a
+// projection can never regress.
+func TestSnapshot_R_C5_DeletedFlightIsRecreatedWithNextVersion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	h.run(2, flopMsg(2, "FDEL", flopRec(15, "<FDEL/>")))
+	h.run(3, schd(3, "DNLD", fltr(15, day23)))
+	f := h.flight(15)
+	require.Equal(t, "ACTIVE", f.State)
+	require.Equal(t, int64(3), f.Version)
+	var ev Event
+	require.NoError(t, json.Unmarshal(h.outbox(`target='msg' AND msg_id=3`)[0].Payload, &ev))
+	require.Equal(t, EventCreated, ev.EventType)
+	require.Equal(t, "flight-15-v3", ev.EventID)
+	require.True(t, flight.Equal(f.Doc, ev.Flight))
+}

@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/clock"
+)
+
+// registerGauges exports the pipeline's health as observable gauges read
+// from PostgreSQL at scrape time (R-F4). A gauge that cannot be read reports
+// NaN, never 0, so a dashboard cannot mistake an outage for an empty
+// backlog.
+func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
+	if m == nil || pool == nil {
+		return nil
+	}
+	unfinished, err := m.Float64ObservableGauge("msgx_backlog_unfinished", metric.WithDescription("messages not yet terminal (PENDING, FAILED, APPLIED)"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	oldest, err := m.Float64ObservableGauge("msgx_oldest_unprocessed_seconds", metric.WithUnit("s"), metric.WithDescription("age of the oldest message not yet terminal"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	unmarked, err := m.Float64ObservableGauge("msgx_unmarked_terminal", metric.WithDescription("terminal messages whose mailbox marker is not written yet"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	oldestUnmarked, err := m.Float64ObservableGauge("msgx_oldest_unmarked_seconds", metric.WithUnit("s"), metric.WithDescription("time since the oldest unmarked terminal message finished"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	abandoned, err := m.Float64ObservableGauge("msgx_backfill_abandoned", metric.WithDescription("mailbox markers abandoned because the row is missing"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	pending, err := m.Float64ObservableGauge("msgx_outbox_pending", metric.WithDescription("outbox rows waiting for delivery, by target"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	dead, err := m.Float64ObservableGauge("msgx_outbox_dead", metric.WithDescription("outbox rows in the dead-letter state, by target"))
+	if err != nil {
+		return fmt.Errorf("creating gauge: %w", err)
+	}
+	targets := []string{TargetFlightState, TargetMsg, TargetSchd, TargetMailbox}
+	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		now := clk.Now()
+		var nUnfinished, nUnmarked, nAbandoned float64
+		var oldestAt, oldestUnmarkedAt *time.Time
+		err := pool.QueryRow(qctx, `
+			SELECT
+			  (SELECT count(*) FROM proc_state WHERE state IN ('PENDING','FAILED','APPLIED')),
+			  (SELECT min(COALESCE(received_at, registered_at)) FROM proc_state WHERE state IN ('PENDING','FAILED','APPLIED')),
+			  (SELECT count(*) FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL),
+			  (SELECT min(finished_at) FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL),
+			  (SELECT count(*) FROM outbox WHERE target='mailbox' AND state='ABANDONED')`).
+			Scan(&nUnfinished, &oldestAt, &nUnmarked, &oldestUnmarkedAt, &nAbandoned)
+		if err != nil {
+			nan := math.NaN()
+			o.ObserveFloat64(unfinished, nan)
+			o.ObserveFloat64(oldest, nan)
+			o.ObserveFloat64(unmarked, nan)
+			o.ObserveFloat64(oldestUnmarked, nan)
+			o.ObserveFloat64(abandoned, nan)
+			for _, t := range targets {
+				o.ObserveFloat64(pending, nan, metric.WithAttributes(attribute.String("target", t)))
+				o.ObserveFloat64(dead, nan, metric.WithAttributes(attribute.String("target", t)))
+			}
+			return nil
+		}
+		o.ObserveFloat64(unfinished, nUnfinished)
+		o.ObserveFloat64(oldest, age(now, oldestAt))
+		o.ObserveFloat64(unmarked, nUnmarked)
+		o.ObserveFloat64(oldestUnmarked, age(now, oldestUnmarkedAt))
+		o.ObserveFloat64(abandoned, nAbandoned)
+		counts := map[string][2]float64{}
+		rows, err := pool.Query(qctx, `SELECT target, count(*) FILTER (WHERE state='PENDING'), count(*) FILTER (WHERE state='DEAD') FROM outbox GROUP BY target`)
+		if err == nil {
+			for rows.Next() {
+				var t string
+				var p, d float64
+				if rows.Scan(&t, &p, &d) == nil {
+					counts[t] = [2]float64{p, d}
+				}
+			}
+			rows.Close()
+			err = rows.Err()
+		}
+		for _, t := range targets {
+			p, d := counts[t][0], counts[t][1]
+			if err != nil {
+				p, d = math.NaN(), math.NaN()
+			}
+			o.ObserveFloat64(pending, p, metric.WithAttributes(attribute.String("target", t)))
+			o.ObserveFloat64(dead, d, metric.WithAttributes(attribute.String("target", t)))
+		}
+		return nil
+	}, unfinished, oldest, unmarked, oldestUnmarked, abandoned, pending, dead)
+	if err != nil {
+		return fmt.Errorf("registering gauges: %w", err)
+	}
+	return nil
+}
+
+// age is the seconds since t, 0 when there is nothing (an empty backlog has
+// no oldest message).
+func age(now time.Time, t *time.Time) float64 {
+	if t == nil {
+		return 0
+	}
+	return max(0, now.Sub(*t).Seconds())
+}

@@ -1,0 +1,346 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+	"msgexchange/services/internal/flight"
+)
+
+// t0 is where every test's fake clock starts.
+var t0 = time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
+
+const inboxTopic = "msgx.inbox"
+
+// harness is one Engine on its own PostgreSQL database with a fake clock.
+type harness struct {
+	t      *testing.T
+	e      *Engine
+	pool   *pgxpool.Pool
+	clk    *clock.Fake
+	offset int64
+}
+
+// tLog sends the engine's log lines to the test log.
+type tLog struct{ t *testing.T }
+
+func (w tLog) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// defaultOptions are the documented defaults (requirements, Parameters).
+func defaultOptions() Options {
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		panic(err)
+	}
+	return Options{
+		MaxAttempts:  5,
+		Backoff:      []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second},
+		BackoffCap:   60 * time.Second,
+		HeadDeadline: 10 * time.Minute,
+		IgnoreTypes:  map[string]bool{"LDM": true, "REGN": true, "RSTA": true, "EROR": true},
+		Zone:         zone,
+		CutoffHour:   0,
+		ConsumerName: "processor",
+	}
+}
+
+func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	require.NoError(t, migrations.Up(ctx, url))
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	clk := clock.NewFake(t0)
+	opt := defaultOptions()
+	opt.Logger = slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opt.Clock = clk
+	opt.Pool = pool
+	for _, m := range mutate {
+		m(&opt)
+	}
+	e, err := NewEngine(opt)
+	require.NoError(t, err)
+	return &harness{t: t, e: e, pool: pool, clk: clk}
+}
+
+// insert registers one inbox record (key = mailbox ID, value = raw XML).
+func (h *harness) insert(id int64, raw string) {
+	h.t.Helper()
+	h.insertRecords(&kgo.Record{Key: []byte(strconv.FormatInt(id, 10)), Value: []byte(raw)})
+}
+
+// insertRecords registers records as one fetched batch at the next offsets.
+func (h *harness) insertRecords(recs ...*kgo.Record) {
+	h.t.Helper()
+	for _, r := range recs {
+		r.Topic = inboxTopic
+		r.Offset = h.offset
+		h.offset++
+	}
+	require.NoError(h.t, h.e.register(context.Background(), inboxTopic, recs))
+}
+
+// step runs one Step and fails the test on an error.
+func (h *harness) step() (bool, time.Duration) {
+	h.t.Helper()
+	progressed, wait, err := h.e.Step(context.Background())
+	require.NoError(h.t, err)
+	return progressed, wait
+}
+
+// drain steps until nothing moves and returns the head's remaining wait.
+func (h *harness) drain() time.Duration {
+	h.t.Helper()
+	for i := 0; i < 500; i++ {
+		progressed, wait := h.step()
+		if !progressed {
+			return wait
+		}
+	}
+	h.t.Fatal("executor still progressing after 500 steps")
+	return 0
+}
+
+// run inserts one message and drains.
+func (h *harness) run(id int64, raw string) {
+	h.t.Helper()
+	h.insert(id, raw)
+	h.drain()
+}
+
+func (h *harness) ack(acks ...Ack) {
+	h.t.Helper()
+	require.NoError(h.t, h.e.ApplyAcks(context.Background(), acks))
+}
+
+type procRow struct {
+	State, ErrorClass, Reason, IdentityKey, Raw string
+	Sndr, Type, Styp, Seqn                      string
+	Attempts                                    int
+	KafkaOffset                                 int64
+	NextAttemptAt, ProcessingStartedAt          *time.Time
+	AppliedAt, FinishedAt, ReceivedAt           *time.Time
+}
+
+func (h *harness) proc(id int64) procRow {
+	h.t.Helper()
+	var r procRow
+	err := h.pool.QueryRow(context.Background(), `
+		SELECT state, COALESCE(error_class, ''), COALESCE(reason, ''), COALESCE(identity_key, ''), raw,
+		       COALESCE(sndr, ''), COALESCE(msg_type, ''), COALESCE(msg_styp, ''), COALESCE(seqn, ''),
+		       attempts, kafka_offset, next_attempt_at, processing_started_at, applied_at, finished_at, received_at
+		FROM proc_state WHERE msg_id=$1`, id).
+		Scan(&r.State, &r.ErrorClass, &r.Reason, &r.IdentityKey, &r.Raw, &r.Sndr, &r.Type, &r.Styp, &r.Seqn,
+			&r.Attempts, &r.KafkaOffset, &r.NextAttemptAt, &r.ProcessingStartedAt, &r.AppliedAt, &r.FinishedAt, &r.ReceivedAt)
+	require.NoError(h.t, err, "proc_state row %d", id)
+	return r
+}
+
+func (h *harness) state(id int64) string {
+	h.t.Helper()
+	return h.proc(id).State
+}
+
+type flightRecord struct {
+	State     string
+	Version   int64
+	OpDay     string
+	Master    *int64
+	LastMsgID int64
+	Doc       flight.Doc
+}
+
+func (h *harness) flight(flid int64) flightRecord {
+	h.t.Helper()
+	var r flightRecord
+	var doc []byte
+	err := h.pool.QueryRow(context.Background(), `
+		SELECT state, state_version, COALESCE(to_char(operation_day, 'YYYY-MM-DD'), ''), master_flid, last_msg_id, doc
+		FROM flight WHERE flid=$1`, flid).Scan(&r.State, &r.Version, &r.OpDay, &r.Master, &r.LastMsgID, &doc)
+	require.NoError(h.t, err, "flight %d", flid)
+	require.NoError(h.t, json.Unmarshal(doc, &r.Doc))
+	return r
+}
+
+type outboxRow struct {
+	ID      int64
+	Target  string
+	Pkey    string
+	Payload []byte
+	Headers map[string]string
+	MsgID   *int64
+}
+
+// outbox returns the outbox rows matching where (SQL over outbox), in id order.
+func (h *harness) outbox(where string, args ...any) []outboxRow {
+	h.t.Helper()
+	if where == "" {
+		where = "true"
+	}
+	rows, err := h.pool.Query(context.Background(),
+		`SELECT id, target, pkey, payload, headers, msg_id FROM outbox WHERE `+where+` ORDER BY id`, args...)
+	require.NoError(h.t, err)
+	defer rows.Close()
+	var out []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		var headers []byte
+		require.NoError(h.t, rows.Scan(&r.ID, &r.Target, &r.Pkey, &r.Payload, &headers, &r.MsgID))
+		if headers != nil {
+			require.NoError(h.t, json.Unmarshal(headers, &r.Headers))
+		}
+		out = append(out, r)
+	}
+	require.NoError(h.t, rows.Err())
+	return out
+}
+
+// mailboxRows counts the backfill intents of one message.
+func (h *harness) mailboxRows(id int64) int {
+	h.t.Helper()
+	return h.count(`SELECT count(*) FROM outbox WHERE target='mailbox' AND msg_id=$1 AND pkey=$2`, id, strconv.FormatInt(id, 10))
+}
+
+func (h *harness) count(sql string, args ...any) int {
+	h.t.Helper()
+	var n int
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (h *harness) exec(sql string, args ...any) {
+	h.t.Helper()
+	_, err := h.pool.Exec(context.Background(), sql, args...)
+	require.NoError(h.t, err)
+}
+
+// pending returns the projection_pending rows of a message as flid → version.
+func (h *harness) pending(id int64) map[int64]int64 {
+	h.t.Helper()
+	rows, err := h.pool.Query(context.Background(), `SELECT flid, version FROM projection_pending WHERE msg_id=$1`, id)
+	require.NoError(h.t, err)
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var f, v int64
+		require.NoError(h.t, rows.Scan(&f, &v))
+		out[f] = v
+	}
+	require.NoError(h.t, rows.Err())
+	return out
+}
+
+// snapshotTables captures every business table so that a test can prove
+// that a rejected message wrote nothing.
+func (h *harness) snapshotTables() string {
+	h.t.Helper()
+	var s string
+	err := h.pool.QueryRow(context.Background(), `
+		SELECT concat_ws(' | ',
+			(SELECT COALESCE(string_agg(flid || ':' || state || ':' || state_version || ':' || last_msg_id || ':' || doc::text, ',' ORDER BY flid), '') FROM flight),
+			(SELECT COALESCE(string_agg(target || ':' || pkey || ':' || COALESCE(msg_id, 0), ',' ORDER BY id), '') FROM outbox WHERE target <> 'mailbox'),
+			(SELECT COALESCE(string_agg(msg_id || ':' || flid || ':' || version, ',' ORDER BY msg_id, flid), '') FROM projection_pending),
+			(SELECT COALESCE(string_agg(type || ':' || key || ':' || doc::text, ',' ORDER BY type, key), '') FROM ref_data))`).Scan(&s)
+	require.NoError(h.t, err)
+	return s
+}
+
+// --- SIS message builders (the documented layouts, sis-catalogue §1, §3, §5, §6) ---
+
+const (
+	day23 = "23JAN210535" // operation day 2021-01-23 in Asia/Shanghai
+	day24 = "24JAN211200" // operation day 2021-01-24
+)
+
+// envelope wraps a body in MSG/META with SNDR AODB.
+func envelope(seqn int64, typ, styp, body string) string {
+	return `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+		`<MSG xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="unisysaodbsis.xsd">` +
+		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>20210123053000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, typ, styp) +
+		body + "</MSG>"
+}
+
+// fltr is a daily flight record with every required element plus extra.
+func fltr(flid int64, sodt string, extra ...string) string {
+	return fmt.Sprintf("<FLTR><FLID>%d</FLID><ALCD>YG</ALCD><FLNO>YG%d</FLNO><MVIN>A</MVIN><SODT>%s</SODT>"+
+		"<FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT>%s</FLTR>", flid, 9000+flid, sodt, strings.Join(extra, ""))
+}
+
+// schd is an SCHD message whose RECS matches its records.
+func schd(seqn int64, styp string, fltrs ...string) string {
+	return schdRecs(seqn, styp, strconv.Itoa(len(fltrs)), fltrs...)
+}
+
+// schdRecs is an SCHD message with a chosen RECS value.
+func schdRecs(seqn int64, styp, recs string, fltrs ...string) string {
+	return envelope(seqn, "SCHD", styp, "<SCHD><RECS>"+recs+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
+}
+
+// flopMsg is a FLOP message with the given records.
+func flopMsg(seqn int64, styp string, recs ...string) string {
+	return envelope(seqn, "FLOP", styp, strings.Join(recs, ""))
+}
+
+// flopRec is one FLOP record of flid with payload.
+func flopRec(flid int64, payload string) string {
+	return fmt.Sprintf("<FLOP><FLID>%d</FLID><FFID>YG-YG%d-A-23JAN210535-D</FFID>%s</FLOP>", flid, 9000+flid, payload)
+}
+
+// refMsg is a reference-data message: RECS and the records under MSG.
+func refMsg(seqn int64, typ, styp string, recs ...string) string {
+	return envelope(seqn, typ, styp, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
+}
+
+// glst is one gate record (key GCOD).
+func glst(code, name string) string {
+	return "<GLST><GCOD>" + code + "</GCOD><GTNM>" + name + "</GTNM><GNMC></GNMC><GCAT>D</GCAT><GTML>T1</GTML><PIER>P1</PIER></GLST>"
+}
+
+// glstDoc is the stored document of glst(code, name).
+func glstDoc(code, name string) map[string]any {
+	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": "", "GCAT": "D", "GTML": "T1", "PIER": "P1"}
+}
+
+func (h *harness) ref(typ, key string) map[string]any {
+	h.t.Helper()
+	var doc []byte
+	err := h.pool.QueryRow(context.Background(), `SELECT doc FROM ref_data WHERE type=$1 AND key=$2`, typ, key).Scan(&doc)
+	require.NoError(h.t, err, "ref_data %s/%s", typ, key)
+	var out map[string]any
+	require.NoError(h.t, json.Unmarshal(doc, &out))
+	return out
+}
+
+func (h *harness) refKeys(typ string) []string {
+	h.t.Helper()
+	rows, err := h.pool.Query(context.Background(), `SELECT key FROM ref_data WHERE type=$1 ORDER BY key`, typ)
+	require.NoError(h.t, err)
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var k string
+		require.NoError(h.t, rows.Scan(&k))
+		out = append(out, k)
+	}
+	require.NoError(h.t, rows.Err())
+	return out
+}

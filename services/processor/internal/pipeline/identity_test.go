@@ -1,0 +1,130 @@
+package pipeline
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestIdentity_R_B4_SecondMessageWithSameIdentityIsSkipped: the identity
+// SNDR|TYPE|STYP|SEQN is bound to the first message; a later message with
+// the same identity is SKIPPED "duplicate-of:<id>" with its backfill intent
+// and changes nothing.
+func TestIdentity_R_B4_SecondMessageWithSameIdentityIsSkipped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, refMsg(100, "GLST", "ADD", glst("G1", "first")))
+	h.run(2, refMsg(100, "GLST", "ADD", glst("G1", "second")))
+	h.run(3, refMsg(101, "GLST", "ADD", glst("G2", "other seqn")))
+
+	require.Equal(t, "AODB|GLST|ADD|100", h.proc(1).IdentityKey)
+	r := h.proc(2)
+	require.Equal(t, StateSkipped, r.State)
+	require.Equal(t, "duplicate-of:1", r.Reason)
+	require.Empty(t, r.ErrorClass)
+	require.Empty(t, r.IdentityKey, "the duplicate does not take the identity")
+	require.Equal(t, "GLST", r.Type, "META is recorded with the terminal state")
+	require.Equal(t, "100", r.Seqn)
+	require.Equal(t, 1, h.mailboxRows(2))
+	require.Equal(t, "first", h.ref("GLST", "G1")["GTNM"], "the duplicate changed nothing")
+	require.Equal(t, StateSucceeded, h.state(3))
+
+	// A duplicate of a flight message bumps no version and emits nothing.
+	h.run(4, schd(200, "DNLD", fltr(15, day23)))
+	before := h.snapshotTables()
+	h.run(5, schd(200, "DNLD", fltr(15, day23, "<RENO>B1</RENO>")))
+	require.Equal(t, "duplicate-of:4", h.proc(5).Reason)
+	require.Equal(t, before, h.snapshotTables())
+}
+
+// TestIdentity_R_B4_RetryIsNotItsOwnDuplicate: a message retried after a
+// failure finds at most its own binding and is executed, never SKIPPED.
+func TestIdentity_R_B4_RetryIsNotItsOwnDuplicate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+
+	// Natural path: the first attempt fails inside its transaction.
+	h.exec(`ALTER TABLE ref_data RENAME TO ref_data_away`)
+	h.insert(1, refMsg(100, "GLST", "ADD", glst("G1", "a")))
+	h.step()
+	require.Equal(t, StateFailed, h.state(1))
+	h.exec(`ALTER TABLE ref_data_away RENAME TO ref_data`)
+	h.clk.Advance(time.Second)
+	h.drain()
+	r := h.proc(1)
+	require.Equal(t, StateSucceeded, r.State, r.Reason)
+	require.Equal(t, "AODB|GLST|ADD|100", r.IdentityKey)
+
+	// A binding left by an earlier attempt (as an interrupted attempt of an
+	// older release could leave it) is the message's own.
+	h.insert(2, refMsg(101, "GLST", "ADD", glst("G2", "b")))
+	h.exec(`UPDATE proc_state SET identity_key='AODB|GLST|ADD|101', state='FAILED', attempts=1, next_attempt_at=$1 WHERE msg_id=2`, t0)
+	h.drain()
+	r = h.proc(2)
+	require.Equal(t, StateSucceeded, r.State, r.Reason)
+	require.Equal(t, "AODB|GLST|ADD|101", r.IdentityKey)
+	require.Equal(t, "b", h.ref("GLST", "G2")["GTNM"])
+}
+
+// TestIdentity_R_B4_DayBoundaryOption: with identity.include-day-boundary
+// the DTTM day is part of the identity, so a sender restarting SEQN daily
+// is not deduplicated across days; the default ignores DTTM.
+func TestIdentity_R_B4_DayBoundaryOption(t *testing.T) {
+	t.Parallel()
+	msg := func(dttm, name string) string {
+		return strings.Replace(refMsg(100, "GLST", "ADD", glst("G1", name)), "20210123053000", dttm, 1)
+	}
+	for _, tc := range []struct {
+		name     string
+		boundary bool
+		second   string
+		key      string
+	}{
+		{"Default", false, StateSkipped, "AODB|GLST|ADD|100"},
+		{"IncludeDayBoundary", true, StateSucceeded, "AODB|GLST|ADD|100|20210123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(o *Options) { o.IncludeDayBoundary = tc.boundary })
+			h.run(1, msg("20210123235959", "a"))
+			h.run(2, msg("20210124000001", "b"))
+			require.Equal(t, tc.key, h.proc(1).IdentityKey)
+			require.Equal(t, tc.second, h.state(2))
+		})
+	}
+}
+
+// TestBindIdentity_R_B4_BindsOnceInTheMessageTransaction exercises
+// bindIdentity directly: the first caller binds, the same message rebinds
+// harmlessly, another message learns the holder.
+func TestBindIdentity_R_B4_BindsOnceInTheMessageTransaction(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	h.insert(1, "x")
+	h.insert(2, "y")
+	bind := func(id int64) int64 {
+		tx, err := h.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		dup, err := h.e.bindIdentity(ctx, tx, id, "K")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return dup
+	}
+	require.Zero(t, bind(1))
+	require.Zero(t, bind(1), "own binding is no duplicate")
+	require.Equal(t, int64(1), bind(2))
+	require.Empty(t, h.proc(2).IdentityKey)
+	require.Equal(t, "K", h.proc(1).IdentityKey)
+	// Rolled back, a binding leaves nothing behind.
+	tx, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = h.e.bindIdentity(ctx, tx, 2, "L")
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Empty(t, h.proc(2).IdentityKey)
+}
