@@ -48,6 +48,9 @@ proto: ## regenerate the protobuf code
 check-generated: proto ## fail when generated code is out of date
 	git diff --exit-code -- proto/
 
+docs: contracts ## regenerate the generated docs (configuration reference, contract map)
+	$(GO) run ./services/cmd/msgx -doc.configuration > docs/configuration.md
+
 contracts: ## regenerate docs/contracts.md (requirement and seed IDs → tests)
 	$(GO) run ./deploy/contractmap -shared ../shared -root . > docs/contracts.md
 
@@ -57,4 +60,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test helm-lint contracts test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test helm-lint contracts docs test-unit fuzz bench proto check-generated tidy gowork-off

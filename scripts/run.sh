@@ -51,7 +51,8 @@ wait_until 60 "the sample flights" bash -c 'curl -fsS http://127.0.0.1:8080/all/
 cat <<MSG
 
 msgexchange is running (logs in .run/, stop with 'make stop').
-  Flights:        http://127.0.0.1:8080/all/flights
+  Flight board:   http://127.0.0.1:8080/board
+  Flights (JSON): http://127.0.0.1:8080/all/flights
   Health:         http://127.0.0.1:8080/readyz   Metrics: http://127.0.0.1:8080/metrics
   Compat entry:   curl -H 'Content-Type: text/xml' --data-binary @FILE http://127.0.0.1:8080/cminmsgs/send
   Control plane:  bin/msgxctl -addr 127.0.0.1:9095 -token dev-token backlog

@@ -30,11 +30,14 @@ type Config struct {
 	// ShutdownTimeout is how long a stop waits for calls in flight before
 	// cutting them off. Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Zone is the airport time zone in which outbound requests carry their
+	// META/DTTM (R-D5). Default Asia/Shanghai.
+	Zone string `yaml:"zone"`
 }
 
 // RegisterFlags registers the flags <prefix>grpc-addr, <prefix>auth-token,
 // <prefix>insecure-no-auth, <prefix>query-timeout,
-// <prefix>health-check-interval and <prefix>shutdown-timeout.
+// <prefix>health-check-interval, <prefix>shutdown-timeout and <prefix>zone.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.GRPCAddr, prefix+"grpc-addr", "127.0.0.1:9095", "gRPC listen address of the control plane")
 	fs.Func(prefix+"auth-token", "bearer token every control-plane call must carry (required unless "+prefix+"insecure-no-auth); prefer the config file with ${VAR} and -config.expand-env over the command line", func(s string) error {
@@ -45,6 +48,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.QueryTimeout, prefix+"query-timeout", 10*time.Second, "timeout of each PostgreSQL query of a control-plane call")
 	fs.DurationVar(&c.HealthCheckInterval, prefix+"health-check-interval", 5*time.Second, "how often PostgreSQL is pinged to keep the gRPC health status current")
 	fs.DurationVar(&c.ShutdownTimeout, prefix+"shutdown-timeout", 10*time.Second, "how long a stop waits for calls in flight before cutting them off")
+	fs.StringVar(&c.Zone, prefix+"zone", "Asia/Shanghai", "airport time zone of the DTTM of outbound RQFD/RQRD requests")
 }
 
 // Validate reports every problem at once.
@@ -73,6 +77,9 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive, e.g. 5s", d.name, d.v))
 		}
+	}
+	if _, err := time.LoadLocation(c.Zone); err != nil || c.Zone == "" {
+		errs = append(errs, fmt.Errorf("control.zone %q: want an IANA time zone such as Asia/Shanghai", c.Zone))
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ func TestConfig_DefaultsFromFlags(t *testing.T) {
 		QueryTimeout:        10 * time.Second,
 		HealthCheckInterval: 5 * time.Second,
 		ShutdownTimeout:     10 * time.Second,
+		Zone:                "Asia/Shanghai",
 	}, cfg)
 }
 
@@ -75,6 +76,8 @@ func TestConfig_R_F3_Validate(t *testing.T) {
 		{name: "TokenWithSpaceRefused", mutate: func(c *control.Config) { c.AuthToken = "a b" }, wantErr: []string{"must not contain spaces"}},
 		{name: "AddressWithoutPort", mutate: func(c *control.Config) { c.GRPCAddr = "localhost" }, wantErr: []string{"control.grpc-addr \"localhost\": want host:port"}},
 		{name: "EmptyAddress", mutate: func(c *control.Config) { c.GRPCAddr = "" }, wantErr: []string{"control.grpc-addr: required"}},
+		{name: "UnknownZone", mutate: func(c *control.Config) { c.Zone = "Mars/Olympus" }, wantErr: []string{`control.zone "Mars/Olympus": want an IANA time zone`}},
+		{name: "EmptyZone", mutate: func(c *control.Config) { c.Zone = "" }, wantErr: []string{`control.zone ""`}},
 		{
 			name: "EveryProblemAtOnce",
 			mutate: func(c *control.Config) {

@@ -24,6 +24,9 @@ import (
 	"msgexchange/services/control/internal/admin"
 	"msgexchange/services/control/internal/dbhealth"
 	"msgexchange/services/control/internal/interceptor"
+	"msgexchange/services/control/internal/lease"
+	"msgexchange/services/control/internal/replay"
+	"msgexchange/services/control/internal/requests"
 )
 
 // ServiceName is the name of the control plane's lifecycle service.
@@ -95,6 +98,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		grpc.ChainStreamInterceptor(obs.Stream(), auth.Stream()),
 	)
 	controlv1.RegisterAdminServiceServer(server, admin.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
+	controlv1.RegisterReplayServiceServer(server, replay.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
+	zone, _ := time.LoadLocation(cfg.Zone) // validated above
+	controlv1.RegisterRequestServiceServer(server, requests.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout, zone))
+	controlv1.RegisterLeaseServiceServer(server, lease.NewServer(deps.Postgres, logger, cfg.QueryTimeout, lease.DefaultLockTimeout))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(server, hs)
 	reflection.Register(server)
@@ -110,7 +117,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		db:      deps.Postgres,
 		server:  server,
 		health:  hs,
-		watcher: dbhealth.New(deps.Postgres, hs, names, min(cfg.HealthCheckInterval, readyTimeout), logger),
+		watcher: dbhealth.New(deps.Postgres, hs, names, readyTimeout, logger),
 	}
 	s.addr.Store("")
 	s.svc = lifecycle.NewService(ServiceName, s.starting, s.running, nil)

@@ -2,13 +2,18 @@
 // where operators (through msgxctl or any gRPC client) ask the running
 // system questions — what happened to mailbox message 42, how large and how
 // old the backlog is, what the authoritative state of a flight is, what sits
-// in the outbox's dead-letter queue (R-F1).
+// in the outbox's dead-letter queue and which backfills were abandoned — and
+// where they make audited repairs such as re-queueing dead-letter rows
+// (R-F1).
 //
 // Why a separate service: every other service is a pipeline stage that must
 // not be slowed or destabilised by ad-hoc operator traffic, and operators
 // need answers from PostgreSQL, the only authority (INV-11b), rather than
 // from any projection. The control plane therefore reads PostgreSQL
-// directly and owns no pipeline state of its own.
+// directly and owns no pipeline state of its own; its repairs change
+// pipeline rows only the way the owning stage would (a re-queued outbox row
+// is a PENDING row the dispatcher delivers as usual) and leave an audit
+// row.
 //
 // Security (R-F3): every call must carry "authorization: Bearer <token>"
 // matching control.auth-token; the check is an interceptor, so no method can

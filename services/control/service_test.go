@@ -136,7 +136,9 @@ func TestHealth_ReportsPostgresReachability(t *testing.T) {
 	}
 	services := []string{"", "msgx.control.v1.AdminService"}
 	for _, s := range services {
-		require.Equal(t, healthpb.HealthCheckResponse_SERVING, check(s), "service %q", s)
+		require.Eventually(t, func() bool {
+			return check(s) == healthpb.HealthCheckResponse_SERVING
+		}, 10*time.Second, 10*time.Millisecond, "service %q", s)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

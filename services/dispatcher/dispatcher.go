@@ -22,6 +22,7 @@ import (
 type Config struct {
 	Delivery DeliveryConfig `yaml:"delivery"`
 	Mailbox  MailboxConfig  `yaml:"mailbox"`
+	Schd     SchdConfig     `yaml:"schd"`
 	Shadow   bool           `yaml:"shadow"`
 }
 
@@ -42,6 +43,15 @@ type MailboxConfig struct {
 	BackfillBackoffMax  time.Duration `yaml:"backfill_backoff_max"`
 }
 
+// SchdConfig tunes the batched latest-state relay to the schd topic (R-D1).
+type SchdConfig struct {
+	// FlushPeriod is how often the pending schd rows are flushed. Default 3s.
+	FlushPeriod time.Duration `yaml:"flush_period"`
+	// FlushLimit is the largest number of records (one per FLID) one flush
+	// produces; the rest waits for the next flush. Default 500.
+	FlushLimit int `yaml:"flush_limit"`
+}
+
 // RegisterFlags registers the dispatcher's flags.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Delivery.Batch, prefix+"delivery.batch", 500, "outbox rows read and produced per batch")
@@ -53,7 +63,9 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Mailbox.BackfillMaxAttempts, prefix+"pipeline.backfill-max-attempts", 10, "marker attempts before automatic retries stop (an operator can resume)")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMin, prefix+"pipeline.backfill-backoff-min", 30*time.Second, "first retry delay of a failed marker write; doubles per attempt")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a failed marker write")
-	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode: never write mailbox markers")
+	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
+	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
+	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode: never write mailbox markers nor outbound requests (COUTMSGS)")
 }
 
 // Validate reports every invalid value.
@@ -70,6 +82,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Mailbox.BackfillBackoffMin <= 0 || c.Mailbox.BackfillBackoffMax < c.Mailbox.BackfillBackoffMin {
 		errs = append(errs, errors.New("pipeline.backfill-backoff-min/-max: need 0 < min <= max"))
+	}
+	if c.Schd.FlushPeriod <= 0 {
+		errs = append(errs, errors.New("schd.flush-period: must be positive, e.g. 3s"))
+	}
+	if c.Schd.FlushLimit < 1 {
+		errs = append(errs, errors.New("schd.flush-limit: must be at least 1, e.g. 500"))
 	}
 	if c.Mailbox.ProcessedValue == "" {
 		errs = append(errs, errors.New("mailbox.processed-value: must not be empty"))
@@ -88,6 +106,10 @@ type Deps struct {
 	Postgres *pgxpool.Pool
 	Mailbox  *sql.DB
 	Kafka    kafka.Config
+	// Elector makes each target single-active under its own lease
+	// ("dispatcher/<target>") and fences its writes (R-B8). The binary
+	// always sets it (R-F6); only tests of the dispatcher alone leave it nil.
+	Elector relay.Elector
 }
 
 // Service is a running dispatcher.
@@ -109,7 +131,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffMin: cfg.Delivery.BackoffMin, BackoffMax: cfg.Delivery.BackoffMax,
 		ProcessedValue: cfg.Mailbox.ProcessedValue, BackfillMaxAttempts: cfg.Mailbox.BackfillMaxAttempts,
 		BackfillBackoffMin: cfg.Mailbox.BackfillBackoffMin, BackfillBackoffMax: cfg.Mailbox.BackfillBackoffMax,
-		Shadow: cfg.Shadow,
+		Shadow:          cfg.Shadow,
+		Elector:         deps.Elector,
+		SchdFlushPeriod: cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,
 	})
 	if err != nil {
 		return nil, err

@@ -98,9 +98,18 @@ type stack struct {
 	redis   *redis.Client
 	logDir  string
 
+	controlAddr string
+
 	mu    sync.Mutex
 	procs map[string]*proc
 }
+
+// Lease timing of the test stacks: a killed single-active service is
+// replaced within leaseTTL + leaseRetry.
+const (
+	leaseTTL   = 3 * time.Second
+	leaseRetry = 300 * time.Millisecond
+)
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -110,7 +119,7 @@ type proc struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{t: t, procs: map[string]*proc{}}
+	s := &stack{t: t, procs: map[string]*proc{}, controlAddr: freeAddr(t)}
 	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
@@ -147,9 +156,27 @@ func freeAddr(t testing.TB) string {
 // start runs the msgx binary with one target as its own process.
 func (s *stack) start(target string, extra ...string) *proc {
 	s.t.Helper()
+	return s.startAs(target, target, extra...)
+}
+
+// startAs runs a target as its own process under another name, so that two
+// instances of one target (active and standby) can run side by side.
+func (s *stack) startAs(name, target string, extra ...string) *proc {
+	s.t.Helper()
+	if target == "processor" || target == "dispatcher" || target == "ingest" {
+		// Single-active services hold their leases through the control
+		// plane: make sure one runs.
+		s.mu.Lock()
+		_, running := s.procs["control"]
+		s.mu.Unlock()
+		if !running {
+			s.startAs("control", "control")
+		}
+	}
 	httpAddr := freeAddr(s.t)
 	args := []string{
 		"-target=" + target,
+		"-postgres.idle-in-tx-timeout=2s",
 		"-http.addr=" + httpAddr,
 		"-log.format=text", "-log.level=info",
 		"-postgres.url=" + s.pgURL,
@@ -159,12 +186,18 @@ func (s *stack) start(target string, extra ...string) *proc {
 		"-kafka.brokers=" + s.kafka.Brokers,
 		"-kafka.create-topics=false",
 		"-ingest.pipeline.poll-interval=100ms",
-		"-control.grpc-addr=" + freeAddr(s.t),
+		// One control plane per stack keeps the leases; every
+		// single-active service reaches it. A short TTL keeps takeovers
+		// after a kill quick (ttl + retry).
+		"-control.grpc-addr=" + s.controlAddr,
 		"-control.insecure-no-auth=true",
+		"-lease.control-addr=" + s.controlAddr,
+		"-lease.ttl=" + leaseTTL.String(),
+		"-lease.retry=" + leaseRetry.String(),
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(msgxBin, args...)
-	logf, err := os.OpenFile(filepath.Join(s.logDir, target+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	require.NoError(s.t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(s.t, cmd.Start())
@@ -175,7 +208,7 @@ func (s *stack) start(target string, extra ...string) *proc {
 		close(p.done)
 	}()
 	s.mu.Lock()
-	s.procs[target] = p
+	s.procs[name] = p
 	s.mu.Unlock()
 	return p
 }

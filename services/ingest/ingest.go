@@ -17,6 +17,7 @@ import (
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/ingest/internal/compat"
 	"msgexchange/services/ingest/internal/mailbox"
@@ -44,6 +45,10 @@ type Deps struct {
 	// Location is the airport zone the mailbox connection uses; optional,
 	// and when set it must be the zone of mailbox.zone.
 	Location *time.Location
+	// Elector makes the scanner single-active under the "ingest-scanner"
+	// lease (R-B8). The binary always sets it (R-F6); only tests of ingest
+	// alone leave it nil.
+	Elector Elector
 }
 
 // Service is the ingest service: the mailbox scanner (a lifecycle service)
@@ -118,7 +123,35 @@ func New(cfg Config, deps Deps) (*Service, error) {
 }
 
 // Services returns the scanner loop.
-func (s *Service) Services() []*lifecycle.Service { return []*lifecycle.Service{s.loop} }
+//
+// With an elector the scanner is single-active under the "ingest-scanner"
+// lease (R-B8): a standby waits, and each term starts a fresh scanner (its
+// in-memory state is empty, so it republishes the unmarked rows once; the
+// processor ignores repeats, R-A5). The compat entry serves on every
+// instance either way.
+func (s *Service) Services() []*lifecycle.Service {
+	if s.deps.Elector == nil {
+		return []*lifecycle.Service{s.loop}
+	}
+	holder := lease.Holder()
+	return []*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(ctx context.Context) error {
+		return s.deps.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
+			s.logger.Info("ingest scanner lease acquired; active", "token", token)
+			loop := lifecycle.NewService(ScannerServiceName, s.starting, s.running, s.stopping)
+			err := lifecycle.NewManager(s.logger, loop).Run(ctx)
+			s.logger.Info("ingest scanner term ended; standby", "err", err)
+			return err
+		})
+	}, nil)}
+}
+
+// LeaseName is the scanner's lease.
+const LeaseName = "ingest-scanner"
+
+// Elector runs fn while this instance holds a lease (libs/lease.Elector).
+type Elector interface {
+	Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error
+}
 
 // RegisterRoutes registers POST /cminmsgs/send.
 func (s *Service) RegisterRoutes(mux *http.ServeMux) { mux.Handle(compat.Path, s.compat) }
@@ -133,6 +166,9 @@ func (s *Service) Ready(ctx context.Context) error {
 	client := s.client
 	s.mu.Unlock()
 	if client == nil {
+		if s.deps.Elector != nil {
+			return nil // standby: the compat entry serves; the scanner waits for its lease
+		}
 		return ErrNotStarted
 	}
 	if err := client.Ping(ctx); err != nil {

@@ -17,6 +17,12 @@
 //     to SUCCEEDED, with their backfill intent, once every Redis write they
 //     caused is acknowledged (R-B7, INV-23).
 //
+// Operators' replays (R-F1) are applied by the executor at the start of
+// each step, because it is the only writer of proc_state; the
+// processor-maintenance loop deletes old finished records (R-B10) and moves
+// old flights to flight_history (R-C11) once a day, inside this process so
+// that its flight row locks meet the executor's (INV-18).
+//
 // All external side effects (Kafka events, the Redis projection through
 // msgx.flight-state, the mailbox marker) are outbox rows relayed by the
 // dispatcher, so a Kafka, Redis or MySQL outage never rolls back or blocks

@@ -24,6 +24,8 @@ type Config struct {
 	Identity IdentityConfig `yaml:"identity"`
 	OpDay    OpDayConfig    `yaml:"operation_day"`
 	Offsets  OffsetsConfig  `yaml:"offsets"`
+	History  HistoryConfig  `yaml:"history"`
+	Request  RequestConfig  `yaml:"request"`
 }
 
 // PipelineConfig holds the retry and poison parameters (R-B5, R-B9).
@@ -33,6 +35,9 @@ type PipelineConfig struct {
 	BackoffCap   time.Duration `yaml:"backoff_cap"`
 	HeadDeadline time.Duration `yaml:"head_deadline"`
 	IgnoreTypes  string        `yaml:"ignore_types"`
+	// RecordRetention: finished, backfilled records are deleted this long
+	// after they finished (R-B10).
+	RecordRetention time.Duration `yaml:"record_retention"`
 }
 
 // IdentityConfig controls the identity key (R-B4).
@@ -51,6 +56,15 @@ type OffsetsConfig struct {
 	ConsumerName string `yaml:"consumer_name"`
 }
 
+// RequestConfig controls the outbound request timers (R-D5,
+// G-REQ-TRACK-RETENTION).
+type RequestConfig struct {
+	RQFDTimeout   time.Duration `yaml:"rqfd_timeout"`
+	RQRDTimeout   time.Duration `yaml:"rqrd_timeout"`
+	Retention     time.Duration `yaml:"retention"`
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+}
+
 // RegisterFlags registers the processor's flags.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Pipeline.MaxAttempts, prefix+"pipeline.max-attempts", 5, "failed executions before a message is poisoned, DEAD(EXHAUSTED)")
@@ -62,6 +76,11 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.OpDay.Zone, prefix+"operation-day.zone", "Asia/Shanghai", "airport time zone for operation days")
 	fs.IntVar(&c.OpDay.CutoffHour, prefix+"operation-day.cutoff-hour", 0, "hour (0-23) at which an operation day starts")
 	fs.StringVar(&c.Offsets.ConsumerName, prefix+"offsets.consumer-name", "processor", "name under which the inbox and ack offsets are stored in consumer_offset")
+	c.registerMaintenanceFlags(prefix, fs)
+	fs.DurationVar(&c.Request.RQFDTimeout, prefix+"request.rqfd-timeout", pipeline.DefaultRQFDTimeout, "how long a sent RQFD request waits for its SCHD RESP before it expires")
+	fs.DurationVar(&c.Request.RQRDTimeout, prefix+"request.rqrd-timeout", pipeline.DefaultRQRDTimeout, "how long a sent RQRD request waits for its reference RESP before it expires")
+	fs.DurationVar(&c.Request.Retention, prefix+"request.retention", pipeline.DefaultRequestRetention, "how long closed (DONE, EXPIRED) requests are kept before they are purged")
+	fs.DurationVar(&c.Request.SweepInterval, prefix+"request.sweep-interval", pipeline.DefaultRequestSweepInterval, "how often request timeouts and the purge run")
 }
 
 // Validate reports every invalid value.
@@ -85,6 +104,20 @@ func (c *Config) Validate() error {
 	if c.OpDay.CutoffHour < 0 || c.OpDay.CutoffHour > 23 {
 		errs = append(errs, errors.New("operation-day.cutoff-hour: must be 0..23"))
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"request.rqfd-timeout", c.Request.RQFDTimeout},
+		{"request.rqrd-timeout", c.Request.RQRDTimeout},
+		{"request.retention", c.Request.Retention},
+		{"request.sweep-interval", c.Request.SweepInterval},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive, e.g. 30s", d.name, d.v))
+		}
+	}
+	errs = append(errs, c.validateMaintenance()...)
 	if c.Offsets.ConsumerName == "" {
 		errs = append(errs, errors.New("offsets.consumer-name: must not be empty"))
 	}
@@ -116,6 +149,10 @@ type Deps struct {
 	Meter    metric.Meter
 	Postgres *pgxpool.Pool
 	Kafka    kafka.Config
+	// Elector makes the processor single-active under the "processor"
+	// lease and fences its transactions (R-B8). The binary always sets it
+	// (R-F6); only tests of the processor alone leave it nil.
+	Elector pipeline.Elector
 }
 
 // Service is a running processor.
@@ -137,21 +174,30 @@ func New(cfg Config, deps Deps) (*Service, error) {
 			ignore[t] = true
 		}
 	}
+	runAt, _ := parseRunAt(cfg.History.RunAt)
 	eng, err := pipeline.NewEngine(pipeline.Options{
-		Logger:             deps.Logger.With("component", "processor"),
-		Clock:              deps.Clock,
-		Meter:              deps.Meter,
-		Pool:               deps.Postgres,
-		Kafka:              deps.Kafka,
-		MaxAttempts:        cfg.Pipeline.MaxAttempts,
-		Backoff:            backoff,
-		BackoffCap:         cfg.Pipeline.BackoffCap,
-		HeadDeadline:       cfg.Pipeline.HeadDeadline,
-		IgnoreTypes:        ignore,
-		IncludeDayBoundary: cfg.Identity.IncludeDayBoundary,
-		Zone:               zone,
-		CutoffHour:         cfg.OpDay.CutoffHour,
-		ConsumerName:       cfg.Offsets.ConsumerName,
+		Elector:              deps.Elector,
+		Logger:               deps.Logger.With("component", "processor"),
+		Clock:                deps.Clock,
+		Meter:                deps.Meter,
+		Pool:                 deps.Postgres,
+		Kafka:                deps.Kafka,
+		MaxAttempts:          cfg.Pipeline.MaxAttempts,
+		Backoff:              backoff,
+		BackoffCap:           cfg.Pipeline.BackoffCap,
+		HeadDeadline:         cfg.Pipeline.HeadDeadline,
+		IgnoreTypes:          ignore,
+		IncludeDayBoundary:   cfg.Identity.IncludeDayBoundary,
+		Zone:                 zone,
+		CutoffHour:           cfg.OpDay.CutoffHour,
+		ConsumerName:         cfg.Offsets.ConsumerName,
+		RQFDTimeout:          cfg.Request.RQFDTimeout,
+		RQRDTimeout:          cfg.Request.RQRDTimeout,
+		RequestRetention:     cfg.Request.Retention,
+		RequestSweepInterval: cfg.Request.SweepInterval,
+		RecordRetention:      cfg.Pipeline.RecordRetention,
+		HistoryRetention:     cfg.History.Retention,
+		HistoryRunAt:         runAt,
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,10 @@ type Config struct {
 	// KafkaTimeout bounds one ack produce, one offset commit and one lag
 	// query; default 30s.
 	KafkaTimeout time.Duration `yaml:"kafka_timeout"`
+	// SessionTimeout is the consumer-group session timeout (default 10s):
+	// the longest a killed projector's partitions wait before a live
+	// member takes them over.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // RegisterFlags registers the projector's flags as <prefix>kebab-case with
@@ -35,6 +39,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatch, prefix+"max-batch", 1000, "most flight-state records per poll, Redis round trip and offset commit")
 	fs.DurationVar(&c.RedisTimeout, prefix+"redis-timeout", 5*time.Second, "timeout of one Redis call (batch write or HTTP read)")
 	fs.DurationVar(&c.KafkaTimeout, prefix+"kafka-timeout", 30*time.Second, "timeout of one ack produce, offset commit or lag query")
+	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 
 // Validate reports every invalid setting at once.
@@ -51,6 +56,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RedisTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("projector.redis-timeout: %s must be positive (default 5s)", c.RedisTimeout))
+	}
+	if c.SessionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("projector.session-timeout: %s must be at least 1s (default 10s)", c.SessionTimeout))
 	}
 	if c.KafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("projector.kafka-timeout: %s must be positive (default 30s)", c.KafkaTimeout))

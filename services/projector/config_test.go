@@ -15,11 +15,12 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 	fs := newFlagSet()
 	c.RegisterFlags("projector.", fs)
 	require.Equal(t, projector.Config{
-		Group:        "msgx-projector",
-		BackoffMax:   5 * time.Second,
-		MaxBatch:     1000,
-		RedisTimeout: 5 * time.Second,
-		KafkaTimeout: 30 * time.Second,
+		Group:          "msgx-projector",
+		BackoffMax:     5 * time.Second,
+		MaxBatch:       1000,
+		RedisTimeout:   5 * time.Second,
+		KafkaTimeout:   30 * time.Second,
+		SessionTimeout: 10 * time.Second,
 	}, c)
 	require.NoError(t, c.Validate())
 
@@ -27,6 +28,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s"}))
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
+		SessionTimeout: 10 * time.Second,
 	}, c)
 }
 

@@ -13,6 +13,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/projector/internal/board"
 	"msgexchange/services/projector/internal/consumer"
 	"msgexchange/services/projector/internal/httpapi"
 	"msgexchange/services/projector/internal/store"
@@ -37,13 +38,15 @@ type Deps struct {
 }
 
 // Service is the projector: a consumer loop that keeps Redis in step with
-// msgx.flight-state and acknowledges what it wrote, and the HTTP routes that
-// read the projection.
+// msgx.flight-state and acknowledges what it wrote, the HTTP routes that
+// read the projection, and the web flight board with its broadcaster loop.
 type Service struct {
-	store    *store.Store
-	consumer *consumer.Consumer
-	loop     *lifecycle.Service
-	http     *httpapi.Handler
+	store     *store.Store
+	consumer  *consumer.Consumer
+	loop      *lifecycle.Service
+	http      *httpapi.Handler
+	boardLoop *lifecycle.Service
+	board     *board.Handler
 }
 
 // New validates cfg and deps and builds the projector. Nothing connects
@@ -70,36 +73,46 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
 	st := store.New(deps.Redis, deps.KeyPrefix)
+	bc := board.NewBroadcaster(st, deps.Logger, deps.Clock, board.BroadcasterOptions{ReadTimeout: cfg.RedisTimeout})
 	c, err := consumer.New(consumer.Config{
-		Group:        cfg.Group,
-		MaxBatch:     cfg.MaxBatch,
-		BackoffMax:   cfg.BackoffMax,
-		RedisTimeout: cfg.RedisTimeout,
-		KafkaTimeout: cfg.KafkaTimeout,
+		Group:          cfg.Group,
+		MaxBatch:       cfg.MaxBatch,
+		BackoffMax:     cfg.BackoffMax,
+		RedisTimeout:   cfg.RedisTimeout,
+		KafkaTimeout:   cfg.KafkaTimeout,
+		SessionTimeout: cfg.SessionTimeout,
+		OnApplied:      bc.Notify,
 	}, deps.Kafka, st, deps.Logger, deps.Clock, deps.Meter)
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
 	return &Service{
-		store:    st,
-		consumer: c,
-		loop:     c.Service(),
-		http:     httpapi.New(st, deps.Logger, cfg.RedisTimeout),
+		store:     st,
+		consumer:  c,
+		loop:      c.Service(),
+		http:      httpapi.New(st, deps.Logger, cfg.RedisTimeout),
+		boardLoop: bc.Service(),
+		board:     board.NewHandler(bc, deps.Logger, board.HandlerOptions{}),
 	}, nil
 }
 
-// Services returns the projector's long-running loop: the consumer
-// (lifecycle name "projector-consumer"). The HTTP routes are served by the
-// process's HTTP server through RegisterRoutes.
+// Services returns the projector's long-running loops: the consumer
+// (lifecycle name "projector-consumer") and the flight board's broadcaster
+// ("projector-board"), which reads Redis only while a board is open. The
+// HTTP routes are served by the process's HTTP server through
+// RegisterRoutes.
 func (s *Service) Services() []*lifecycle.Service {
-	return []*lifecycle.Service{s.loop}
+	return []*lifecycle.Service{s.loop, s.boardLoop}
 }
 
 // RegisterRoutes adds GET /all/flights (every current flight, sorted by
-// FLID; 503 JSON when Redis cannot be read, never an empty list) and
-// GET /flights/{flid} (one flight; 404 when absent) to mux.
+// FLID; 503 JSON when Redis cannot be read, never an empty list),
+// GET /flights/{flid} (one flight; 404 when absent) and the web flight
+// board (GET / and GET /board, its assets under /board/assets/, and its
+// Server-Sent Events stream GET /board/events, R-E3) to mux.
 func (s *Service) RegisterRoutes(mux *http.ServeMux) {
 	s.http.Register(mux)
+	s.board.Register(mux)
 }
 
 // Ready reports nil when Redis answers and the consumer's Kafka client

@@ -122,6 +122,21 @@ The msgx configuration file. The chart owns http_addr and control.grpc_addr
 {{- $control := deepCopy (get $cfg "control" | default dict) }}
 {{- $_ := set $control "grpc_addr" (printf "0.0.0.0:%d" (int .Values.ports.grpc)) }}
 {{- $_ := set $cfg "control" $control }}
+{{- /* Single-active services (ingest, processor, dispatcher) hold leases
+       through the control plane's LeaseService (R-B8): in-pod in AllInOne,
+       the control Service in Distributed. */}}
+{{- $lease := deepCopy (get $cfg "lease" | default dict) }}
+{{- if not (hasKey $lease "control_addr") }}
+{{- if eq .Values.deploymentMode "Distributed" }}
+{{- $_ := set $lease "control_addr" (printf "%s:%d" (include "msgexchange.targetName" (dict "ctx" . "target" "control")) (int .Values.ports.grpc)) }}
+{{- else }}
+{{- $_ := set $lease "control_addr" (printf "127.0.0.1:%d" (int .Values.ports.grpc)) }}
+{{- end }}
+{{- end }}
+{{- if not (hasKey $lease "auth_token") }}
+{{- $_ := set $lease "auth_token" (get $control "auth_token" | default "${MSGX_CONTROL_AUTH_TOKEN}") }}
+{{- end }}
+{{- $_ := set $cfg "lease" $lease }}
 {{- toYaml $cfg }}
 {{- end }}
 

@@ -30,6 +30,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.docFlag {
+		printConfigDoc(os.Stdout, opts.fs)
+		return nil
+	}
 	if opts.list {
 		printTargets(os.Stdout)
 		return nil

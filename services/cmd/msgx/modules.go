@@ -18,6 +18,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/httpserver"
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/logging"
 	"msgexchange/libs/mysqlutil"
@@ -42,6 +43,7 @@ type app struct {
 	pg      *pgxpool.Pool
 	mailbox *sql.DB
 	redis   *redis.Client
+	elector *lease.Elector
 
 	services []*lifecycle.Service
 	readies  []func(context.Context) error
@@ -52,10 +54,10 @@ type app struct {
 // module dependencies per target: which shared clients a target needs.
 var moduleDeps = map[string][]string{
 	"migrate":    {"postgres"},
-	"processor":  {"postgres", "kafka"},
-	"dispatcher": {"postgres", "mysql", "kafka"},
+	"processor":  {"postgres", "kafka", "lease"},
+	"dispatcher": {"postgres", "mysql", "kafka", "lease"},
 	"projector":  {"redis", "kafka"},
-	"ingest":     {"mysql", "kafka"},
+	"ingest":     {"mysql", "kafka", "lease"},
 	"control":    {"postgres"},
 }
 
@@ -170,6 +172,20 @@ func (a *app) init(ctx context.Context) error {
 		}
 		a.closers = append(a.closers, func() { _ = a.redis.Close() })
 	}
+	if a.needs("lease") {
+		token := cfg.Lease.AuthToken.Reveal()
+		if token == "" {
+			token = cfg.Control.AuthToken.Reveal() // all-in-one: the same control plane
+		}
+		cl, err := lease.Dial(cfg.Lease.ControlAddr, token)
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { _ = cl.Close() })
+		if a.elector, err = lease.NewElector(cl, cfg.Lease.Options(a.log.With("component", "lease"))); err != nil {
+			return fmt.Errorf("creating lease elector: %w", err)
+		}
+	}
 	if a.needs("kafka") && cfg.Kafka.CreateTopics {
 		if err := a.ensureTopics(ctx); err != nil {
 			return err
@@ -217,6 +233,7 @@ func (a *app) initServices() error {
 	if cfg.has("processor") {
 		s, err := processor.New(cfg.Processor, processor.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("processor"), Postgres: a.pg, Kafka: cfg.Kafka,
+			Elector: a.elector,
 		})
 		if err != nil {
 			return fmt.Errorf("creating processor: %w", err)
@@ -226,6 +243,7 @@ func (a *app) initServices() error {
 	if cfg.has("dispatcher") {
 		s, err := dispatcher.New(cfg.Dispatcher, dispatcher.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("dispatcher"), Postgres: a.pg, Mailbox: a.mailbox, Kafka: cfg.Kafka,
+			Elector: a.elector,
 		})
 		if err != nil {
 			return fmt.Errorf("creating dispatcher: %w", err)
@@ -246,6 +264,7 @@ func (a *app) initServices() error {
 		loc, _ := time.LoadLocation(cfg.Dispatcher.Mailbox.Zone)
 		s, err := ingest.New(cfg.Ingest, ingest.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("ingest"), Mailbox: a.mailbox, Kafka: cfg.Kafka, Location: loc,
+			Elector: a.elector,
 		})
 		if err != nil {
 			return fmt.Errorf("creating ingest: %w", err)

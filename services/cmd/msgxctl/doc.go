@@ -7,6 +7,11 @@
 //	msgxctl backlog
 //	msgxctl flight get 15
 //	msgxctl outbox list --state dead --limit 20
+//	msgxctl outbox requeue --id 7 --id 9 --operator alice --reason "broker fixed"
+//	msgxctl backfill abandoned
+//	msgxctl replay preview --class codec_error --from 2026-03-01T00:00:00+08:00 --to 2026-03-02T00:00:00+08:00
+//	msgxctl replay execute 42 43 --operator alice --reason "codec fixed"
+//	msgxctl replay status 1
 //	msgxctl health
 //
 // -addr defaults to $MSGX_CONTROL_ADDR or 127.0.0.1:9095, -token to

@@ -372,7 +372,7 @@ func TestMsgxctl_UsageAndConnectionErrors(t *testing.T) {
 		{name: "HelpCommand", args: []string{"help"}, wantCode: 0, wantStdout: "Global flags"},
 		{name: "GroupHelp", args: []string{"message", "help"}, wantCode: 0, wantStdout: "message get ID [--raw]"},
 		{name: "LeafHelp", args: []string{"message", "get", "-h"}, wantCode: 0, wantStdout: "Usage: msgxctl message get ID [--raw]"},
-		{name: "UnknownCommand", args: []string{"replay"}, wantCode: 2, wantStderr: `msgxctl: unknown command "replay"; one of: message, backlog, flight, outbox, health`},
+		{name: "UnknownCommand", args: []string{"frobnicate"}, wantCode: 2, wantStderr: `msgxctl: unknown command "frobnicate"; one of: message, backlog, flight, outbox, `},
 		{name: "MissingSubcommand", args: []string{"flight"}, wantCode: 2, wantStderr: "msgxctl flight: missing command; one of: get"},
 		{name: "MissingID", args: []string{"message", "get"}, wantCode: 2, wantStderr: "msgxctl message get: want argument(s) ID, got 0"},
 		{name: "BadID", args: []string{"flight", "get", "abc"}, wantCode: 2, wantStderr: `msgxctl flight get: FLID "abc": want a positive integer`},

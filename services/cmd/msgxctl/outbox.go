@@ -12,7 +12,8 @@ import (
 // lastErrorWidth bounds the last_error column; -json shows it in full.
 const lastErrorWidth = 80
 
-// outboxCommand is the "outbox" group: delivery rows and the DLQ.
+// outboxCommand is the "outbox" group: delivery rows and the DLQ, and
+// re-queueing it (outbox_requeue.go).
 func outboxCommand() *command {
 	return &command{
 		name: "outbox",
@@ -44,7 +45,7 @@ func outboxCommand() *command {
 					return a.outboxList(ctx, req)
 				}
 			},
-		}},
+		}, outboxRequeueCommand()},
 	}
 }
 

@@ -40,8 +40,12 @@ func commands() []*command {
 		backlogCommand(),
 		flightCommand(),
 		outboxCommand(),
+		leaseCommand(),
 		healthCommand(),
 		decodeCommand(),
+		requestCommand(),
+		backfillCommand(),
+		replayCommand(),
 	}
 }
 

@@ -24,16 +24,53 @@ var listElements = map[string]bool{
 // IsList reports whether name is a repeated structure.
 func IsList(name string) bool { return listElements[name] }
 
+// freeText are the elements whose character data is free text (remarks,
+// descriptions, reasons, names, comments): kept exactly as sent, leading
+// and trailing blanks included (catalogue §2.3). Every other element is a
+// code, number or time and is trimmed. Text that is blank throughout is
+// "no text" in both cases.
+var freeText = map[string]bool{
+	// flight records and FLOP payloads: remarks, reasons, delay comments
+	"REMC": true, "EXSR": true, "SARR": true,
+	"DELY": true, "FDIV": true, "FRET": true, "FLAB": true,
+	// reference data: descriptions (English and Chinese), names, remarks
+	"DESC": true, "CDSC": true, "ANRD": true, "ARDC": true,
+	"ONAM": true, "ONMC": true, "NAME": true, "NAMC": true,
+	"ANAM": true, "ANMC": true, "CNAM": true, "CNMC": true,
+	"BTNM": true, "BNMC": true, "CHNM": true, "CTNM": true,
+	"COUN": true, "DDES": true, "DDSC": true, "FDES": true, "FDSC": true,
+	"GTNM": true, "GNMC": true, "HLTD": true, "HTDC": true,
+	"PRNM": true, "PNMC": true, "REGN": true, "RGNC": true,
+	"STNM": true, "SNMC": true, "STTD": true, "STDC": true,
+	"TNAM": true, "TNMC": true, "VFNM": true, "VLNM": true,
+	"VDES": true, "VDSC": true, "VPON": true, "VRMK": true,
+	"VPWU": true, "VPPS": true, "VPTC": true, "VSDS": true, "VSDC": true,
+}
+
+// IsFreeText reports whether the character data of element name is kept as
+// sent (free text) rather than trimmed (codes, numbers, times).
+func IsFreeText(name string) bool { return freeText[name] }
+
+// text returns the character data of n as stored: as sent for free text,
+// trimmed otherwise, and "" when it is blank either way.
+func text(n *sis.Node) string {
+	v := n.Value()
+	if v == "" || !freeText[n.Name] {
+		return v
+	}
+	return n.Text
+}
+
 // nodeValue converts one element to its document value.
 func nodeValue(n *sis.Node) any {
 	if len(n.Attrs) == 0 && len(n.Children) == 0 {
-		return n.Value()
+		return text(n)
 	}
 	obj := map[string]any{}
 	for _, a := range n.Attrs {
 		obj["@"+a.Name] = a.Value
 	}
-	if t := n.Value(); t != "" {
+	if t := text(n); t != "" {
 		obj["#text"] = t
 	}
 	addChildren(obj, n.Children)

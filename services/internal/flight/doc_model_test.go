@@ -21,7 +21,8 @@ const requiredXML = "<FLID>15</FLID><ALCD>YG</ALCD><FLNO>YG9028</FLNO><MVIN>A</M
 
 // TestFromFLTR_R_C6_C1_KeepsEveryElement: a valid record becomes a lossless
 // document: every element, attribute and repeated structure is kept, known
-// lists are arrays even with one member, and unknown repeated elements too.
+// lists are arrays even with one member, and unknown repeated elements too;
+// the ROUT time the flight state does not keep (R-C4) stays under VERBATIM.
 func TestFromFLTR_R_C6_C1_KeepsEveryElement(t *testing.T) {
 	t.Parallel()
 	m := decodeBody(t, "SCHD", "DNLD", "<SCHD><RECS>1</RECS><FLTR>"+requiredXML+
@@ -36,7 +37,10 @@ func TestFromFLTR_R_C6_C1_KeepsEveryElement(t *testing.T) {
 	require.Equal(t, int64(15), r.FLID)
 	require.Equal(t, Doc{
 		"FLID": "15", "ALCD": "YG", "FLNO": "YG9028", "MVIN": "A", "SODT": "23JAN210535", "FLTY": "W", "FLIN": "D", "ACFT": "733",
-		"ROUT": []any{map[string]any{"@RTNO": "1", "APCD": "XIY", "SCAT": "23JAN210710"}},
+		"ROUT": []any{map[string]any{"@RTNO": "1", "APCD": "XIY"}},
+		"VERBATIM": map[string]any{
+			"ROUT": []any{map[string]any{"@RTNO": "1", "APCD": "XIY", "SCAT": "23JAN210710"}},
+		},
 		"RENO": "B2574",
 		"MAID": "",
 		"TAID": "16",

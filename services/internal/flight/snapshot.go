@@ -10,10 +10,16 @@ import (
 // requiredFLTR are the elements every daily flight record must carry.
 var requiredFLTR = []string{"FLID", "ALCD", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT"}
 
-// Record is one validated snapshot (FLTR) record.
+// Record is one validated daily flight record (SCHD FLTR).
 type Record struct {
 	FLID int64
-	Doc  Doc
+	// Doc is the record's document: every element as sent, except that
+	// ROUT is normalised and inbound derived elements (MAFL, RUNSTATE,
+	// VERBATIM) are kept under VERBATIM (see normalizeRoute, moveReserved).
+	Doc Doc
+	// Sent lists the top-level elements the record carried, in input
+	// order, each once: what an ADFT merge replaces (see Merge).
+	Sent []string
 }
 
 // FromFLTR turns a FLTR element into a validated record. A record missing a
@@ -34,7 +40,45 @@ func FromFLTR(n *sis.Node, od OpDay) (Record, error) {
 	if _, err := od.Of(doc.String("SODT")); err != nil {
 		return Record{}, reject("FLTR %d: %v", flid, err)
 	}
-	return Record{FLID: flid, Doc: doc}, nil
+	var sent []string
+	seen := map[string]bool{}
+	for _, c := range n.Children {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			sent = append(sent, c.Name)
+		}
+	}
+	moveReserved(doc)
+	normalizeRoute(doc)
+	return Record{FLID: flid, Doc: doc, Sent: sent}, nil
+}
+
+// Merge applies an ad-hoc flight record (SCHD ADFT) to the current document
+// of an existing flight (R-C9, INV-14b): every top-level element the record
+// carries replaces the stored one as a whole (a list element replaces the
+// stored list, the record carrying the complete list), and every element it
+// does not carry keeps its stored value. Inbound derived elements and the
+// ROUT list as sent replace their VERBATIM entries the same way. cur is not
+// modified.
+func Merge(cur Doc, rec Record) Doc {
+	out := cur.Clone()
+	for _, name := range rec.Sent {
+		switch {
+		case IsDerived(name):
+			v, _ := verbatim(rec.Doc, name)
+			setVerbatim(out, name, v)
+		case name == "ROUT":
+			out["ROUT"] = rec.Doc["ROUT"]
+			if v, ok := verbatim(rec.Doc, "ROUT"); ok {
+				setVerbatim(out, "ROUT", v)
+			} else {
+				dropVerbatim(out, "ROUT")
+			}
+		default:
+			out[name] = rec.Doc[name]
+		}
+	}
+	return out
 }
 
 // MasterFLID returns the code-share master of a document (MAID), if any.

@@ -28,8 +28,14 @@ var flopSubtypes = []string{
 	"SRVT", "STND", "TAOP", "TIPT", "TOBT", "TRML", "VIPF", "VIPP",
 }
 
-// snapshotSubtypes are the SCHD and SCHS subtypes this gateway handles.
+// snapshotSubtypes are the SCHS subtypes (catalogue §4) and the SCHD
+// snapshot subtypes (catalogue §3).
 var snapshotSubtypes = []string{"DNLD", "RESP"}
+
+// schdSubtypes are the SCHD subtypes this gateway handles: the snapshots
+// and ADFT, the ad-hoc flight (R-C9), which creates or merges single
+// flights with the SCHD layout.
+var schdSubtypes = []string{"DNLD", "RESP", "ADFT"}
 
 // schdPeerOnlySubtypes are SCHD subtypes the AODB peer accepts (catalogue
 // §3) but this gateway does not handle yet: UNSUPPORTED, so they are

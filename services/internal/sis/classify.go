@@ -12,7 +12,8 @@ import (
 type Kind string
 
 const (
-	// KindFlightSnapshot is a daily flight snapshot: TYPE SCHD.
+	// KindFlightSnapshot is a daily flight message with the SCHD layout:
+	// TYPE SCHD, the snapshots DNLD and RESP and the ad-hoc flight ADFT.
 	KindFlightSnapshot Kind = "FLIGHT_SNAPSHOT"
 	// KindSeasonSchedule is a season schedule: TYPE SCHS.
 	KindSeasonSchedule Kind = "SEASON_SCHEDULE"
@@ -94,7 +95,7 @@ func route(meta Meta) (Classification, *Error) {
 		if slices.Contains(schdPeerOnlySubtypes, styp) {
 			return Classification{}, unsupported("SCHD subtype %q is accepted by the AODB peer but not handled by this gateway yet", styp)
 		}
-		if !slices.Contains(snapshotSubtypes, styp) {
+		if !slices.Contains(schdSubtypes, styp) {
 			return Classification{}, unsupported("SCHD has no subtype %q", styp)
 		}
 		return Classification{Kind: KindFlightSnapshot, Handler: "SCHD_" + styp}, nil

@@ -112,7 +112,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	}
 	done := r.opt.Clock.Now()
 	if len(sent) > 0 {
-		if _, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, sent, done); err != nil {
+		if _, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, sent, done); err != nil {
 			return false, fmt.Errorf("marking outbox rows sent: %w", err)
 		}
 		r.sent.Add(ctx, int64(len(sent)), targetAttr(target))
@@ -139,14 +139,14 @@ func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause erro
 	if attempts >= r.opt.MaxAttempts {
 		r.dead.Add(ctx, 1, targetAttr(target))
 		r.log.Error("outbox row is DEAD (dead-letter)", "target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "err", msg)
-		_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='DEAD', attempts=$2, last_error=$3 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg)
+		_, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='DEAD', attempts=$2, last_error=$3 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg)
 		if err != nil {
 			return fmt.Errorf("marking outbox row dead: %w", err)
 		}
 		return nil
 	}
 	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
-	_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg, next)
+	_, err := r.db(target).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg, next)
 	if err != nil {
 		return fmt.Errorf("recording delivery failure: %w", err)
 	}

@@ -71,7 +71,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		if outcome == OutcomeRowMissing {
 			// Never treated as marked: abandoned and listed for the operators.
 			r.log.Error("mailbox row missing; backfill abandoned", "msg_id", it.msgID, "alert", "backfill-abandoned")
-			if _, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1`, it.id, outcome, done); err != nil {
+			if _, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1`, it.id, outcome, done); err != nil {
 				return false, fmt.Errorf("recording abandoned backfill: %w", err)
 			}
 			continue
@@ -119,7 +119,7 @@ func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
 }
 
 func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, now time.Time) error {
-	_, err := r.opt.Pool.Exec(ctx, `
+	_, err := r.db(TargetMailbox).Exec(ctx, `
 		WITH o AS (UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1 WHERE id=$1 RETURNING msg_id)
 		UPDATE proc_state SET backfilled_at=$3 WHERE msg_id IN (SELECT msg_id FROM o)`, id, outcome, now)
 	if err != nil {
@@ -136,7 +136,7 @@ func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, c
 	if attempts >= r.opt.BackfillMaxAttempts {
 		r.log.Error("backfill gave up; operator action needed", "msg_id", msgID, "attempts", attempts, "err", cause, "alert", "backfill-gave-up")
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeGaveUp)))
-		_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET state='DEAD', outcome=$2, attempts=$3, last_error=$4 WHERE id=$1`, id, OutcomeGaveUp, attempts, cause.Error())
+		_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='DEAD', outcome=$2, attempts=$3, last_error=$4 WHERE id=$1`, id, OutcomeGaveUp, attempts, cause.Error())
 		if err != nil {
 			return fmt.Errorf("recording backfill give-up: %w", err)
 		}
@@ -144,7 +144,7 @@ func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, c
 	}
 	next := now.Add(backoff(attempts, r.opt.BackfillBackoffMin, r.opt.BackfillBackoffMax))
 	r.log.Warn("writing marker failed; will retry", "msg_id", msgID, "attempt", attempts, "next_attempt_at", next, "err", cause)
-	_, err := r.opt.Pool.Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1`, id, attempts, cause.Error(), next)
+	_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1`, id, attempts, cause.Error(), next)
 	if err != nil {
 		return fmt.Errorf("recording marker failure: %w", err)
 	}

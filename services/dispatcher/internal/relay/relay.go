@@ -23,6 +23,7 @@ import (
 const (
 	TargetFlightState = "flight-state"
 	TargetMsg         = "msg"
+	TargetSchd        = "schd"
 	TargetMailbox     = "mailbox"
 )
 
@@ -43,6 +44,15 @@ type Options struct {
 	BackfillBackoffMin  time.Duration
 	BackfillBackoffMax  time.Duration
 	Shadow              bool
+	// Elector, when set, makes each target single-active under its own
+	// lease and fences the target's writes (R-B8); nil only in tests.
+	Elector Elector
+	// Holder names this instance in the leases; empty means lease.Holder().
+	Holder string
+	// SchdFlushPeriod is the interval of the schd flushes (R-D1).
+	SchdFlushPeriod time.Duration
+	// SchdFlushLimit is the most records one schd flush produces.
+	SchdFlushLimit int
 }
 
 // Relay owns the loops.
@@ -51,6 +61,7 @@ type Relay struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	wakers  []chan struct{}
+	terms   terms
 	sent    metric.Int64Counter
 	failed  metric.Int64Counter
 	dead    metric.Int64Counter
@@ -86,15 +97,20 @@ func targetAttr(t string) metric.AddOption {
 
 // Services returns the listener and the per-target loops.
 func (r *Relay) Services() []*lifecycle.Service {
+	one := func(target string, build func() *lifecycle.Service) *lifecycle.Service {
+		return r.single(target, build(), build)
+	}
 	svcs := []*lifecycle.Service{
 		r.listenService(),
-		r.kafkaService(TargetFlightState, r.opt.Kafka.Topics.FlightState),
-		r.kafkaService(TargetMsg, r.opt.Kafka.Topics.Msg),
+		one(TargetFlightState, func() *lifecycle.Service { return r.kafkaService(TargetFlightState, r.opt.Kafka.Topics.FlightState) }),
+		one(TargetMsg, func() *lifecycle.Service { return r.kafkaService(TargetMsg, r.opt.Kafka.Topics.Msg) }),
+		one(TargetSchd, r.schdService),
 	}
 	if !r.opt.Shadow {
-		svcs = append(svcs, r.mailboxService())
+		svcs = append(svcs, one(TargetMailbox, r.mailboxService))
+		svcs = append(svcs, one(TargetCoutmsgs, r.coutmsgsService)) // outbound requests (R-D5); shadow mode never writes COUTMSGS
 	} else {
-		r.log.Warn("shadow mode: mailbox markers are never written")
+		r.log.Warn("shadow mode: mailbox markers and outbound requests (COUTMSGS) are never written")
 	}
 	return svcs
 }

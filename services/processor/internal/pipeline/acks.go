@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/lifecycle"
-	"msgexchange/libs/pgxutil"
 )
 
 // Ack is the value of a msgx.projection-acks record.
@@ -139,7 +138,7 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
 	now := e.clock.Now()
 	var done []int64
-	err := pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		done = done[:0]
 		for p, off := range next {
 			if _, err := tx.Exec(ctx, `INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)

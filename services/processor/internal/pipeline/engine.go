@@ -29,6 +29,40 @@ type Options struct {
 	Zone               *time.Location
 	CutoffHour         int
 	ConsumerName       string
+	// RQFDTimeout and RQRDTimeout are how long a sent request waits for its
+	// answer (R-D5); zero means DefaultRQFDTimeout / DefaultRQRDTimeout.
+	RQFDTimeout time.Duration
+	RQRDTimeout time.Duration
+	// RequestRetention is how long closed requests are kept; zero means
+	// DefaultRequestRetention.
+	RequestRetention time.Duration
+	// RequestSweepInterval is how often the request timers run; zero means
+	// DefaultRequestSweepInterval.
+	RequestSweepInterval time.Duration
+	// RecordRetention is how long terminal, backfilled records are kept
+	// after they finished (R-B10); 0 means DefaultRecordRetention.
+	RecordRetention time.Duration
+	// HistoryRetention is how many whole days after its operation day a
+	// flight stays live (R-C11); 0 means DefaultHistoryRetention.
+	HistoryRetention time.Duration
+	// HistoryRunAt is the time of day, in Zone, of the daily maintenance
+	// (record cleanup and history sweep), as an offset from midnight.
+	HistoryRunAt time.Duration
+	// CleanupBatch is how many records one cleanup statement deletes at
+	// most; 0 means 1000.
+	CleanupBatch int
+	// MaintenancePoll is how often the maintenance loop reads the clock;
+	// 0 means one minute.
+	MaintenancePoll time.Duration
+	// Elector, when set, makes the processor single-active under the
+	// processor lease and fences every transaction (R-B8); nil only in tests
+	// of the engine alone.
+	Elector Elector
+	// Holder names this instance in the lease; empty means lease.Holder().
+	Holder string
+	// SnapshotBatch is how many records one transaction of a daily
+	// snapshot writes (R-C6); 0 means DefaultSnapshotBatch (200).
+	SnapshotBatch int
 }
 
 // Engine owns the processor's loops.
@@ -40,6 +74,7 @@ type Engine struct {
 	opday   flight.OpDay
 	wake    chan struct{}
 	metrics *metrics
+	fencing fencing
 }
 
 // NewEngine builds an engine.
@@ -62,12 +97,14 @@ func NewEngine(opt Options) (*Engine, error) {
 	}, nil
 }
 
-// Services returns the loops in start order.
-func (e *Engine) Services() []*lifecycle.Service {
+// loops returns the processor's loops in start order.
+func (e *Engine) loops() []*lifecycle.Service {
 	return []*lifecycle.Service{
 		e.executorService(),
 		e.acksService(),
 		e.inboxService(),
+		e.maintenanceService(),
+		e.requestsService(),
 	}
 }
 

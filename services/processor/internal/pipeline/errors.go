@@ -14,6 +14,11 @@ import (
 // terminal states are final (INV-6).
 var ErrNotOpen = errors.New("message is not open")
 
+// ErrMasterCycle means refreshing code-share masters did not settle: the
+// MAID references form a cycle longer than any real code-share chain. Fix
+// the MAID values of the flights involved.
+var ErrMasterCycle = errors.New("code-share masters keep changing (MAID cycle)")
+
 // querier is what both a pool and a transaction offer.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

@@ -51,6 +51,9 @@ type Event struct {
 	Source        Source     `json:"source"`
 	OccurredAt    time.Time  `json:"occurred_at"`
 	Flight        flight.Doc `json:"flight"`
+	// Reason says why a deletion no message caused happened, e.g.
+	// "history-sweep" (R-C11); absent for message-driven changes.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Event types.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgexchange/libs/pgxutil"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
 )
@@ -17,6 +16,10 @@ import (
 type outcome struct {
 	skipped string // non-empty: nothing applied, SKIPPED with this reason
 	note    string // reason recorded with a successful state
+	// pending: earlier transactions of this message (a snapshot's batches)
+	// left projections that are still pending, so it is APPLIED even if
+	// this transaction wrote none.
+	pending bool
 }
 
 // skipError ends a handler with SKIPPED and nothing written.
@@ -52,7 +55,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 	}
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
-	err = pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		if dup, err := e.bindIdentity(ctx, tx, h.MsgID, cls.IdentityKey); err != nil {
 			return err
 		} else if dup != 0 {
@@ -64,10 +67,22 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		}
 		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now()}
 		out, herr := e.handle(ctx, w, msg, cls)
+		if herr == nil {
+			herr = w.flushMasters(ctx) // code-share masters of what the handler changed (INV-22)
+		}
 		var rej *flight.RejectError
 		var skip *skipError
 		var f *failure
+		var batch *batchCommitted
 		switch {
+		case errors.As(herr, &batch):
+			// One batch of a large package (R-C6): commit it and leave the
+			// message open; the next step goes on with it.
+			if err := sp.Commit(ctx); err != nil {
+				return fmt.Errorf("releasing savepoint: %w", err)
+			}
+			e.log.Info("snapshot batch committed", "msg_id", h.MsgID, "progress", batch.progress)
+			return nil
 		case errors.As(herr, &rej):
 			_ = sp.Rollback(ctx)
 			return e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
@@ -83,7 +98,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("releasing savepoint: %w", err)
 		}
-		if w.projections > 0 {
+		if w.projections > 0 || out.pending {
 			return e.markApplied(ctx, tx, h.MsgID, meta, out.note)
 		}
 		return e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
@@ -140,14 +155,16 @@ func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls si
 		case "DNLD":
 			return e.snapshot(ctx, w, msg)
 		case "RESP":
-			// R-C7: a schedule response is applied only against an open RQFD
-			// request; this gateway has sent none.
-			return outcome{}, &skipError{reason: "SCHD RESP without a matching open RQFD request"}
+			// R-C7: a schedule response is applied only as the answer to an
+			// open RQFD request (requests.go); otherwise SKIPPED.
+			return e.scheduleResponse(ctx, w, msg)
 		case "DEL":
 			return e.snapshotDelete(ctx, w, msg)
-		default:
+		default: // ADFT (R-C9)
 			return e.snapshotUpsert(ctx, w, msg)
 		}
+	case sis.KindSeasonSchedule:
+		return e.season(ctx, w, msg)
 	case sis.KindFlightOperation:
 		if styp == "FDEL" {
 			return e.fdel(ctx, w, msg)

@@ -75,6 +75,9 @@ func (e *Engine) executorService() *lifecycle.Service {
 // Step executes the head if it is due. It reports whether a message moved,
 // and otherwise how long until the head is due.
 func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration, err error) {
+	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
+		return false, 0, err
+	}
 	h, err := e.loadHead(ctx)
 	if err != nil || h == nil {
 		return false, 0, err
@@ -93,7 +96,7 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass)))
 	}
 	if h.ProcessingStartedAt == nil {
-		if _, err := e.pool.Exec(ctx, `UPDATE proc_state SET processing_started_at=$2, updated_at=$2 WHERE msg_id=$1`, h.MsgID, now); err != nil {
+		if _, err := e.exec(ctx, `UPDATE proc_state SET processing_started_at=$2, updated_at=$2 WHERE msg_id=$1`, h.MsgID, now); err != nil {
 			return false, 0, fmt.Errorf("marking processing start: %w", err)
 		}
 	}
@@ -150,7 +153,7 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	attempts := h.Attempts + 1
 	e.metrics.failed.Add(ctx, 1, classAttr(class))
 	if attempts >= e.opt.MaxAttempts {
-		_, err := e.pool.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts)
+		_, err := e.exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts)
 		if err != nil {
 			return fmt.Errorf("recording attempt: %w", err)
 		}
@@ -159,7 +162,7 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	}
 	now := e.clock.Now()
 	next := now.Add(e.backoff(attempts))
-	_, err := e.pool.Exec(ctx, `
+	_, err := e.exec(ctx, `
 		UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6
 		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, truncate(reason), attempts, next, now)
 	if err != nil {
@@ -192,7 +195,9 @@ type metaCols struct {
 // (INV-8): the outbox row for the mailbox marker is inserted by the same
 // statement that makes the state terminal.
 func (e *Engine) finishNonBusiness(ctx context.Context, msgID int64, meta *metaCols, state, class, reason string) error {
-	return e.finishIn(ctx, e.pool, msgID, meta, state, class, reason)
+	return e.inTx(ctx, func(tx pgx.Tx) error {
+		return e.finishIn(ctx, tx, msgID, meta, state, class, reason)
+	})
 }
 
 // finishIn is finishNonBusiness inside a given transaction or pool.

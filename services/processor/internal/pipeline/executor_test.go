@@ -110,7 +110,7 @@ func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
 		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateFailed, ClassUnsupported, "ZZZZ"},
 		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateFailed, ClassUnsupported, "XXXX"},
 		{"SCHDPeerOnlySubtype", schd(5, "ADD", fltr(1, day23)), StateFailed, ClassUnsupported, "ADD"},
-		{"SCHSHasNoHandler", envelope(5, "SCHS", "DNLD", "<SCHS><SNAM>W</SNAM><RECS>0</RECS></SCHS>"), StateFailed, ClassUnsupported, "SCHS"},
+		{"SCHDPeerOnlyDelete", schd(5, "DEL", fltr(1, day23)), StateFailed, ClassUnsupported, "DEL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

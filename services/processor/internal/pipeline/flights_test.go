@@ -79,7 +79,7 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 		"schema": 1.0, "flid": 15.0, "version": 2.0, "state": "ACTIVE", "operation_day": "2021-01-23", "msg_id": 2.0,
 		"doc": map[string]any{
 			"FLID": "15", "ALCD": "YG", "FLNO": "YG9015", "MVIN": "A", "SODT": day23, "FLTY": "W", "FLIN": "D",
-			"ACFT": "733", "RENO": "B1", "STND": "S1",
+			"ACFT": "733", "RENO": "B1", "STND": "S1", "RUNSTATE": "SCHEDULED",
 		},
 	}, st)
 	require.Equal(t, "15", states[1].Pkey)
@@ -104,7 +104,7 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(events[0].Payload, &created))
 	require.Equal(t, EventCreated, created.EventType)
 	require.Equal(t, "flight-15-v1", created.EventID)
-	require.Equal(t, []string{"ACFT", "ALCD", "FLID", "FLIN", "FLNO", "FLTY", "MVIN", "RENO", "SODT"}, created.Changed)
+	require.Equal(t, []string{"ACFT", "ALCD", "FLID", "FLIN", "FLNO", "FLTY", "MVIN", "RENO", "RUNSTATE", "SODT"}, created.Changed)
 	require.Equal(t, "SCHD", created.Source.Type)
 	require.Equal(t, "DNLD", created.Source.Subtype)
 	require.Equal(t, int64(1), created.Source.MsgID)
@@ -260,29 +260,34 @@ func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
 	h.run(2, flopMsg(2, "FDEL", flopRec(18, "<FDEL></FDEL>")))
 	require.Equal(t, "DELETED", h.flight(18).State)
 	require.Equal(t, int64(2), h.flight(18).Version)
+	require.Equal(t, int64(2), h.flight(15).Version, "the master loses a child: its MAFL changes (INV-22)")
 
 	h.run(3, flopMsg(3, "FDEL", flopRec(15, "<FDEL></FDEL>")))
 	r := h.proc(3)
 	require.Equal(t, StateApplied, r.State)
 	require.Equal(t, "3 flights deleted", r.Reason)
-	require.Equal(t, map[int64]int64{15: 2, 16: 2, 17: 2}, h.pending(3))
+	require.Equal(t, map[int64]int64{15: 3, 16: 2, 17: 2}, h.pending(3))
 	for _, flid := range []int64{15, 16, 17} {
 		f := h.flight(flid)
+		want := int64(2)
+		if flid == 15 {
+			want = 3
+		}
 		require.Equal(t, "DELETED", f.State, "flight %d", flid)
-		require.Equal(t, int64(2), f.Version)
+		require.Equal(t, want, f.Version)
 		require.Equal(t, int64(3), f.LastMsgID)
 		require.Equal(t, "2021-01-23", f.OpDay)
 		require.NotEmpty(t, f.Doc, "the last document is kept")
 
 		states, events := h.flightOutbox(flid)
-		require.Len(t, states, 2)
-		tomb := states[1]
+		require.Len(t, states, int(want))
+		tomb := states[want-1]
 		require.Nil(t, tomb.Payload, "tombstone: null value")
-		require.Equal(t, map[string]string{"msgx-version": "2", "msgx-msg-id": "3"}, tomb.Headers)
+		require.Equal(t, map[string]string{"msgx-version": strconv.FormatInt(want, 10), "msgx-msg-id": "3"}, tomb.Headers)
 		var ev Event
-		require.NoError(t, json.Unmarshal(events[1].Payload, &ev))
+		require.NoError(t, json.Unmarshal(events[want-1].Payload, &ev))
 		require.Equal(t, EventDeleted, ev.EventType)
-		require.Equal(t, "flight-"+strconv.FormatInt(flid, 10)+"-v2", ev.EventID)
+		require.Equal(t, "flight-"+strconv.FormatInt(flid, 10)+"-v"+strconv.FormatInt(want, 10), ev.EventID)
 		require.Nil(t, ev.Flight)
 	}
 	// The already deleted child and the unrelated flights are untouched.
@@ -292,22 +297,26 @@ func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
 	require.Equal(t, int64(1), h.flight(19).Version)
 	require.Zero(t, h.count(`SELECT count(*) FROM outbox WHERE msg_id=3 AND target='coutmsgs'`), "no EROR is sent back")
 
-	h.ack(Ack{FLID: 15, Version: 2}, Ack{FLID: 16, Version: 2})
+	h.ack(Ack{FLID: 15, Version: 3}, Ack{FLID: 16, Version: 2})
 	require.Equal(t, StateApplied, h.state(3))
 	h.ack(Ack{FLID: 17, Version: 2})
 	require.Equal(t, StateSucceeded, h.state(3))
 }
 
-// TestFDEL_R_C5_DeletingAChildLeavesTheMaster: FDEL of a code-share child
-// deletes only the child.
-func TestFDEL_R_C5_DeletingAChildLeavesTheMaster(t *testing.T) {
+// TestFDEL_R_C5_R_C8_DeletingAChildLeavesTheMaster: FDEL of a code-share
+// child deletes only the child; the master stays ACTIVE and loses the child
+// from its MAFL with a version bump in the same transaction (INV-22).
+func TestFDEL_R_C5_R_C8_DeletingAChildLeavesTheMaster(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23, "<MAID>15</MAID>")))
+	require.Equal(t, int64(1), h.flight(15).Version, "children are written first: the master starts with its MAFL")
 	h.run(2, flopMsg(2, "FDEL", flopRec(16, "<FDEL/>")))
 	require.Equal(t, "DELETED", h.flight(16).State)
-	require.Equal(t, "ACTIVE", h.flight(15).State)
-	require.Equal(t, map[int64]int64{16: 2}, h.pending(2))
+	f := h.flight(15)
+	require.Equal(t, "ACTIVE", f.State)
+	require.NotContains(t, f.Doc, "MAFL")
+	require.Equal(t, map[int64]int64{15: 2, 16: 2}, h.pending(2))
 }
 
 // TestSnapshot_R_C5_DeletedFlightIsRecreatedWithNextVersion: a flight that

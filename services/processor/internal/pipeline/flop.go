@@ -12,7 +12,10 @@ import (
 
 // flop applies every FLOP record of a flight-operation message. A record for
 // a flight that does not exist or is deleted changes nothing (R-C4): if no
-// record applies, the message is SKIPPED with the reason.
+// record applies, the message is SKIPPED with the reason. The derived keys
+// (RUNSTATE, MAFL) are recomputed by the writer, so a status subtype (BOTM,
+// LACL, CNCL, FDIV, FRET, FLAB) moves the running state in the same
+// version.
 func (e *Engine) flop(ctx context.Context, w *writer, msg *sis.Message, styp string) (outcome, error) {
 	var missing []string
 	applied, unchanged := 0, 0
@@ -102,8 +105,21 @@ func (e *Engine) fdel(ctx context.Context, w *writer, msg *sis.Message) (outcome
 	return outcome{note: fmt.Sprintf("%d flights deleted", deleted)}, nil
 }
 
-// deleteCascade deletes flid and its ACTIVE code-share children.
+// deleteCascade deletes flid and its ACTIVE code-share children (C-25),
+// and refreshes the MAFL of the master flid was a child of (INV-22).
 func (e *Engine) deleteCascade(ctx context.Context, w *writer, flid int64) (int, error) {
+	n, err := e.deleteWithChildren(ctx, w, flid, func(int64) bool { return true })
+	if err != nil {
+		return 0, err
+	}
+	return n, w.flushMasters(ctx)
+}
+
+// deleteWithChildren deletes flid and those of its ACTIVE code-share
+// children that include accepts, in the writer's transaction. It returns
+// how many flights it deleted; the masters it made dirty are left for the
+// caller's flushMasters.
+func (e *Engine) deleteWithChildren(ctx context.Context, w *writer, flid int64, include func(int64) bool) (int, error) {
 	cur, err := w.load(ctx, flid)
 	if err != nil {
 		return 0, err
@@ -123,7 +139,9 @@ func (e *Engine) deleteCascade(ctx context.Context, w *writer, flid int64) (int,
 			rows.Close()
 			return 0, fmt.Errorf("reading child flight: %w", err)
 		}
-		children = append(children, c)
+		if include(c) {
+			children = append(children, c)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -317,7 +317,7 @@ func glst(code, name string) string {
 
 // glstDoc is the stored document of glst(code, name).
 func glstDoc(code, name string) map[string]any {
-	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": "", "GCAT": "D", "GTML": "T1", "PIER": "P1"}
+	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": nil, "GCAT": "D", "GTML": "T1", "PIER": "P1"}
 }
 
 func (h *harness) ref(typ, key string) map[string]any {

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/lifecycle"
-	"msgexchange/libs/pgxutil"
 )
 
 // inboxService consumes partition 0 of msgx.inbox from the offset stored in
@@ -107,7 +106,7 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record) error {
 	now := e.clock.Now()
 	n := 0
-	err := pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)

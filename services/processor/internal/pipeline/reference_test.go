@@ -48,7 +48,7 @@ func TestReference_R_C10_AddUpdUpsertDelDeletes(t *testing.T) {
 	h.run(4, refMsg(4, "GLST", "UPD", "<GLST><GCOD>B</GCOD><GTNM></GTNM></GLST>"))
 	require.Equal(t, []string{"A", "B"}, h.refKeys("GLST"))
 	require.Equal(t, "a2", h.ref("GLST", "A")["GTNM"])
-	require.Equal(t, map[string]any{"GCOD": "B", "GTNM": ""}, h.ref("GLST", "B"), "an empty element means no value")
+	require.Equal(t, map[string]any{"GCOD": "B", "GTNM": nil}, h.ref("GLST", "B"), "an empty element means no value: JSON null")
 	var last int64
 	require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT last_msg_id FROM ref_data WHERE type='GLST' AND key='A'`).Scan(&last))
 	require.Equal(t, int64(3), last)

@@ -2,14 +2,38 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
 )
+
+// DefaultSnapshotBatch is how many records (flights written or deleted) one
+// transaction of a daily snapshot holds when Options.SnapshotBatch is 0.
+const DefaultSnapshotBatch = 200
+
+// batchCommitted ends a handler that wrote one batch of a larger package:
+// the executor commits the batch (state changes, events, progress) and
+// leaves the message open, so the next step continues it (R-C6).
+type batchCommitted struct {
+	progress string
+}
+
+func (b *batchCommitted) Error() string { return "batch committed: " + b.progress }
+
+// snapshotBatch is the configured batch size.
+func (e *Engine) snapshotBatch() int {
+	if e.opt.SnapshotBatch > 0 {
+		return e.opt.SnapshotBatch
+	}
+	return DefaultSnapshotBatch
+}
 
 // snapshotRecords validates a whole SCHD package before anything is written
 // (R-C6, INV-19): every FLTR valid, RECS matching the records, no FLID twice.
@@ -41,40 +65,171 @@ func (e *Engine) snapshotRecords(msg *sis.Message) ([]flight.Record, []time.Time
 	return out, days, nil
 }
 
-// snapshot applies a daily snapshot (SCHD DNLD): every record replaces its
-// flight's document (absent optional fields are cleared, C-26), and ACTIVE
-// flights of the covered operation days that the snapshot lacks are deleted
-// (INV-15b). A flight may not move to another operation day (INV-12): the
-// whole package is refused and nothing written.
+// checkOperationDays refuses a package that would move a stored flight to
+// another operation day (INV-12, INV-19), with one query for all records.
+func checkOperationDays(ctx context.Context, w *writer, recs []flight.Record, days []time.Time) error {
+	flids := make([]int64, len(recs))
+	want := make(map[int64]time.Time, len(recs))
+	for i, r := range recs {
+		flids[i] = r.FLID
+		want[r.FLID] = days[i]
+	}
+	rows, err := w.tx.Query(ctx, `SELECT flid, operation_day FROM flight WHERE flid = ANY($1) AND operation_day IS NOT NULL ORDER BY flid`, flids)
+	if err != nil {
+		return fmt.Errorf("reading operation days: %w", err)
+	}
+	type stored struct {
+		flid int64
+		day  time.Time
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stored, error) {
+		var s stored
+		err := r.Scan(&s.flid, &s.day)
+		return s, err
+	})
+	if err != nil {
+		return fmt.Errorf("reading operation days: %w", err)
+	}
+	for _, s := range got {
+		if d := want[s.flid]; !s.day.Equal(d) {
+			return &flight.RejectError{Reason: fmt.Sprintf("flight %d would move from operation day %s to %s",
+				s.flid, s.day.Format(time.DateOnly), d.Format(time.DateOnly))}
+		}
+	}
+	return nil
+}
+
+// writeOrder is the order a snapshot writes its records in: code-share
+// children (a MAID other than themselves) first, then the others, each
+// group in input order. A master written after its children computes its
+// MAFL once, with them (INV-21), instead of a second version per child.
+func writeOrder(recs []flight.Record) []int {
+	order := make([]int, 0, len(recs))
+	for pass := 0; pass < 2; pass++ {
+		for i, r := range recs {
+			m, ok := r.Doc.MasterFLID()
+			isChild := ok && m != r.FLID
+			if isChild == (pass == 0) {
+				order = append(order, i)
+			}
+		}
+	}
+	return order
+}
+
+// snapshotProgress is the snapshot_progress row of a message.
+type snapshotProgress struct {
+	next, changed, deleted, batches int
+}
+
+// loadProgress returns the progress of the current run of the message, or
+// zero progress. A row written under another processing_started_at (a run
+// before an operator replay) is ignored.
+func loadProgress(ctx context.Context, w *writer) (snapshotProgress, error) {
+	var p snapshotProgress
+	err := w.tx.QueryRow(ctx, `
+		SELECT sp.next_record, sp.changed, sp.deleted, sp.batches
+		FROM snapshot_progress sp JOIN proc_state ps ON ps.msg_id = sp.msg_id
+		WHERE sp.msg_id=$1 AND sp.started_at IS NOT DISTINCT FROM ps.processing_started_at`, w.msgID).
+		Scan(&p.next, &p.changed, &p.deleted, &p.batches)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return snapshotProgress{}, nil
+	}
+	if err != nil {
+		return snapshotProgress{}, fmt.Errorf("reading snapshot progress: %w", err)
+	}
+	return p, nil
+}
+
+// saveProgress stores the progress with the batch that made it, and shows
+// it as the open message's reason.
+func saveProgress(ctx context.Context, w *writer, p snapshotProgress, total int) (string, error) {
+	note := fmt.Sprintf("snapshot in progress: %d of %d records written, %d changed, %d deleted, %d batches committed",
+		p.next, total, p.changed, p.deleted, p.batches)
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO snapshot_progress (msg_id, started_at, next_record, changed, deleted, batches, updated_at)
+		SELECT msg_id, processing_started_at, $2, $3, $4, $5, $6 FROM proc_state WHERE msg_id=$1
+		ON CONFLICT (msg_id) DO UPDATE SET started_at=EXCLUDED.started_at, next_record=EXCLUDED.next_record,
+			changed=EXCLUDED.changed, deleted=EXCLUDED.deleted, batches=EXCLUDED.batches, updated_at=EXCLUDED.updated_at`,
+		w.msgID, p.next, p.changed, p.deleted, p.batches, w.now)
+	b.Queue(`UPDATE proc_state SET reason=$2, updated_at=$3 WHERE msg_id=$1`, w.msgID, note, w.now)
+	if err := w.tx.SendBatch(ctx, b).Close(); err != nil {
+		return "", fmt.Errorf("saving snapshot progress: %w", err)
+	}
+	return note, nil
+}
+
+// snapshot applies a daily snapshot (SCHD DNLD, and SCHD RESP answering an
+// RQFD request) in batches (R-C6, US-07, INV-15b, INV-17b):
+//
+//  1. the whole package is validated first, on every run (RECS, required
+//     elements, FLID unique, no flight changing operation day); a violation
+//     is DEAD(PROTOCOL) with nothing written;
+//  2. records are written Options.SnapshotBatch at a time (children before
+//     masters, see writeOrder), one transaction per batch with their
+//     events and the progress row; each record replaces its flight's
+//     document, clearing absent optional fields (C-26); the message stays
+//     open between batches;
+//  3. then the ACTIVE flights of the covered operation days that the
+//     snapshot lacks are deleted, batch by batch, with their code-share
+//     children that the snapshot does not carry (C-25);
+//  4. the last batch writes the terminal state and backfill intent
+//     (APPLIED while any of the package's projections is pending).
+//
+// A crash or failure between batches redoes the package from the stored
+// progress (or from its start if the progress is lost): records already
+// written compare equal and bump nothing (INV-13, INV-20b).
 func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	recs, days, err := e.snapshotRecords(msg)
 	if err != nil {
 		return outcome{}, err
 	}
-	rows := make([]*flightRow, len(recs))
-	inSnapshot := map[int64]bool{}
+	if err := checkOperationDays(ctx, w, recs, days); err != nil {
+		return outcome{}, err
+	}
+	p, err := loadProgress(ctx, w)
+	if err != nil {
+		return outcome{}, err
+	}
+	order := writeOrder(recs)
+	inSnapshot := make(map[int64]bool, len(recs))
 	covered := map[time.Time]bool{}
 	for i, r := range recs {
-		cur, err := w.load(ctx, r.FLID)
-		if err != nil {
-			return outcome{}, err
-		}
-		if cur != nil && cur.OpDay != nil && !cur.OpDay.Equal(days[i]) {
-			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("flight %d would move from operation day %s to %s",
-				r.FLID, cur.OpDay.Format(time.DateOnly), days[i].Format(time.DateOnly))}
-		}
-		rows[i] = cur
 		inSnapshot[r.FLID] = true
 		covered[days[i]] = true
 	}
-	changed := 0
-	for i, r := range recs {
-		ok, err := w.put(ctx, rows[i], r.FLID, r.Doc, &days[i])
+	budget := e.snapshotBatch()
+	if p.next < len(order) {
+		end := min(p.next+budget, len(order))
+		for _, i := range order[p.next:end] {
+			r := recs[i]
+			cur, err := w.load(ctx, r.FLID)
+			if err != nil {
+				return outcome{}, err
+			}
+			ok, err := w.put(ctx, cur, r.FLID, r.Doc, &days[i])
+			if err != nil {
+				return outcome{}, err
+			}
+			if ok {
+				p.changed++
+			}
+		}
+		// Masters this package writes later compute their MAFL then.
+		w.hold = map[int64]bool{}
+		for _, i := range order[end:] {
+			w.hold[recs[i].FLID] = true
+		}
+		err := w.flushMasters(ctx)
+		w.hold = nil
 		if err != nil {
 			return outcome{}, err
 		}
-		if ok {
-			changed++
+		budget -= end - p.next
+		p.next = end
+		if p.next < len(order) {
+			return commitBatch(ctx, w, p, len(order))
 		}
 	}
 	dayList := make([]time.Time, 0, len(covered))
@@ -82,59 +237,98 @@ func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (out
 		dayList = append(dayList, d)
 	}
 	sort.Slice(dayList, func(i, j int) bool { return dayList[i].Before(dayList[j]) })
-	deleted := 0
-	if len(dayList) > 0 {
-		rowsq, err := w.tx.Query(ctx, `SELECT flid FROM flight WHERE state='ACTIVE' AND operation_day = ANY($1) ORDER BY flid`, dayList)
-		if err != nil {
-			return outcome{}, fmt.Errorf("listing flights of the snapshot days: %w", err)
-		}
-		var gone []int64
-		for rowsq.Next() {
-			var flid int64
-			if err := rowsq.Scan(&flid); err != nil {
-				rowsq.Close()
-				return outcome{}, fmt.Errorf("reading flight id: %w", err)
-			}
-			if !inSnapshot[flid] {
-				gone = append(gone, flid)
-			}
-		}
-		rowsq.Close()
-		if err := rowsq.Err(); err != nil {
-			return outcome{}, fmt.Errorf("listing flights of the snapshot days: %w", err)
-		}
-		for _, flid := range gone {
-			cur, err := w.load(ctx, flid)
-			if err != nil {
-				return outcome{}, err
-			}
-			if ok, err := w.remove(ctx, cur); err != nil {
-				return outcome{}, err
-			} else if ok {
-				deleted++
-			}
-		}
+	n, more, err := e.deleteAbsent(ctx, w, dayList, inSnapshot, budget)
+	if err != nil {
+		return outcome{}, err
 	}
-	return outcome{note: fmt.Sprintf("snapshot: %d records, %d changed, %d deleted, %d days", len(recs), changed, deleted, len(dayList))}, nil
+	p.deleted += n
+	if more {
+		return commitBatch(ctx, w, p, len(order))
+	}
+	if _, err := w.tx.Exec(ctx, `DELETE FROM snapshot_progress WHERE msg_id=$1`, w.msgID); err != nil {
+		return outcome{}, fmt.Errorf("clearing snapshot progress: %w", err)
+	}
+	var pending bool
+	if err := w.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)`, w.msgID).Scan(&pending); err != nil {
+		return outcome{}, fmt.Errorf("reading pending projections: %w", err)
+	}
+	note := fmt.Sprintf("snapshot: %d records, %d changed, %d deleted, %d days", len(recs), p.changed, p.deleted, len(dayList))
+	if p.batches > 0 {
+		note += fmt.Sprintf(", %d batches", p.batches+1)
+	}
+	return outcome{note: note, pending: pending}, nil
 }
 
-// snapshotUpsert applies SCHD records without deleting others (ADD, UPD,
-// ADFT): each creates or replaces one flight (R-C9).
+// deleteAbsent deletes up to budget ACTIVE flights of the covered days that
+// the snapshot does not carry, each with its ACTIVE code-share children the
+// snapshot does not carry (C-25; a child the snapshot carries stays: the
+// snapshot is the AODB's word for it). It reports how many flights it
+// deleted and whether more remain. At least one flight is deleted per call
+// when any remains, so a batch always makes progress.
+func (e *Engine) deleteAbsent(ctx context.Context, w *writer, days []time.Time, inSnapshot map[int64]bool, budget int) (int, bool, error) {
+	if len(days) == 0 {
+		return 0, false, nil
+	}
+	keep := make([]int64, 0, len(inSnapshot))
+	for f := range inSnapshot {
+		keep = append(keep, f)
+	}
+	rows, err := w.tx.Query(ctx, `SELECT flid FROM flight WHERE state='ACTIVE' AND operation_day = ANY($1) AND NOT (flid = ANY($2))
+		ORDER BY flid LIMIT $3`, days, keep, max(budget, 1)+1)
+	if err != nil {
+		return 0, false, fmt.Errorf("listing flights absent from the snapshot: %w", err)
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, false, fmt.Errorf("listing flights absent from the snapshot: %w", err)
+	}
+	more := len(gone) > max(budget, 1)
+	if more {
+		gone = gone[:max(budget, 1)]
+	}
+	if budget <= 0 && len(gone) > 0 {
+		// The batch is full: the deletions start in the next one.
+		return 0, true, nil
+	}
+	deleted := 0
+	for _, flid := range gone {
+		n, err := e.deleteWithChildren(ctx, w, flid, func(c int64) bool { return !inSnapshot[c] })
+		if err != nil {
+			return 0, false, err
+		}
+		deleted += n
+	}
+	if err := w.flushMasters(ctx); err != nil {
+		return 0, false, err
+	}
+	return deleted, more, nil
+}
+
+// snapshotUpsert applies SCHD ADFT (ad-hoc flight, R-C9, INV-14b): each
+// record creates its flight like a snapshot record, or merges into the
+// existing one (elements it carries replace the stored ones, elements it
+// does not carry are kept; see flight.Merge); no other flight is deleted.
+// The package is validated as a whole first, like a snapshot.
 func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	recs, days, err := e.snapshotRecords(msg)
 	if err != nil {
 		return outcome{}, err
 	}
+	if err := checkOperationDays(ctx, w, recs, days); err != nil {
+		return outcome{}, err
+	}
 	changed := 0
-	for i, r := range recs {
+	for _, i := range writeOrder(recs) {
+		r := recs[i]
 		cur, err := w.load(ctx, r.FLID)
 		if err != nil {
 			return outcome{}, err
 		}
-		if cur != nil && cur.OpDay != nil && !cur.OpDay.Equal(days[i]) {
-			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("flight %d would move to another operation day", r.FLID)}
+		doc := r.Doc
+		if cur != nil && cur.State == "ACTIVE" {
+			doc = flight.Merge(cur.Doc, r)
 		}
-		ok, err := w.put(ctx, cur, r.FLID, r.Doc, &days[i])
+		ok, err := w.put(ctx, cur, r.FLID, doc, &days[i])
 		if err != nil {
 			return outcome{}, err
 		}
@@ -142,10 +336,15 @@ func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message
 			changed++
 		}
 	}
-	return outcome{note: fmt.Sprintf("%d records, %d changed", len(recs), changed)}, nil
+	if err := w.flushMasters(ctx); err != nil {
+		return outcome{}, err
+	}
+	return outcome{note: fmt.Sprintf("%s: %d records, %d changed", msg.Meta.STYP, len(recs), changed)}, nil
 }
 
 // snapshotDelete deletes the flights named by FLID in SCHD DEL records.
+// SCHD DEL is not classified yet (sis.Classify: UNSUPPORTED); the handler
+// is kept for when it is.
 func (e *Engine) snapshotDelete(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	deleted := 0
 	for _, f := range msg.Root.Child("SCHD").ChildrenNamed("FLTR") {
@@ -163,4 +362,15 @@ func (e *Engine) snapshotDelete(ctx context.Context, w *writer, msg *sis.Message
 		return outcome{}, &skipError{reason: "no active flight to delete"}
 	}
 	return outcome{note: fmt.Sprintf("%d flights deleted", deleted)}, nil
+}
+
+// commitBatch ends a step that wrote one batch and leaves the rest of the
+// package for the next step.
+func commitBatch(ctx context.Context, w *writer, p snapshotProgress, total int) (outcome, error) {
+	p.batches++
+	note, err := saveProgress(ctx, w, p, total)
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{}, &batchCommitted{progress: note}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,15 @@ type Config struct {
 	RedisTimeout time.Duration
 	// KafkaTimeout bounds one ack produce and one offset commit.
 	KafkaTimeout time.Duration
+	// SessionTimeout is the consumer-group session timeout: how long the
+	// group waits for a killed member before its partitions move to a live
+	// one. Zero keeps the client default.
+	SessionTimeout time.Duration
+	// OnApplied, when set, is called after every batch whose Redis write
+	// changed the projection (at least one record applied, not only stale
+	// ones), before its acks. It runs on the consumer loop and must not
+	// block.
+	OnApplied func()
 }
 
 // Consumer is the flight-state consumer loop.
@@ -122,6 +132,12 @@ func (c *Consumer) starting(ctx context.Context) error {
 			c.logger.Warn("flight-state partitions lost; uncommitted records will be consumed again", "partitions", lost)
 		}),
 	)
+	if c.cfg.SessionTimeout > 0 {
+		// A restarted projector waits for its killed predecessor's session to
+		// end before it gets partitions; keep that short (heartbeats every
+		// tenth of it).
+		opts = append(opts, kgo.SessionTimeout(c.cfg.SessionTimeout), kgo.HeartbeatInterval(c.cfg.SessionTimeout/10))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("creating kafka client: %w", err)
@@ -227,6 +243,9 @@ func (c *Consumer) handleBatch(ctx context.Context, cl *kgo.Client, recs []*kgo.
 			return err
 		}
 		c.recordOutcomes(ctx, decodedRecs, outcomes)
+		if c.cfg.OnApplied != nil && slices.Contains(outcomes, store.Applied) {
+			c.cfg.OnApplied()
+		}
 		if err := c.produceAcks(ctx, cl, updates); err != nil {
 			return err
 		}

@@ -4,11 +4,13 @@
 // 	protoc        v3.21.12
 // source: msgx/control/v1/admin.proto
 
-// msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives read-only inspection of
+// msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
 // the pipeline: the processing state of one mailbox message, the processing
 // backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows). Every figure comes straight from the
-// system's own PostgreSQL, which is the only authority (INV-11b).
+// (including its dead-letter rows and the abandoned backfills), and one
+// audited repair: re-queueing outbox rows the dispatcher gave up on. Every
+// figure comes straight from the system's own PostgreSQL, which is the only
+// authority (INV-11b).
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // (R-F3); the standard gRPC health and reflection services are the only
@@ -1349,6 +1351,388 @@ func (x *OutboxEntry) GetSentAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// RequeueOutboxRequest selects the outbox rows to put back to PENDING: by
+// ids, or every row of target, in either case only rows in state.
+type RequeueOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are outbox row IDs (at most 10000); exclusive with target. IDs
+	// that do not exist or are not in state are reported back as skipped.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// target selects every row of this target (flight-state, msg, schd,
+	// mailbox, coutmsgs) in state; exclusive with ids.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// state is the state a row must be in to be re-queued: DEAD (the
+	// dead-letter queue, including mailbox markers that gave up; also what
+	// UNSPECIFIED means) or ABANDONED (a backfill whose mailbox row was
+	// missing, for example after the row was restored). Other states are
+	// refused.
+	State OutboxState `protobuf:"varint,3,opt,name=state,proto3,enum=msgx.control.v1.OutboxState" json:"state,omitempty"`
+	// operator names who asks for the re-queue; required, recorded in the
+	// audit.
+	Operator string `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, recorded in the audit.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueOutboxRequest) Reset() {
+	*x = RequeueOutboxRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueOutboxRequest) ProtoMessage() {}
+
+func (x *RequeueOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueOutboxRequest.ProtoReflect.Descriptor instead.
+func (*RequeueOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RequeueOutboxRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *RequeueOutboxRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RequeueOutboxRequest) GetState() OutboxState {
+	if x != nil {
+		return x.State
+	}
+	return OutboxState_OUTBOX_STATE_UNSPECIFIED
+}
+
+func (x *RequeueOutboxRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *RequeueOutboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RequeueOutboxResponse reports what was re-queued.
+type RequeueOutboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requeued is the number of rows put back to PENDING.
+	Requeued int64 `protobuf:"varint,1,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	// requeued_ids are those rows' IDs in ascending order.
+	RequeuedIds []int64 `protobuf:"varint,2,rep,packed,name=requeued_ids,json=requeuedIds,proto3" json:"requeued_ids,omitempty"`
+	// skipped_ids are requested IDs that were not re-queued because they do
+	// not exist or are not in the requested state; empty for a target
+	// request.
+	SkippedIds []int64 `protobuf:"varint,3,rep,packed,name=skipped_ids,json=skippedIds,proto3" json:"skipped_ids,omitempty"`
+	// audit_id is the ID of the outbox_requeue_audit row of this call.
+	AuditId       int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueOutboxResponse) Reset() {
+	*x = RequeueOutboxResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueOutboxResponse) ProtoMessage() {}
+
+func (x *RequeueOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueOutboxResponse.ProtoReflect.Descriptor instead.
+func (*RequeueOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RequeueOutboxResponse) GetRequeued() int64 {
+	if x != nil {
+		return x.Requeued
+	}
+	return 0
+}
+
+func (x *RequeueOutboxResponse) GetRequeuedIds() []int64 {
+	if x != nil {
+		return x.RequeuedIds
+	}
+	return nil
+}
+
+func (x *RequeueOutboxResponse) GetSkippedIds() []int64 {
+	if x != nil {
+		return x.SkippedIds
+	}
+	return nil
+}
+
+func (x *RequeueOutboxResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+// ListAbandonedBackfillsRequest pages the abandoned backfills.
+type ListAbandonedBackfillsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the maximum number of entries returned: 0 means 100, larger
+	// values than 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// after_id returns only entries with a larger outbox ID; pass the
+	// previous response's next_after_id to read the following page.
+	AfterId       int64 `protobuf:"varint,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAbandonedBackfillsRequest) Reset() {
+	*x = ListAbandonedBackfillsRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAbandonedBackfillsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAbandonedBackfillsRequest) ProtoMessage() {}
+
+func (x *ListAbandonedBackfillsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAbandonedBackfillsRequest.ProtoReflect.Descriptor instead.
+func (*ListAbandonedBackfillsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListAbandonedBackfillsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAbandonedBackfillsRequest) GetAfterId() int64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+// ListAbandonedBackfillsResponse is one page of abandoned backfills.
+type ListAbandonedBackfillsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries are in ascending outbox ID order.
+	Entries []*AbandonedBackfill `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next_after_id is the after_id of the next page; 0 when this page is
+	// the last.
+	NextAfterId   int64 `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAbandonedBackfillsResponse) Reset() {
+	*x = ListAbandonedBackfillsResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAbandonedBackfillsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAbandonedBackfillsResponse) ProtoMessage() {}
+
+func (x *ListAbandonedBackfillsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAbandonedBackfillsResponse.ProtoReflect.Descriptor instead.
+func (*ListAbandonedBackfillsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListAbandonedBackfillsResponse) GetEntries() []*AbandonedBackfill {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAbandonedBackfillsResponse) GetNextAfterId() int64 {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return 0
+}
+
+// AbandonedBackfill is a mailbox marker the dispatcher abandoned: the
+// message was processed, but its mailbox row was gone, so it was never
+// marked (and never treated as marked).
+type AbandonedBackfill struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the outbox row's ID (use it with RequeueOutbox).
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// msg_id is the mailbox ID (CMINMSGS_ID) whose row was missing.
+	MsgId int64 `protobuf:"varint,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// created_at is when the backfill intent was written (the message
+	// reached its terminal state).
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// abandoned_at is when the dispatcher found the row missing.
+	AbandonedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=abandoned_at,json=abandonedAt,proto3" json:"abandoned_at,omitempty"`
+	// outcome is the recorded outcome, "row-missing".
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// attempts is how many marker attempts were made.
+	Attempts int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// last_error is the error of the last failed attempt before it was
+	// abandoned; empty when none failed.
+	LastError     string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbandonedBackfill) Reset() {
+	*x = AbandonedBackfill{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbandonedBackfill) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbandonedBackfill) ProtoMessage() {}
+
+func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbandonedBackfill.ProtoReflect.Descriptor instead.
+func (*AbandonedBackfill) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AbandonedBackfill) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AbandonedBackfill) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *AbandonedBackfill) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *AbandonedBackfill) GetAbandonedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AbandonedAt
+	}
+	return nil
+}
+
+func (x *AbandonedBackfill) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AbandonedBackfill) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *AbandonedBackfill) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 var File_msgx_control_v1_admin_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_admin_proto_rawDesc = "" +
@@ -1445,7 +1829,35 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x123\n" +
-	"\asent_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt*\xcd\x01\n" +
+	"\asent_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xa8\x01\n" +
+	"\x14RequeueOutboxRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x122\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1c.msgx.control.v1.OutboxStateR\x05state\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x92\x01\n" +
+	"\x15RequeueOutboxResponse\x12\x1a\n" +
+	"\brequeued\x18\x01 \x01(\x03R\brequeued\x12!\n" +
+	"\frequeued_ids\x18\x02 \x03(\x03R\vrequeuedIds\x12\x1f\n" +
+	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
+	"skippedIds\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"P\n" +
+	"\x1dListAbandonedBackfillsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x19\n" +
+	"\bafter_id\x18\x02 \x01(\x03R\aafterId\"\x82\x01\n" +
+	"\x1eListAbandonedBackfillsResponse\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".msgx.control.v1.AbandonedBackfillR\aentries\x12\"\n" +
+	"\rnext_after_id\x18\x02 \x01(\x03R\vnextAfterId\"\x89\x02\n" +
+	"\x11AbandonedBackfill\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
+	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
+	"\fabandoned_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vabandonedAt\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError*\xcd\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x19\n" +
@@ -1472,7 +1884,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x14OUTBOX_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
-	"\x16OUTBOX_STATE_ABANDONED\x10\x042\xe7\x02\n" +
+	"\x16OUTBOX_STATE_ABANDONED\x10\x042\xc2\x04\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -1480,7 +1892,9 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"GetBacklog\x12\".msgx.control.v1.GetBacklogRequest\x1a#.msgx.control.v1.GetBacklogResponse\x12R\n" +
 	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\x12U\n" +
 	"\n" +
-	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponse\x12^\n" +
+	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12y\n" +
+	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_admin_proto_rawDescOnce sync.Once
@@ -1495,64 +1909,77 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
-	(MessageState)(0),             // 0: msgx.control.v1.MessageState
-	(ErrorClass)(0),               // 1: msgx.control.v1.ErrorClass
-	(FlightState)(0),              // 2: msgx.control.v1.FlightState
-	(OutboxState)(0),              // 3: msgx.control.v1.OutboxState
-	(*GetMessageRequest)(nil),     // 4: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),    // 5: msgx.control.v1.GetMessageResponse
-	(*Message)(nil),               // 6: msgx.control.v1.Message
-	(*GetBacklogRequest)(nil),     // 7: msgx.control.v1.GetBacklogRequest
-	(*GetBacklogResponse)(nil),    // 8: msgx.control.v1.GetBacklogResponse
-	(*StateCounts)(nil),           // 9: msgx.control.v1.StateCounts
-	(*GetFlightRequest)(nil),      // 10: msgx.control.v1.GetFlightRequest
-	(*GetFlightResponse)(nil),     // 11: msgx.control.v1.GetFlightResponse
-	(*Flight)(nil),                // 12: msgx.control.v1.Flight
-	(*ListOutboxRequest)(nil),     // 13: msgx.control.v1.ListOutboxRequest
-	(*ListOutboxResponse)(nil),    // 14: msgx.control.v1.ListOutboxResponse
-	(*OutboxEntry)(nil),           // 15: msgx.control.v1.OutboxEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
+	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
+	(FlightState)(0),                       // 2: msgx.control.v1.FlightState
+	(OutboxState)(0),                       // 3: msgx.control.v1.OutboxState
+	(*GetMessageRequest)(nil),              // 4: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),             // 5: msgx.control.v1.GetMessageResponse
+	(*Message)(nil),                        // 6: msgx.control.v1.Message
+	(*GetBacklogRequest)(nil),              // 7: msgx.control.v1.GetBacklogRequest
+	(*GetBacklogResponse)(nil),             // 8: msgx.control.v1.GetBacklogResponse
+	(*StateCounts)(nil),                    // 9: msgx.control.v1.StateCounts
+	(*GetFlightRequest)(nil),               // 10: msgx.control.v1.GetFlightRequest
+	(*GetFlightResponse)(nil),              // 11: msgx.control.v1.GetFlightResponse
+	(*Flight)(nil),                         // 12: msgx.control.v1.Flight
+	(*ListOutboxRequest)(nil),              // 13: msgx.control.v1.ListOutboxRequest
+	(*ListOutboxResponse)(nil),             // 14: msgx.control.v1.ListOutboxResponse
+	(*OutboxEntry)(nil),                    // 15: msgx.control.v1.OutboxEntry
+	(*RequeueOutboxRequest)(nil),           // 16: msgx.control.v1.RequeueOutboxRequest
+	(*RequeueOutboxResponse)(nil),          // 17: msgx.control.v1.RequeueOutboxResponse
+	(*ListAbandonedBackfillsRequest)(nil),  // 18: msgx.control.v1.ListAbandonedBackfillsRequest
+	(*ListAbandonedBackfillsResponse)(nil), // 19: msgx.control.v1.ListAbandonedBackfillsResponse
+	(*AbandonedBackfill)(nil),              // 20: msgx.control.v1.AbandonedBackfill
+	(*timestamppb.Timestamp)(nil),          // 21: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	16, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	16, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	16, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	16, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	16, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	16, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	16, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	16, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	21, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	21, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	21, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	21, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	21, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	21, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	21, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	16, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	21, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	16, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	16, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	21, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	16, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	16, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	16, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
-	4,  // 24: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	7,  // 25: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
-	10, // 26: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	13, // 27: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
-	5,  // 28: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 29: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 30: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 31: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	28, // [28:32] is the sub-list for method output_type
-	24, // [24:28] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	21, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	21, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	21, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
+	20, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
+	21, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	21, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	4,  // 28: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	7,  // 29: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
+	10, // 30: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	13, // 31: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
+	16, // 32: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
+	18, // 33: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	5,  // 34: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 35: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 36: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 37: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 38: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	19, // 39: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_admin_proto_init() }
@@ -1566,7 +1993,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,11 +4,13 @@
 // - protoc             v3.21.12
 // source: msgx/control/v1/admin.proto
 
-// msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives read-only inspection of
+// msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
 // the pipeline: the processing state of one mailbox message, the processing
 // backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows). Every figure comes straight from the
-// system's own PostgreSQL, which is the only authority (INV-11b).
+// (including its dead-letter rows and the abandoned backfills), and one
+// audited repair: re-queueing outbox rows the dispatcher gave up on. Every
+// figure comes straight from the system's own PostgreSQL, which is the only
+// authority (INV-11b).
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // (R-F3); the standard gRPC health and reflection services are the only
@@ -29,10 +31,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetMessage_FullMethodName = "/msgx.control.v1.AdminService/GetMessage"
-	AdminService_GetBacklog_FullMethodName = "/msgx.control.v1.AdminService/GetBacklog"
-	AdminService_GetFlight_FullMethodName  = "/msgx.control.v1.AdminService/GetFlight"
-	AdminService_ListOutbox_FullMethodName = "/msgx.control.v1.AdminService/ListOutbox"
+	AdminService_GetMessage_FullMethodName             = "/msgx.control.v1.AdminService/GetMessage"
+	AdminService_GetBacklog_FullMethodName             = "/msgx.control.v1.AdminService/GetBacklog"
+	AdminService_GetFlight_FullMethodName              = "/msgx.control.v1.AdminService/GetFlight"
+	AdminService_ListOutbox_FullMethodName             = "/msgx.control.v1.AdminService/ListOutbox"
+	AdminService_RequeueOutbox_FullMethodName          = "/msgx.control.v1.AdminService/RequeueOutbox"
+	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -40,7 +44,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox (R-F1 "Admin").
+// flights and the outbox, and re-queues the dead-letter queue (R-F1
+// "Admin").
 type AdminServiceClient interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -58,6 +63,21 @@ type AdminServiceClient interface {
 	// by, the dispatcher) in ascending ID order, without their payloads. With
 	// state OUTBOX_STATE_DEAD it is the dead-letter queue (R-D2).
 	ListOutbox(ctx context.Context, in *ListOutboxRequest, opts ...grpc.CallOption) (*ListOutboxResponse, error)
+	// RequeueOutbox puts outbox rows that the dispatcher gave up on back to
+	// PENDING, with attempts reset and next_attempt_at now, so the
+	// dispatcher delivers them again at once (R-D2: re-queue the dead-letter
+	// queue; R-D4: an operator resumes a backfill that gave up). Rows are
+	// chosen by IDs or by target, and must be in the requested state (DEAD
+	// by default; DEAD includes mailbox markers that gave up). Every call is
+	// recorded with its operator and reason in outbox_requeue_audit, in the
+	// same transaction. INVALID_ARGUMENT when operator or reason is missing,
+	// when both or neither of ids and target are given, or for a state other
+	// than DEAD or ABANDONED.
+	RequeueOutbox(ctx context.Context, in *RequeueOutboxRequest, opts ...grpc.CallOption) (*RequeueOutboxResponse, error)
+	// ListAbandonedBackfills lists the abandoned backfills: mailbox markers
+	// given up for good because their mailbox row no longer exists (R-D4),
+	// in ascending ID order.
+	ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -108,12 +128,33 @@ func (c *adminServiceClient) ListOutbox(ctx context.Context, in *ListOutboxReque
 	return out, nil
 }
 
+func (c *adminServiceClient) RequeueOutbox(ctx context.Context, in *RequeueOutboxRequest, opts ...grpc.CallOption) (*RequeueOutboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequeueOutboxResponse)
+	err := c.cc.Invoke(ctx, AdminService_RequeueOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAbandonedBackfillsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListAbandonedBackfills_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox (R-F1 "Admin").
+// flights and the outbox, and re-queues the dead-letter queue (R-F1
+// "Admin").
 type AdminServiceServer interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -131,6 +172,21 @@ type AdminServiceServer interface {
 	// by, the dispatcher) in ascending ID order, without their payloads. With
 	// state OUTBOX_STATE_DEAD it is the dead-letter queue (R-D2).
 	ListOutbox(context.Context, *ListOutboxRequest) (*ListOutboxResponse, error)
+	// RequeueOutbox puts outbox rows that the dispatcher gave up on back to
+	// PENDING, with attempts reset and next_attempt_at now, so the
+	// dispatcher delivers them again at once (R-D2: re-queue the dead-letter
+	// queue; R-D4: an operator resumes a backfill that gave up). Rows are
+	// chosen by IDs or by target, and must be in the requested state (DEAD
+	// by default; DEAD includes mailbox markers that gave up). Every call is
+	// recorded with its operator and reason in outbox_requeue_audit, in the
+	// same transaction. INVALID_ARGUMENT when operator or reason is missing,
+	// when both or neither of ids and target are given, or for a state other
+	// than DEAD or ABANDONED.
+	RequeueOutbox(context.Context, *RequeueOutboxRequest) (*RequeueOutboxResponse, error)
+	// ListAbandonedBackfills lists the abandoned backfills: mailbox markers
+	// given up for good because their mailbox row no longer exists (R-D4),
+	// in ascending ID order.
+	ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -152,6 +208,12 @@ func (UnimplementedAdminServiceServer) GetFlight(context.Context, *GetFlightRequ
 }
 func (UnimplementedAdminServiceServer) ListOutbox(context.Context, *ListOutboxRequest) (*ListOutboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOutbox not implemented")
+}
+func (UnimplementedAdminServiceServer) RequeueOutbox(context.Context, *RequeueOutboxRequest) (*RequeueOutboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequeueOutbox not implemented")
+}
+func (UnimplementedAdminServiceServer) ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAbandonedBackfills not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -246,6 +308,42 @@ func _AdminService_ListOutbox_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RequeueOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequeueOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RequeueOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RequeueOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RequeueOutbox(ctx, req.(*RequeueOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListAbandonedBackfills_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAbandonedBackfillsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListAbandonedBackfills(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListAbandonedBackfills_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListAbandonedBackfills(ctx, req.(*ListAbandonedBackfillsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -268,6 +366,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOutbox",
 			Handler:    _AdminService_ListOutbox_Handler,
+		},
+		{
+			MethodName: "RequeueOutbox",
+			Handler:    _AdminService_RequeueOutbox_Handler,
+		},
+		{
+			MethodName: "ListAbandonedBackfills",
+			Handler:    _AdminService_ListAbandonedBackfills_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,70 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// FencedSQLState is the SQLSTATE that msgx_fence raises when a token is not
+// current ("MX001", class MX is msgexchange's own).
+const FencedSQLState = "MX001"
+
+// Fence checks, inside tx, that token is the current fencing token of the
+// live lease name, by calling the database function msgx_fence. Call it as
+// the LAST statement before committing tx: the check share-locks the lease
+// row until the transaction ends, so no takeover can commit between the
+// check and the commit. It returns an error wrapping ErrFenced when the
+// token is stale, the lease expired or no such lease exists; tx is then
+// aborted and must be rolled back. Other errors are the database's.
+//
+// Run fenced transactions at READ COMMITTED (the default): at REPEATABLE
+// READ the lease row's own renewals make the lock fail with a serialization
+// error.
+func Fence(ctx context.Context, tx pgx.Tx, name string, token int64) error {
+	if _, err := tx.Exec(ctx, `SELECT msgx_fence($1, $2)`, name, token); err != nil {
+		return fenceError(name, token, err)
+	}
+	return nil
+}
+
+// fenceError wraps a msgx_fence failure with ErrFenced.
+func fenceError(name string, token int64, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == FencedSQLState {
+		return fmt.Errorf("checking lease %s token %d: %w: %w", name, token, ErrFenced, err)
+	}
+	return fmt.Errorf("checking lease %s token %d: %w", name, token, err)
+}
+
+// Beginner starts transactions: *pgxpool.Pool, *pgx.Conn and pgx.Tx (a
+// savepoint) all are.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// InFencedTx runs fn in a transaction of db, then calls Fence and commits.
+// fn's error rolls the transaction back and is returned as is. A fencing
+// refusal returns an error wrapping ErrFenced; a commit that fails (for
+// example because PostgreSQL ended a session left idle in the transaction)
+// returns that error: in both cases nothing of fn's work is committed.
+func InFencedTx(ctx context.Context, db Beginner, name string, token int64, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning fenced transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := Fence(ctx, tx, name, token); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing fenced transaction: %w", err)
+	}
+	return nil
+}

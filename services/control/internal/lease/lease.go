@@ -1,0 +1,409 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	leaseapi "msgexchange/libs/lease"
+	"msgexchange/libs/pgxutil"
+	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+)
+
+// Limits of the arguments.
+const (
+	// MinTTL and MaxTTL bound a requested time to live.
+	MinTTL = 50 * time.Millisecond
+	MaxTTL = time.Hour
+	// DefaultLockTimeout is how long a call waits for the lease row's lock
+	// before it fails with ABORTED: longer than a fenced transaction's
+	// commit, much shorter than a standby's retry interval.
+	DefaultLockTimeout = time.Second
+	maxNameLen         = 200
+	maxAuditLen        = 500
+)
+
+// SQLSTATEs that mean "try again": the lock timeout ran out (55P03) or a
+// deadlock was broken (40P01).
+const (
+	sqlLockNotAvailable = "55P03"
+	sqlDeadlock         = "40P01"
+)
+
+// Server implements controlv1.LeaseServiceServer over PostgreSQL.
+type Server struct {
+	controlv1.UnimplementedLeaseServiceServer
+
+	db           *pgxpool.Pool
+	logger       *slog.Logger
+	queryTimeout time.Duration
+	lockTimeout  time.Duration
+}
+
+// NewServer returns a Server keeping leases in db. queryTimeout bounds each
+// call's database work; lockTimeout bounds its wait for the lease row's
+// lock (DefaultLockTimeout in production).
+func NewServer(db *pgxpool.Pool, logger *slog.Logger, queryTimeout, lockTimeout time.Duration) *Server {
+	return &Server{db: db, logger: logger, queryTimeout: queryTimeout, lockTimeout: lockTimeout}
+}
+
+// Acquire starts a new term of a free lease or renews the caller's own.
+func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest) (*controlv1.AcquireLeaseResponse, error) {
+	errs := append(identErrors(req.GetName(), req.GetHolder()), ttlErrors(req.GetTtl().AsDuration(), req.GetTtl() == nil)...)
+	if len(errs) > 0 {
+		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
+	}
+	name, holder := req.GetName(), req.GetHolder()
+	var (
+		got     *row
+		newTerm bool
+		prev    *row
+		current *row // set when another holder's term is live
+	)
+	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+		var err error
+		got, newTerm, prev, current = nil, false, nil, nil
+		if prev, err = lockRow(qctx, tx, name); err != nil {
+			return err
+		}
+		var r row
+		err = tx.QueryRow(qctx, acquireSQL, name, holder, req.GetTtl().AsDuration().Microseconds()).Scan(
+			&r.name, &r.holder, &r.token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.releasedAt, &r.now, &newTerm)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The row is locked by this transaction: prev is current, unless
+			// it was inserted concurrently after the lock was tried.
+			if current = prev; current != nil {
+				return nil
+			}
+			current, err = lockRow(qctx, tx, name)
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("acquiring lease %s: %w", name, err)
+		}
+		got = &r
+		if !newTerm {
+			return nil
+		}
+		if prev != nil && prev.releasedAt == nil {
+			reason := fmt.Sprintf("term ran out at %s without release; next term token %d by %s",
+				prev.expiresAt.UTC().Format(time.RFC3339Nano), r.token, holder)
+			if _, err := audit(qctx, tx, name, actionExpire, prev.holder, prev.token, "", reason); err != nil {
+				return err
+			}
+		}
+		_, err = audit(qctx, tx, name, actionAcquire, holder, r.token, "", "")
+		return err
+	})
+	if err != nil {
+		return nil, s.queryError("acquiring lease", err, "lease", name, "holder", holder)
+	}
+	if got == nil {
+		desc := "held by another holder"
+		if current != nil {
+			desc = current.describe()
+		}
+		return nil, leaseStatus(leaseapi.ReasonHeld, current, "lease %s is held: %s", name, desc)
+	}
+	if newTerm {
+		attrs := []any{"lease", name, "holder", holder, "token", got.token, "expires_at", got.expiresAt}
+		if prev != nil {
+			attrs = append(attrs, "previous_holder", prev.holder, "previous_token", prev.token, "previous_released", prev.releasedAt != nil)
+		}
+		s.logger.Info("lease acquired", attrs...)
+	}
+	return &controlv1.AcquireLeaseResponse{
+		Token:      got.token,
+		ExpiresAt:  timestamppb.New(got.expiresAt),
+		AcquiredAt: timestamppb.New(got.acquiredAt),
+		Renewed:    !newTerm,
+	}, nil
+}
+
+// Renew extends the caller's live term.
+func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*controlv1.RenewLeaseResponse, error) {
+	errs := append(identErrors(req.GetName(), req.GetHolder()), ttlErrors(req.GetTtl().AsDuration(), req.GetTtl() == nil)...)
+	if req.GetToken() <= 0 {
+		errs = append(errs, fmt.Errorf("token %d: must be the positive token returned by Acquire", req.GetToken()))
+	}
+	if len(errs) > 0 {
+		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
+	}
+	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	var (
+		expires time.Time
+		lost    bool
+		current *row
+	)
+	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+		var err error
+		lost = false
+		if current, err = lockRow(qctx, tx, name); err != nil {
+			return err
+		}
+		err = tx.QueryRow(qctx, renewSQL, name, holder, token, req.GetTtl().AsDuration().Microseconds()).Scan(&expires)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil {
+				return fmt.Errorf("renewing lease %s: %w", name, err)
+			}
+			return nil
+		}
+		lost = true
+		reason := "no such lease"
+		if current != nil {
+			reason = "term ended; now " + current.describe()
+		}
+		_, err = audit(qctx, tx, name, actionRenewLost, holder, token, "", reason)
+		return err
+	})
+	if err != nil {
+		return nil, s.queryError("renewing lease", err, "lease", name, "holder", holder, "token", token)
+	}
+	if lost {
+		desc := "no such lease"
+		if current != nil {
+			desc = current.describe()
+		}
+		s.logger.Warn("lease renewal refused: term ended", "lease", name, "holder", holder, "token", token, "current", desc)
+		return nil, leaseStatus(leaseapi.ReasonLost, current, "lease %s token %d of %s has ended: %s", name, token, holder, desc)
+	}
+	return &controlv1.RenewLeaseResponse{ExpiresAt: timestamppb.New(expires)}, nil
+}
+
+// Release ends the caller's live term now.
+func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest) (*controlv1.ReleaseLeaseResponse, error) {
+	errs := identErrors(req.GetName(), req.GetHolder())
+	if req.GetToken() <= 0 {
+		errs = append(errs, fmt.Errorf("token %d: must be the positive token returned by Acquire", req.GetToken()))
+	}
+	if len(errs) > 0 {
+		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
+	}
+	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	var released bool
+	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+		released = false
+		if _, err := lockRow(qctx, tx, name); err != nil {
+			return err
+		}
+		var n string
+		err := tx.QueryRow(qctx, releaseSQL, name, holder, token).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("releasing lease %s: %w", name, err)
+		}
+		released = true
+		_, err = audit(qctx, tx, name, actionRelease, holder, token, "", "")
+		return err
+	})
+	if err != nil {
+		return nil, s.queryError("releasing lease", err, "lease", name, "holder", holder, "token", token)
+	}
+	if released {
+		s.logger.Info("lease released", "lease", name, "holder", holder, "token", token)
+	}
+	return &controlv1.ReleaseLeaseResponse{Released: released}, nil
+}
+
+// List returns every lease by name.
+func (s *Server) List(ctx context.Context, _ *controlv1.ListLeasesRequest) (*controlv1.ListLeasesResponse, error) {
+	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
+	defer cancel()
+	var now time.Time
+	if err := s.db.QueryRow(qctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return nil, s.queryError("listing leases", err)
+	}
+	rows, err := s.db.Query(qctx, `SELECT name, holder, token, acquired_at, renewed_at, expires_at, released_at, $1::timestamptz FROM lease ORDER BY name`, now)
+	if err != nil {
+		return nil, s.queryError("listing leases", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*controlv1.Lease, error) {
+		l, err := scanRow(r)
+		if err != nil {
+			return nil, err
+		}
+		return l.toProto(), nil
+	})
+	if err != nil {
+		return nil, s.queryError("listing leases", err)
+	}
+	return &controlv1.ListLeasesResponse{Leases: list, Now: timestamppb.New(now)}, nil
+}
+
+// ForceRelease ends the live term of a lease, whoever holds it, with audit.
+func (s *Server) ForceRelease(ctx context.Context, req *controlv1.ForceReleaseLeaseRequest) (*controlv1.ForceReleaseLeaseResponse, error) {
+	var errs []error
+	if err := nameError(req.GetName()); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, auditErrors(req.GetOperator(), req.GetReason())...)
+	if len(errs) > 0 {
+		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
+	}
+	name := req.GetName()
+	var (
+		resp    *controlv1.ForceReleaseLeaseResponse
+		missing bool
+	)
+	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+		resp, missing = nil, false
+		before, err := lockRow(qctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if before == nil {
+			missing = true
+			return nil
+		}
+		var n string
+		err = tx.QueryRow(qctx, forceReleaseSQL, name).Scan(&n)
+		wasHeld := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("force-releasing lease %s: %w", name, err)
+		}
+		after, err := lockRow(qctx, tx, name)
+		if err != nil {
+			return err
+		}
+		e, err := audit(qctx, tx, name, actionForceRelease, before.holder, before.token, req.GetOperator(), req.GetReason())
+		if err != nil {
+			return err
+		}
+		resp = &controlv1.ForceReleaseLeaseResponse{Lease: after.toProto(), Audit: e, WasHeld: wasHeld}
+		return nil
+	})
+	if err != nil {
+		return nil, s.queryError("force-releasing lease", err, "lease", name)
+	}
+	if missing {
+		return nil, status.Errorf(codes.NotFound, "lease %s not found: no instance ever acquired it (see msgxctl lease list)", name)
+	}
+	s.logger.Warn("lease force-released", "lease", name, "holder", resp.GetAudit().GetHolder(), "token", resp.GetAudit().GetToken(),
+		"was_held", resp.GetWasHeld(), "operator", req.GetOperator(), "reason", req.GetReason())
+	return resp, nil
+}
+
+// inTx runs fn in one transaction bounded by the query timeout, with the
+// lock timeout set.
+func (s *Server) inTx(ctx context.Context, fn func(qctx context.Context, tx pgx.Tx) error) error {
+	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
+	defer cancel()
+	return pgxutil.InTx(qctx, s.db, func(tx pgx.Tx) error {
+		if err := setLockTimeout(qctx, tx, s.lockTimeout); err != nil {
+			return err
+		}
+		return fn(qctx, tx)
+	})
+}
+
+// leaseStatus is a FAILED_PRECONDITION with an ErrorInfo detail naming the
+// current term (when there is one).
+func leaseStatus(reason string, current *row, format string, args ...any) error {
+	st := status.Newf(codes.FailedPrecondition, format, args...)
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: leaseapi.ErrorDomain, Metadata: map[string]string{}}
+	if current != nil {
+		info.Metadata["holder"] = current.holder
+		info.Metadata["token"] = strconv.FormatInt(current.token, 10)
+		info.Metadata["expires_at"] = current.expiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	if withInfo, err := st.WithDetails(info); err == nil {
+		st = withInfo
+	}
+	return st.Err()
+}
+
+// queryError turns a database failure into a gRPC status: a lock wait that
+// ran out or a broken deadlock is ABORTED (retry), a timeout stays a
+// timeout, other SQL errors and contract mismatches are internal (logged),
+// anything else means PostgreSQL cannot be reached (UNAVAILABLE, retry).
+func (s *Server) queryError(op string, err error, attrs ...any) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && (pgErr.Code == sqlLockNotAvailable || pgErr.Code == sqlDeadlock):
+		s.logger.Info(op+" waited too long for the lease row; the caller retries", append(attrs, "err", err)...)
+		return status.Errorf(codes.Aborted, "%s: the lease row is locked by a fenced transaction in progress; retry: %v", op, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+	case errors.Is(err, context.Canceled):
+		return status.Errorf(codes.Canceled, "%s: %v", op, err)
+	case errors.As(err, &pgErr), errors.Is(err, errContractMismatch):
+		s.logger.Error(op+" failed", append(attrs, "err", err)...)
+		return status.Errorf(codes.Internal, "%s: %v", op, err)
+	default:
+		s.logger.Warn(op+" failed", append(attrs, "err", err)...)
+		return status.Errorf(codes.Unavailable, "%s: postgres unreachable: %v", op, err)
+	}
+}
+
+// identErrors checks a lease name and a holder.
+func identErrors(name, holder string) []error {
+	var errs []error
+	if err := nameError(name); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case holder == "":
+		errs = append(errs, errors.New("holder is required: a unique ID of the calling instance (host, process, random part)"))
+	case len(holder) > maxNameLen || !utf8.ValidString(holder) || strings.IndexFunc(holder, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0:
+		errs = append(errs, fmt.Errorf("holder %q: want at most %d printable characters without spaces", holder, maxNameLen))
+	}
+	return errs
+}
+
+// nameError checks a lease name: letters, digits and . _ / - only, as in
+// "processor" or "dispatcher/msg".
+func nameError(name string) error {
+	switch {
+	case name == "":
+		return errors.New("name is required, e.g. processor, ingest-scanner or dispatcher/msg")
+	case len(name) > maxNameLen || strings.IndexFunc(name, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._/-", r)))
+	}) >= 0:
+		return fmt.Errorf("name %q: want at most %d ASCII letters, digits and . _ / -, e.g. dispatcher/msg", name, maxNameLen)
+	}
+	return nil
+}
+
+// ttlErrors checks a requested time to live.
+func ttlErrors(ttl time.Duration, missing bool) []error {
+	switch {
+	case missing:
+		return []error{fmt.Errorf("ttl is required, between %v and %v", MinTTL, MaxTTL)}
+	case ttl < MinTTL || ttl > MaxTTL:
+		return []error{fmt.Errorf("ttl %v: want between %v and %v", ttl, MinTTL, MaxTTL)}
+	}
+	return nil
+}
+
+// auditErrors checks the operator and the reason of a force-release: both
+// required.
+func auditErrors(operator, reason string) []error {
+	var errs []error
+	for _, f := range []struct{ name, v string }{{"operator", operator}, {"reason", reason}} {
+		switch {
+		case strings.TrimSpace(f.v) == "":
+			errs = append(errs, fmt.Errorf("%s is required: who force-releases a lease and why is recorded in the lease audit", f.name))
+		case !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0):
+			errs = append(errs, fmt.Errorf("%s must be UTF-8 text", f.name))
+		case utf8.RuneCountInString(f.v) > maxAuditLen:
+			errs = append(errs, fmt.Errorf("%s is longer than %d characters", f.name, maxAuditLen))
+		}
+	}
+	return errs
+}

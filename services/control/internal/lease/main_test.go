@@ -1,0 +1,171 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	leaseapi "msgexchange/libs/lease"
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/lease"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// env is a migrated database and a real LeaseService on 127.0.0.1:0.
+type env struct {
+	dbURL string
+	pool  *pgxpool.Pool
+	addr  string
+	api   controlv1.LeaseServiceClient
+}
+
+// newEnv starts the service with the given lock timeout (0: the default).
+func newEnv(t *testing.T, lockTimeout time.Duration) *env {
+	t.Helper()
+	if lockTimeout == 0 {
+		lockTimeout = lease.DefaultLockTimeout
+	}
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	srv := grpc.NewServer()
+	controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, testLogger(t), 10*time.Second, lockTimeout))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-served
+	})
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &env{dbURL: dbURL, pool: pool, addr: ln.Addr().String(), api: controlv1.NewLeaseServiceClient(conn)}
+}
+
+// client returns a lease client with its own connection, closed when the
+// test ends.
+func (e *env) client(t *testing.T) *leaseapi.GRPCClient {
+	t.Helper()
+	c, err := leaseapi.Dial(e.addr, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// auditRow is one lease_audit row without id and time.
+type auditRow struct {
+	Action, Holder   string
+	Token            int64
+	Operator, Reason string
+}
+
+// audits returns the audit of name in ID order.
+func (e *env) audits(t *testing.T, name string) []auditRow {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT action, holder, token, COALESCE(operator, ''), COALESCE(reason, '') FROM lease_audit WHERE name=$1 ORDER BY id`, name)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []auditRow
+	for rows.Next() {
+		var r auditRow
+		require.NoError(t, rows.Scan(&r.Action, &r.Holder, &r.Token, &r.Operator, &r.Reason))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// actions lists the audit's action/holder/token without reasons.
+func actions(rows []auditRow) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Action+" "+r.Holder+" "+itoa(r.Token))
+	}
+	return out
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// callCtx bounds one call.
+func callCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ttl(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+func requireCode(t *testing.T, want codes.Code, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, want.String(), status.Code(err).String(), err.Error())
+}
+
+// acquireEventually polls Acquire until it succeeds.
+func acquireEventually(t *testing.T, c leaseapi.Client, name, holder string, d time.Duration) leaseapi.Grant {
+	t.Helper()
+	var g leaseapi.Grant
+	require.Eventually(t, func() bool {
+		var err error
+		g, err = c.Acquire(callCtx(t), name, holder, d)
+		return err == nil
+	}, 15*time.Second, 10*time.Millisecond, "lease %s never acquired by %s", name, holder)
+	return g
+}
+
+// testLogger writes to the test's log while the test runs.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &tWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+var errKilled = errors.New("process killed")

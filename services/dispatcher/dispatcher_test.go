@@ -1,0 +1,255 @@
+package dispatcher_test
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/testutil/kafkatest"
+	"msgexchange/libs/testutil/mysqltest"
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+	"msgexchange/services/dispatcher"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func defaults() dispatcher.Config {
+	var c dispatcher.Config
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags("dispatcher.", fs)
+	return c
+}
+
+// TestConfig_R_D1_SchdDefaultsAndValidation: schd.flush-period 3s and
+// schd.flush-limit 500 by default; non-positive values refuse to start.
+func TestConfig_R_D1_SchdDefaultsAndValidation(t *testing.T) {
+	t.Parallel()
+	c := defaults()
+	require.Equal(t, 3*time.Second, c.Schd.FlushPeriod)
+	require.Equal(t, 500, c.Schd.FlushLimit)
+	require.NoError(t, c.Validate())
+
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var f dispatcher.Config
+	f.RegisterFlags("dispatcher.", fs)
+	require.NoError(t, fs.Parse([]string{"-dispatcher.schd.flush-period=250ms", "-dispatcher.schd.flush-limit=20"}))
+	require.Equal(t, 250*time.Millisecond, f.Schd.FlushPeriod)
+	require.Equal(t, 20, f.Schd.FlushLimit)
+
+	tests := []struct {
+		name   string
+		adjust func(*dispatcher.Config)
+		want   string
+	}{
+		{"ZeroFlushPeriod", func(c *dispatcher.Config) { c.Schd.FlushPeriod = 0 }, "schd.flush-period"},
+		{"ZeroFlushLimit", func(c *dispatcher.Config) { c.Schd.FlushLimit = 0 }, "schd.flush-limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := defaults()
+			tc.adjust(&c)
+			require.ErrorContains(t, c.Validate(), tc.want)
+		})
+	}
+}
+
+// testBundle is a running dispatcher (every loop, real clock) on fresh
+// databases and its own broker.
+type testBundle struct {
+	pool    *pgxpool.Pool
+	mailbox *sql.DB
+	kcfg    kafka.Config
+	cluster *kafkatest.Cluster
+	svc     *dispatcher.Service
+}
+
+func setup(t *testing.T, adjust func(*dispatcher.Config)) *testBundle {
+	t.Helper()
+	log := testLogger(t)
+	b := &testBundle{}
+	pgURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, migrations.Up(ctx, pgURL))
+	var err error
+	b.pool, err = pgxpool.New(ctx, pgURL)
+	require.NoError(t, err)
+	t.Cleanup(b.pool.Close)
+	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: mysqltest.NewDatabase(t)}, time.UTC)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.mailbox.Close() })
+	require.NoError(t, migrations.ApplyMailboxFixture(ctx, b.mailbox))
+	b.kcfg = kafkatest.DefaultConfig()
+	b.cluster = kafkatest.NewCluster(t, &b.kcfg)
+
+	cfg := defaults()
+	cfg.Schd.FlushPeriod = 50 * time.Millisecond
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	b.svc, err = dispatcher.New(cfg, dispatcher.Deps{
+		Logger: log, Clock: clock.Real{}, Postgres: b.pool, Mailbox: b.mailbox, Kafka: b.kcfg,
+	})
+	require.NoError(t, err)
+	m := lifecycle.NewManager(log, b.svc.Services()...)
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	t.Cleanup(func() {
+		rcancel()
+		require.NoError(t, <-done)
+	})
+	require.Eventually(t, func() bool { return m.Ready() == nil }, 10*time.Second, 5*time.Millisecond, "dispatcher did not start")
+	require.NoError(t, b.svc.Ready(ctx))
+	return b
+}
+
+func (b *testBundle) addRow(t *testing.T, target, key string, payload []byte, msgID any) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `INSERT INTO outbox (target, pkey, payload, headers, msg_id) VALUES ($1, $2, $3, '{"msgx-version":"1"}', $4) RETURNING id`,
+		target, key, payload, msgID).Scan(&id))
+	return id
+}
+
+func (b *testBundle) row(t *testing.T, id int64) (state string, attempts int) {
+	t.Helper()
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, attempts FROM outbox WHERE id=$1`, id).Scan(&state, &attempts))
+	return state, attempts
+}
+
+func (b *testBundle) waitRow(t *testing.T, id int64, what string, cond func(state string, attempts int) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool { return cond(b.row(t, id)) }, 20*time.Second, 10*time.Millisecond, what)
+}
+
+// TestDispatcher_R_D2_FailingTargetsDoNotStopOthers: while every produce to
+// schd and to msgx.flight-state fails, msg rows keep flowing; when the
+// broker accepts them again, the failed targets catch up on their own
+// (R-D2 per-target isolation, R-D1, R-D3).
+func TestDispatcher_R_D2_FailingTargetsDoNotStopOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var handles []*kfake.FaultHandle
+	for _, topic := range []string{b.kcfg.Topics.Schd, b.kcfg.Topics.FlightState} {
+		handles = append(handles, b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord, Count: -1}))
+	}
+	schd := b.addRow(t, "schd", "15", []byte(`{"flid":15,"version":1}`), nil)
+	fs := b.addRow(t, "flight-state", "15", []byte(`{"flid":15,"version":1}`), nil)
+	b.waitRow(t, schd, "schd row failed once", func(s string, a int) bool { return s == "PENDING" && a >= 1 })
+	b.waitRow(t, fs, "flight-state row failed once", func(s string, a int) bool { return s == "PENDING" && a >= 1 })
+
+	msg := b.addRow(t, "msg", "15", []byte(`{"event_id":"flight-15-v1"}`), nil)
+	b.waitRow(t, msg, "msg row sent while the others fail", func(s string, _ int) bool { return s == "SENT" })
+	recs := consume(t, b.kcfg, b.kcfg.Topics.Msg, 1)
+	require.Equal(t, "15", string(recs[0].Key))
+	st, _ := b.row(t, schd)
+	require.Equal(t, "PENDING", st)
+
+	for _, h := range handles {
+		h.Remove()
+	}
+	b.waitRow(t, schd, "schd row sent after recovery", func(s string, _ int) bool { return s == "SENT" })
+	b.waitRow(t, fs, "flight-state row sent after recovery", func(s string, _ int) bool { return s == "SENT" })
+	require.Equal(t, "15", string(consume(t, b.kcfg, b.kcfg.Topics.Schd, 1)[0].Key))
+}
+
+// TestDispatcher_R_D4_ShadowModeNeverWritesMarkers: in shadow mode the
+// dispatcher relays Kafka targets but has no marker loop at all, so a
+// mailbox row is never marked (R-D4).
+func TestDispatcher_R_D4_ShadowModeNeverWritesMarkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *dispatcher.Config) { c.Shadow = true })
+	var names []string
+	for _, s := range b.svc.Services() {
+		names = append(names, s.Name())
+	}
+	require.NotContains(t, names, "dispatcher-mailbox")
+	require.Contains(t, names, "dispatcher-schd")
+
+	res, err := b.mailbox.Exec(`INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES ('<MSG/>', 'VALID')`)
+	require.NoError(t, err)
+	msgID, err := res.LastInsertId()
+	require.NoError(t, err)
+	intent := b.addRow(t, "mailbox", "1", nil, msgID)
+	msg := b.addRow(t, "msg", "15", []byte(`{}`), msgID)
+	schd := b.addRow(t, "schd", "15", []byte(`{}`), msgID)
+	// The notification that woke the Kafka loops was seen by every loop.
+	b.waitRow(t, msg, "msg row sent", func(s string, _ int) bool { return s == "SENT" })
+	b.waitRow(t, schd, "schd row sent", func(s string, _ int) bool { return s == "SENT" })
+
+	st, attempts := b.row(t, intent)
+	require.Equal(t, "PENDING", st)
+	require.Zero(t, attempts)
+	var processed sql.NullTime
+	var status string
+	require.NoError(t, b.mailbox.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS FROM CMINMSGS WHERE CMINMSGS_ID=?`, msgID).Scan(&processed, &status))
+	require.False(t, processed.Valid)
+	require.Equal(t, "VALID", status)
+}
+
+func consume(t *testing.T, kcfg kafka.Config, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.BrokerList()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "got %d of %d records from %s", len(out), n, topic)
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// testLogger writes to the test's log until the test has ended.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &tWriter{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type tWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *tWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}

@@ -1,0 +1,244 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/sisrequest"
+)
+
+// TargetCoutmsgs is the outbox target of outbound requests: pkey is the
+// req_track ID, payload the request XML (R-D5).
+const TargetCoutmsgs = "coutmsgs"
+
+// Outcomes of coutmsgs rows, recorded in outbox.outcome. A fresh insert is
+// OutcomeWritten.
+const (
+	// OutcomeReused: a COUTMSGS row with the same ROUTINGID and the same
+	// XML already existed (an earlier attempt inserted it and crashed before
+	// recording it, C-24); its ID was recorded instead of inserting again.
+	OutcomeReused = "reused-existing"
+	// OutcomeRequestClosed: the request was closed (superseded by a newer
+	// request of its scope) before it was sent; it is not sent.
+	OutcomeRequestClosed = "request-closed"
+	// OutcomeRequestMissing: the request no longer exists (purged).
+	OutcomeRequestMissing = "request-missing"
+)
+
+// clockSkewMargin widens the duplicate lookup of C-24 back from the
+// request's registration: the registration time comes from the control
+// plane's clock, COUTMSGS_DATE_INSERTED from the dispatcher's.
+const clockSkewMargin = time.Hour
+
+func (r *Relay) coutmsgsService() *lifecycle.Service {
+	return lifecycle.NewService("dispatcher-"+TargetCoutmsgs, nil, func(ctx context.Context) error {
+		return r.loop(ctx, TargetCoutmsgs, r.DrainCoutmsgs)
+	}, nil)
+}
+
+// coutmsgsRow is a pending coutmsgs outbox row.
+type coutmsgsRow struct {
+	id       int64
+	pkey     string
+	xml      []byte
+	attempts int
+}
+
+// DrainCoutmsgs inserts one batch of registered requests into COUTMSGS.
+// Only after an insert is confirmed (or an identical earlier insert is
+// found) are the outbox row marked SENT and the request SENT with its
+// COUTMSGS_ID, in one PostgreSQL transaction. Failures back off like the
+// other targets and become DEAD after max-attempts, expiring the request as
+// undeliverable. Rows are taken in due-time order, so failing rows rotate
+// behind fresh ones.
+func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
+	now := r.opt.Clock.Now()
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := r.opt.Pool.Query(qctx, `
+		SELECT id, pkey, payload, attempts FROM outbox
+		WHERE target=$1 AND state='PENDING' AND next_attempt_at <= $2
+		ORDER BY next_attempt_at, id LIMIT $3`, TargetCoutmsgs, now, r.opt.Batch)
+	if err != nil {
+		return false, fmt.Errorf("reading outbound requests: %w", err)
+	}
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (coutmsgsRow, error) {
+		var c coutmsgsRow
+		return c, row.Scan(&c.id, &c.pkey, &c.xml, &c.attempts)
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading outbound requests: %w", err)
+	}
+	var lastErr error
+	for _, c := range batch {
+		if err := r.sendRequest(ctx, c); err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			lastErr = err
+			if ferr := r.coutmsgsFailed(ctx, c, err); ferr != nil {
+				return false, ferr
+			}
+		}
+	}
+	if lastErr != nil {
+		return false, fmt.Errorf("writing outbound requests: %w", lastErr)
+	}
+	return len(batch) == r.opt.Batch, nil
+}
+
+// sendRequest delivers one row; an error is a retryable failure.
+func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
+	reqID, err := strconv.ParseInt(c.pkey, 10, 64)
+	if err != nil {
+		return fmt.Errorf("outbox row %d: pkey %q is not a request ID", c.id, c.pkey)
+	}
+	var typ, state string
+	var registered time.Time
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = r.opt.Pool.QueryRow(qctx, `SELECT type, state, registered_at FROM req_track WHERE id=$1`, reqID).Scan(&typ, &state, &registered)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r.coutmsgsSettled(ctx, c.id, "ABANDONED", OutcomeRequestMissing, reqID)
+	}
+	if err != nil {
+		return fmt.Errorf("reading request %d: %w", reqID, err)
+	}
+	if state != "REGISTERED" {
+		// Superseded before it was sent: a newer request of the scope is
+		// on its way, sending this one would only confuse the answer.
+		return r.coutmsgsSettled(ctx, c.id, "ABANDONED", OutcomeRequestClosed, reqID)
+	}
+	routing, err := sisrequest.RoutingID(typ)
+	if err != nil {
+		return fmt.Errorf("request %d: %w", reqID, err)
+	}
+	outboundID, reused, err := r.insertCoutmsgs(ctx, routing, c.xml, registered.Add(-clockSkewMargin))
+	if err != nil {
+		return fmt.Errorf("inserting request %d into COUTMSGS: %w", reqID, err)
+	}
+	outcome := OutcomeWritten
+	if reused {
+		outcome = OutcomeReused
+		r.log.Warn("request already in COUTMSGS from an earlier attempt; reusing its row", "request_id", reqID, "coutmsgs_id", outboundID)
+	}
+	done := r.opt.Clock.Now()
+	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer tcancel()
+	err = r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`, c.id, outcome, done); err != nil {
+			return fmt.Errorf("recording outbox row %d sent: %w", c.id, err)
+		}
+		// A request superseded while its insert ran stays EXPIRED; its row
+		// is in COUTMSGS all the same (delivery ends at the mailbox, C-24).
+		if _, err := tx.Exec(tctx, `UPDATE req_track SET state='SENT', sent_at=$2, outbound_id=$3 WHERE id=$1 AND state='REGISTERED'`,
+			reqID, done, outboundID); err != nil {
+			return fmt.Errorf("recording request %d sent: %w", reqID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.sent.Add(ctx, 1, targetAttr(TargetCoutmsgs))
+	r.log.Info("request inserted into COUTMSGS", "request_id", reqID, "type", typ, "coutmsgs_id", outboundID, "outcome", outcome)
+	return nil
+}
+
+// insertCoutmsgs inserts xml into COUTMSGS under routing and returns the
+// new COUTMSGS_ID. If a row with the same ROUTINGID and exactly the same
+// XML, inserted at or after since, already exists, its ID is returned with
+// reused set and nothing is inserted: the XML carries the request's SEQN
+// and DTTM, so an identical row can only be an earlier attempt of the same
+// request whose success was never recorded (C-24).
+func (r *Relay) insertCoutmsgs(ctx context.Context, routing string, xml []byte, since time.Time) (id int64, reused bool, err error) {
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := r.opt.Mailbox.QueryContext(mctx, `
+		SELECT COUTMSGS_ID, COUTMSGS_CLOB_MSG FROM COUTMSGS
+		WHERE ROUTINGID=? AND COUTMSGS_DATE_INSERTED >= ? AND COUTMSGS_CLOB_MSG=?
+		ORDER BY COUTMSGS_ID`, routing, since, string(xml))
+	if err != nil {
+		return 0, false, fmt.Errorf("looking for an earlier insert: %w", err)
+	}
+	for rows.Next() {
+		var clob sql.NullString
+		if err := rows.Scan(&id, &clob); err != nil {
+			_ = rows.Close()
+			return 0, false, fmt.Errorf("looking for an earlier insert: %w", err)
+		}
+		// The column's collation may compare loosely; only identical bytes
+		// are the same request.
+		if clob.Valid && bytes.Equal([]byte(clob.String), xml) {
+			_ = rows.Close()
+			return id, true, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("looking for an earlier insert: %w", err)
+	}
+	_ = rows.Close()
+	now := r.opt.Clock.Now().Truncate(time.Second) // DATETIME; written in the airport zone by the connection
+	res, err := r.opt.Mailbox.ExecContext(mctx, `
+		INSERT INTO COUTMSGS (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT, ROUTINGID,
+			COUTMSGS_TRUEFALS_GROUP, COUTMSGS_FINAL_GROUP_IND, COUTMSGS_ACK_REQD, COUTMSGS_ACK_RESEND_TIMES,
+			COUTMSGS_ENCRYPT, COUTMSGS_ERROR, COUTMSGS_NO_MESSAGES, COUTMSGS_GROUP_ORDER, COUTMSGS_GROUP_ID,
+			COUTMSGS_ACK_DATE_RECV)
+		VALUES (?, ?, NULL, ?, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL)`, string(xml), now, routing)
+	if err != nil {
+		return 0, false, fmt.Errorf("inserting: %w", err)
+	}
+	id, err = res.LastInsertId()
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the new COUTMSGS_ID: %w", err)
+	}
+	return id, false, nil
+}
+
+// coutmsgsSettled ends a row without sending it.
+func (r *Relay) coutmsgsSettled(ctx context.Context, id int64, state, outcome string, reqID int64) error {
+	if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET state=$2, outcome=$3, sent_at=$4, attempts=attempts+1 WHERE id=$1`,
+		id, state, outcome, r.opt.Clock.Now()); err != nil {
+		return fmt.Errorf("recording outbox row %d %s: %w", id, outcome, err)
+	}
+	r.log.Info("outbound request not sent", "request_id", reqID, "outcome", outcome)
+	return nil
+}
+
+// coutmsgsFailed backs a failed row off, or after max-attempts makes it
+// DEAD (kept as the dead-letter queue) and expires its request as
+// undeliverable, so that the scope is free for a new request.
+func (r *Relay) coutmsgsFailed(ctx context.Context, c coutmsgsRow, cause error) error {
+	attempts := c.attempts + 1
+	now := r.opt.Clock.Now()
+	r.failed.Add(ctx, 1, targetAttr(TargetCoutmsgs))
+	if attempts >= r.opt.MaxAttempts {
+		r.log.Error("outbound request undeliverable; dead-lettered", "outbox_id", c.id, "request_id", c.pkey, "attempts", attempts, "err", cause, "alert", "request-dead")
+		r.dead.Add(ctx, 1, targetAttr(TargetCoutmsgs))
+		return r.db(TargetCoutmsgs).InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET state='DEAD', attempts=$2, last_error=$3 WHERE id=$1`, c.id, attempts, cause.Error()); err != nil {
+				return fmt.Errorf("recording dead outbound request: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `
+				UPDATE req_track SET state='EXPIRED', closed_at=$2, closed_reason=$3
+				WHERE id::text=$1 AND state='REGISTERED'`, c.pkey, now, "undeliverable: "+cause.Error()); err != nil {
+				return fmt.Errorf("expiring undeliverable request: %w", err)
+			}
+			return nil
+		})
+	}
+	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
+	r.log.Warn("inserting outbound request failed; will retry", "outbox_id", c.id, "request_id", c.pkey, "attempt", attempts, "next_attempt_at", next, "err", cause)
+	if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1`, c.id, attempts, cause.Error(), next); err != nil {
+		return fmt.Errorf("recording outbound request failure: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// insertMailbox adds a CMINMSGS row, marked at processed when it is not
+// zero, and returns its ID.
+func (b *testBundle) insertMailbox(t *testing.T, processed time.Time, status string) int64 {
+	t.Helper()
+	var p any
+	if !processed.IsZero() {
+		p = processed
+	}
+	res, err := b.mailbox.Exec(`INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+		VALUES ('<MSG/>', ?, ?, ?)`, testNow.Add(-time.Hour), p, status)
+	require.NoError(t, err)
+	id, err := res.LastInsertId()
+	require.NoError(t, err)
+	return id
+}
+
+// addIntent inserts a terminal proc_state row and its backfill intent (an
+// outbox row of target mailbox) as the processor does, and returns the
+// outbox row's ID.
+func (b *testBundle) addIntent(t *testing.T, msgID int64) int64 {
+	t.Helper()
+	b.exec(t, `INSERT INTO proc_state (msg_id, state, raw, kafka_offset, finished_at) VALUES ($1, 'SUCCEEDED', '<MSG/>', $1, $2)`, msgID, b.clock.Now())
+	var id int64
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at) VALUES ('mailbox', $1, $2, $3, $3) RETURNING id`,
+		strconv.FormatInt(msgID, 10), msgID, b.clock.Now()).Scan(&id))
+	return id
+}
+
+// marker reads a mailbox row's marker.
+func (b *testBundle) marker(t *testing.T, msgID int64) (sql.NullTime, string) {
+	t.Helper()
+	var processed sql.NullTime
+	var status sql.NullString
+	require.NoError(t, b.mailbox.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS FROM CMINMSGS WHERE CMINMSGS_ID=?`, msgID).Scan(&processed, &status))
+	return processed, status.String
+}
+
+func (b *testBundle) backfilledAt(t *testing.T, msgID int64) *time.Time {
+	t.Helper()
+	var at *time.Time
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT backfilled_at FROM proc_state WHERE msg_id=$1`, msgID).Scan(&at))
+	return at
+}
+
+// TestMailbox_R_D4_Outcomes: the marker outcomes that need no retry
+// (R-D4, INV-7, INV-8): an empty marker is written; an existing marker is a
+// success left untouched; a missing mailbox row is abandoned at once, never
+// treated as marked, and stays in the abandoned list.
+func TestMailbox_R_D4_Outcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	earlier := time.Date(2026, 2, 28, 8, 0, 0, 0, airport)
+	unmarked := b.insertMailbox(t, time.Time{}, "VALID")
+	marked := b.insertMailbox(t, earlier, "DONE-ELSEWHERE")
+	const missing = 990001
+
+	written := b.addIntent(t, unmarked)
+	already := b.addIntent(t, marked)
+	abandoned := b.addIntent(t, missing)
+	more, err := b.r.DrainMailbox(flushCtx(t))
+	require.NoError(t, err)
+	require.False(t, more)
+
+	t.Run("Written", func(t *testing.T) {
+		processed, status := b.marker(t, unmarked)
+		require.True(t, processed.Valid)
+		require.True(t, processed.Time.Equal(testNow), "marker %v is now, in the airport zone", processed.Time)
+		require.Equal(t, "PROCESSED", status)
+		r := b.row(t, written)
+		require.Equal(t, "SENT", r.State)
+		require.Equal(t, OutcomeWritten, r.Outcome)
+		require.NotNil(t, b.backfilledAt(t, unmarked))
+	})
+	t.Run("AlreadyMarkedIsUntouched", func(t *testing.T) {
+		processed, status := b.marker(t, marked)
+		require.True(t, processed.Time.Equal(earlier))
+		require.Equal(t, "DONE-ELSEWHERE", status)
+		r := b.row(t, already)
+		require.Equal(t, "SENT", r.State)
+		require.Equal(t, OutcomeAlreadyMarked, r.Outcome)
+		require.NotNil(t, b.backfilledAt(t, marked))
+	})
+	t.Run("RowMissingIsAbandonedAndListed", func(t *testing.T) {
+		r := b.row(t, abandoned)
+		require.Equal(t, "ABANDONED", r.State)
+		require.Equal(t, OutcomeRowMissing, r.Outcome)
+		require.Equal(t, testNow, r.SentAt.UTC(), "sent_at records when it was abandoned")
+		require.Nil(t, b.backfilledAt(t, missing), "never treated as marked")
+		var listed []int64
+		rows, err := b.pool.Query(context.Background(), `SELECT msg_id FROM outbox WHERE target='mailbox' AND state='ABANDONED' ORDER BY id`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			require.NoError(t, rows.Scan(&id))
+			listed = append(listed, id)
+		}
+		require.Equal(t, []int64{missing}, listed)
+	})
+	t.Run("NothingIsRetried", func(t *testing.T) {
+		b.clock.Advance(time.Hour)
+		_, err := b.r.DrainMailbox(flushCtx(t))
+		require.NoError(t, err)
+		require.Equal(t, []string{"SENT", "SENT", "ABANDONED"}, b.states(t, written, already, abandoned))
+	})
+}
+
+// TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp: a mailbox failure
+// (here the table is gone) backs off 30 s, doubling, is not retried before
+// it is due, and stops at backfill-max-attempts as DEAD "gave-up" for an
+// operator to resume (R-D4).
+func TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msgID := b.insertMailbox(t, time.Time{}, "VALID")
+	id := b.addIntent(t, msgID)
+	_, err := b.mailbox.Exec(`RENAME TABLE CMINMSGS TO CMINMSGS_AWAY`)
+	require.NoError(t, err)
+
+	steps := []struct {
+		wantAttempts int
+		wantWait     time.Duration // 0: given up
+	}{{1, 30 * time.Second}, {2, 60 * time.Second}, {3, 0}}
+	for _, st := range steps {
+		_, err := b.r.DrainMailbox(flushCtx(t))
+		require.ErrorContains(t, err, "writing markers")
+		r := b.row(t, id)
+		require.Equal(t, st.wantAttempts, r.Attempts)
+		require.Contains(t, r.LastError, "CMINMSGS")
+		if st.wantWait == 0 {
+			require.Equal(t, "DEAD", r.State)
+			require.Equal(t, OutcomeGaveUp, r.Outcome)
+			break
+		}
+		require.Equal(t, "PENDING", r.State)
+		require.Equal(t, b.clock.Now().Add(st.wantWait), r.NextAttempt.UTC())
+		// Just before it is due, nothing is tried.
+		b.clock.Advance(st.wantWait - time.Second)
+		_, err = b.r.DrainMailbox(flushCtx(t))
+		require.NoError(t, err)
+		require.Equal(t, st.wantAttempts, b.row(t, id).Attempts)
+		b.clock.Advance(time.Second)
+	}
+
+	// Given up: automatic retries stop even when the mailbox is back.
+	_, err = b.mailbox.Exec(`RENAME TABLE CMINMSGS_AWAY TO CMINMSGS`)
+	require.NoError(t, err)
+	b.clock.Advance(time.Hour)
+	_, err = b.r.DrainMailbox(flushCtx(t))
+	require.NoError(t, err)
+	processed, _ := b.marker(t, msgID)
+	require.False(t, processed.Valid)
+	require.Nil(t, b.backfilledAt(t, msgID))
+}
+
+// TestMailbox_R_D4_FailingRowsDoNotStarveOthers: rows that fail every time
+// rotate behind the others instead of filling every batch (fair rotation,
+// R-D4).
+func TestMailbox_R_D4_FailingRowsDoNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *Options) { o.Batch = 2; o.BackfillMaxAttempts = 100 })
+	stuck := []int64{b.insertMailbox(t, time.Time{}, "VALID"), b.insertMailbox(t, time.Time{}, "VALID")}
+	// The adapter rejects every update of the two stuck rows.
+	_, err := b.mailbox.Exec(`CREATE TRIGGER cminmsgs_stuck BEFORE UPDATE ON CMINMSGS FOR EACH ROW
+		IF OLD.CMINMSGS_ID IN (` + strconv.FormatInt(stuck[0], 10) + `, ` + strconv.FormatInt(stuck[1], 10) + `) THEN
+			SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'row locked by the adapter';
+		END IF`)
+	require.NoError(t, err)
+	stuckIntents := []int64{b.addIntent(t, stuck[0]), b.addIntent(t, stuck[1])}
+
+	_, err = b.r.DrainMailbox(flushCtx(t))
+	require.ErrorContains(t, err, "row locked by the adapter")
+
+	// The stuck rows are due again before a fresh row arrives, and a batch
+	// holds only two rows: the fresh row is still written within two
+	// drains, while the stuck ones keep retrying.
+	b.clock.Advance(31 * time.Second)
+	freshMsg := b.insertMailbox(t, time.Time{}, "VALID")
+	fresh := b.addIntent(t, freshMsg)
+	for i := 0; i < 2; i++ {
+		_, _ = b.r.DrainMailbox(flushCtx(t))
+	}
+	require.Equal(t, OutcomeWritten, b.row(t, fresh).Outcome)
+	processed, _ := b.marker(t, freshMsg)
+	require.True(t, processed.Valid)
+	for _, id := range stuckIntents {
+		r := b.row(t, id)
+		require.Equal(t, "PENDING", r.State)
+		require.Equal(t, 2, r.Attempts)
+	}
+}

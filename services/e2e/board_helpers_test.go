@@ -1,0 +1,297 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil"
+	"msgexchange/libs/testutil/redistest"
+)
+
+// chromiumPath is where Debian's chromium package installs the browser.
+const chromiumPath = "/usr/bin/chromium"
+
+var (
+	chromiumOnce sync.Once
+	chromiumErr  error
+)
+
+// ensureChromium makes sure Debian's chromium is installed, installing it
+// with apt-get when missing (apt-get update runs only when a first install
+// fails). Without it the test fails under CI=true and is skipped elsewhere.
+func ensureChromium(t *testing.T) string {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		if isExecutable(chromiumPath) {
+			return
+		}
+		t.Logf("%s missing; installing Debian's chromium package", chromiumPath)
+		if chromiumErr = aptGet("install", "-y", "-qq", "chromium"); chromiumErr != nil {
+			if chromiumErr = aptGet("update", "-qq"); chromiumErr == nil {
+				chromiumErr = aptGet("install", "-y", "-qq", "chromium")
+			}
+		}
+		if chromiumErr == nil && !isExecutable(chromiumPath) {
+			chromiumErr = errors.New("apt-get installed chromium but " + chromiumPath + " is not executable")
+		}
+	})
+	if chromiumErr != nil {
+		testutil.Unavailable(t, "chromium (Debian package chromium)", chromiumErr)
+	}
+	return chromiumPath
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func aptGet(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "apt-get", args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return errors.New("apt-get " + strings.Join(args, " ") + ": " + err.Error() + ": " + tail(string(out), 2000))
+	}
+	return nil
+}
+
+// browser is one headless chromium with one tab, closed when the test ends.
+type browser struct {
+	t   *testing.T
+	ctx context.Context // the tab; every action runs on a child of it
+
+	mu         sync.Mutex
+	exceptions []string
+}
+
+// newBrowser starts headless chromium with a throw-away profile and opens a
+// tab. Uncaught page exceptions are collected; console output is logged.
+func newBrowser(t *testing.T, execPath string) *browser {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(execPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1920, 1080),
+	)
+	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	b := &browser{t: t, ctx: ctx}
+	// The first Run starts the browser; it must not carry a timeout.
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[string](`navigator.userAgent`))
+	if err != nil {
+		cancelTab()
+		cancelAlloc()
+		require.NoError(t, err, "starting %s", execPath)
+	}
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for m, err := range chromedp.Console(consoleCtx) {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				b.mu.Lock()
+				b.exceptions = append(b.exceptions, m.String())
+				b.mu.Unlock()
+			}
+			t.Logf("browser console: %s", m)
+		}
+	}()
+	t.Cleanup(func() {
+		stopConsole()
+		<-consoleDone
+		cancelTab()
+		cancelAlloc()
+	})
+	return b
+}
+
+// do runs actions on the tab within timeout.
+func (b *browser) do(timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	return chromedp.Do(ctx, actions...)
+}
+
+// eval evaluates a JavaScript expression on the tab.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(b.t, err, "evaluating %s", expr)
+	return v
+}
+
+// waitUntil polls a JavaScript predicate on the tab until it is true or the
+// timeout passes (no fixed sleeps).
+func (b *browser) waitUntil(timeout time.Duration, what, predicate string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout)))
+	require.NoError(b.t, err, "waiting for %s (%s)", what, predicate)
+}
+
+// screenshot captures the viewport as PNG into the test's temp dir and,
+// when MSGX_BOARD_SCREENSHOT names a file, next to it (suffix added before
+// the extension unless suffix is empty). It returns the temp-dir path.
+func (b *browser) screenshot(dir, suffix string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(b.t, err)
+	require.True(b.t, strings.HasPrefix(string(png), "\x89PNG"), "screenshot is a PNG")
+	path := filepath.Join(dir, "board"+suffix+".png")
+	require.NoError(b.t, os.WriteFile(path, png, 0o644))
+	b.t.Logf("board screenshot: %s", path)
+	if out := os.Getenv("MSGX_BOARD_SCREENSHOT"); out != "" {
+		ext := filepath.Ext(out)
+		target := strings.TrimSuffix(out, ext) + suffix + ext
+		require.NoError(b.t, os.MkdirAll(filepath.Dir(target), 0o755))
+		require.NoError(b.t, os.WriteFile(target, png, 0o644))
+		b.t.Logf("board screenshot copied to %s", target)
+	}
+	return path
+}
+
+// pageExceptions returns the uncaught exceptions the page threw.
+func (b *browser) pageExceptions() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.exceptions...)
+}
+
+// tcpProxy forwards loopback TCP connections to a target until it is
+// closed; closing it drops every open connection and refuses new ones, an
+// outage of the target as seen by one process.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's listening address.
+func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *tcpProxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+}
+
+// Close stops accepting, drops every open connection and waits for the
+// forwarding goroutines. It is idempotent.
+func (p *tcpProxy) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	_ = p.ln.Close()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// redisURLVia returns the test Redis URL with its host replaced by addr,
+// and the address of the test Redis itself.
+func redisURLVia(t *testing.T, addr string) (viaURL, redisAddr string) {
+	t.Helper()
+	u, err := url.Parse(redistest.URL())
+	require.NoError(t, err)
+	redisAddr = u.Host
+	u.Host = addr
+	return u.String(), redisAddr
+}
+
+// newRedisProxy starts a tcpProxy in front of the test Redis and returns it
+// with the Redis URL that goes through it.
+func newRedisProxy(t *testing.T) (*tcpProxy, string) {
+	t.Helper()
+	_, redisAddr := redisURLVia(t, "")
+	proxy := newTCPProxy(t, redisAddr)
+	viaURL, _ := redisURLVia(t, proxy.Addr())
+	return proxy, viaURL
+}

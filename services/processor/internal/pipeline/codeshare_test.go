@@ -1,0 +1,124 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// mafl is the expected MAFL of a master: FLID, FLNO pairs in order.
+func mafl(pairs ...string) []any {
+	out := []any{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, map[string]any{"FLID": pairs[i], "FLNO": pairs[i+1]})
+	}
+	return out
+}
+
+// lastEvent returns the last msg event of flid written by message id.
+func (h *harness) lastEvent(flid string, id int64) Event {
+	h.t.Helper()
+	rows := h.outbox(`target='msg' AND pkey=$1 AND msg_id=$2`, flid, id)
+	require.NotEmpty(h.t, rows, "no event of flight %s by message %d", flid, id)
+	var ev Event
+	require.NoError(h.t, json.Unmarshal(rows[len(rows)-1].Payload, &ev))
+	return ev
+}
+
+// TestMAFL_R_C8_INV21_DerivedFromActiveChildren: a master's MAFL is its
+// ACTIVE children (MAID = master) as FLID+FLNO sorted by FLID, never its
+// own MAID, never a dangling reference; an inbound MAFL element is kept
+// verbatim and ignored.
+func TestMAFL_R_C8_INV21_DerivedFromActiveChildren(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD",
+		fltr(15, day23, "<MAFL><FLID>99</FLID><FLNO>ZZ99</FLNO></MAFL>"),
+		fltr(18, day23, "<MAID>15</MAID>"),
+		fltr(16, day23, "<MAID>15</MAID>"),
+		fltr(20, day23, "<MAID>20</MAID>"), // its own master: no self reference
+		fltr(21, day23, "<MAID>77</MAID>"), // dangling: master 77 does not exist
+	))
+	f := h.flight(15)
+	require.Equal(t, int64(1), f.Version, "children are written first, so the master is written once")
+	require.Equal(t, mafl("16", "YG9016", "18", "YG9018"), f.Doc["MAFL"])
+	require.Equal(t, map[string]any{"MAFL": map[string]any{"FLID": "99", "FLNO": "ZZ99"}}, f.Doc["VERBATIM"])
+	require.NotContains(t, h.flight(20).Doc, "MAFL")
+	require.Nil(t, h.flight(20).Master)
+	require.Equal(t, int64(77), *h.flight(21).Master)
+	require.Zero(t, h.count(`SELECT count(*) FROM flight WHERE doc->'MAFL' @> '[{"FLID":"21"}]'`), "a dangling child is in no MAFL")
+	for _, flid := range []int64{16, 18, 20, 21} {
+		require.NotContains(t, h.flight(flid).Doc, "MAFL", "flight %d has no children", flid)
+	}
+
+	// The master created later picks up the child that was waiting for it.
+	h.run(2, schd(2, "DNLD", fltr(15, day23), fltr(16, day23, "<MAID>15</MAID>"), fltr(18, day23, "<MAID>15</MAID>"),
+		fltr(20, day23, "<MAID>20</MAID>"), fltr(21, day23, "<MAID>77</MAID>"), fltr(77, day23)))
+	require.Equal(t, mafl("21", "YG9021"), h.flight(77).Doc["MAFL"])
+	f = h.flight(15)
+	require.Equal(t, int64(2), f.Version, "only the verbatim MAFL went away")
+	require.NotContains(t, f.Doc, "VERBATIM")
+}
+
+// TestMAFL_R_C8_INV22_ChildChangesBumpTheMasterInTheSameTransaction: a child
+// created, deleted, moved to another master or renamed bumps every master
+// whose child set changed, with the master's event written by the same
+// message.
+func TestMAFL_R_C8_INV22_ChildChangesBumpTheMasterInTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(17, day23), fltr(16, day23, "<MAID>15</MAID>")))
+	require.Equal(t, int64(1), h.flight(15).Version)
+
+	// Child created by an ad-hoc flight.
+	h.run(2, schd(2, "ADFT", fltr(19, day23, "<MAID>15</MAID>")))
+	require.Equal(t, StateApplied, h.state(2))
+	require.Equal(t, map[int64]int64{15: 2, 19: 1}, h.pending(2), "master and child in one transaction")
+	require.Equal(t, mafl("16", "YG9016", "19", "YG9019"), h.flight(15).Doc["MAFL"])
+	ev := h.lastEvent("15", 2)
+	require.Equal(t, []string{"MAFL"}, ev.Changed)
+	require.Equal(t, "ADFT", ev.Source.Subtype)
+
+	// Child moved to another master: both masters change.
+	h.run(3, schd(3, "ADFT", fltr(19, day23, "<MAID>17</MAID>")))
+	require.Equal(t, map[int64]int64{15: 3, 17: 2, 19: 2}, h.pending(3))
+	require.Equal(t, mafl("16", "YG9016"), h.flight(15).Doc["MAFL"])
+	require.Equal(t, mafl("19", "YG9019"), h.flight(17).Doc["MAFL"])
+
+	// Child renamed (FLNO): its master's MAFL follows.
+	h.run(4, schd(4, "ADFT", "<FLTR><FLID>19</FLID><ALCD>MU</ALCD><FLNO>MU1919</FLNO><MVIN>A</MVIN><SODT>"+day23+
+		"</SODT><FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT></FLTR>"))
+	require.Equal(t, map[int64]int64{17: 3, 19: 3}, h.pending(4))
+	require.Equal(t, mafl("19", "MU1919"), h.flight(17).Doc["MAFL"])
+
+	// A child change that leaves the child set alone does not touch the master.
+	h.run(5, flopMsg(5, "STND", flopRec(19, "<STND>S1</STND>")))
+	require.Equal(t, map[int64]int64{19: 4}, h.pending(5))
+
+	// Child deleted: the master loses it.
+	h.run(6, flopMsg(6, "FDEL", flopRec(16, "<FDEL/>")))
+	require.Equal(t, map[int64]int64{15: 4, 16: 2}, h.pending(6))
+	require.NotContains(t, h.flight(15).Doc, "MAFL")
+	require.Equal(t, []string{"MAFL"}, h.lastEvent("15", 6).Changed)
+
+	// The same ADFT again changes nothing anywhere.
+	before := h.snapshotTables()
+	h.run(7, schd(7, "ADFT", "<FLTR><FLID>19</FLID><ALCD>MU</ALCD><FLNO>MU1919</FLNO><MVIN>A</MVIN><SODT>"+day23+
+		"</SODT><FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT></FLTR>"))
+	require.Equal(t, StateSucceeded, h.state(7))
+	require.Equal(t, before, h.snapshotTables())
+}
+
+// TestMAFL_R_C8_SnapshotDeletionOfAChildBumpsAKeptMaster: a child absent
+// from the snapshot is deleted and its master, which the snapshot carries,
+// loses it in the same message.
+func TestMAFL_R_C8_SnapshotDeletionOfAChildBumpsAKeptMaster(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23, "<MAID>15</MAID>"), fltr(17, day23, "<MAID>15</MAID>")))
+	h.run(2, schd(2, "DNLD", fltr(15, day23), fltr(17, day23, "<MAID>15</MAID>")))
+	require.Equal(t, map[int64]int64{15: 2, 16: 2}, h.pending(2))
+	require.Equal(t, mafl("17", "YG9017"), h.flight(15).Doc["MAFL"])
+	require.Equal(t, "DELETED", h.flight(16).State)
+}

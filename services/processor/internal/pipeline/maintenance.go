@@ -1,0 +1,392 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/lifecycle"
+)
+
+// Defaults of the maintenance options, used where Options leave them zero.
+const (
+	// DefaultRecordRetention keeps finished records 30 days (R-B10); it is
+	// also how long a business identity is remembered for duplicate
+	// detection (R-B4).
+	DefaultRecordRetention = 30 * 24 * time.Hour
+	// DefaultHistoryRetention keeps a flight live for 3 days after its
+	// operation day (R-C11).
+	DefaultHistoryRetention = 3 * 24 * time.Hour
+	// DefaultHistoryRunAt is 03:30 airport time.
+	DefaultHistoryRunAt = 3*time.Hour + 30*time.Minute
+
+	defaultCleanupBatch    = 1000
+	defaultMaintenancePoll = time.Minute
+	// sweepPage is how many candidate FLIDs the history sweep reads at once.
+	sweepPage = 500
+	// historySweepReason is the reason of the deletion event of a flight the
+	// sweep purged while it was still ACTIVE.
+	historySweepReason = "history-sweep"
+)
+
+// CleanupResult is what one record cleanup did (R-B10).
+type CleanupResult struct {
+	// Cutoff is the finish time before which records were due.
+	Cutoff time.Time
+	// Records is the number of proc_state rows deleted.
+	Records int64
+	// Outbox is the number of delivered outbox rows deleted: those of the
+	// deleted records and the deletions of swept flights.
+	Outbox int64
+}
+
+// HistoryResult is what one history sweep did (R-C11).
+type HistoryResult struct {
+	// Cutoff is the first operation day that stays live: flights of earlier
+	// days were due.
+	Cutoff time.Time
+	// Archived is the number of flights copied to flight_history and
+	// removed from flight.
+	Archived int
+	// Tombstones is how many of those were still ACTIVE and got their one
+	// deletion (tombstone and FLIGHT_DELETED event).
+	Tombstones int
+	// Skipped is the number of due flights locked by a processing
+	// transaction; the next run takes them (INV-18).
+	Skipped int
+	// Failed is the number of due flights whose archiving failed; they stay
+	// live and the next run tries again (INV-28).
+	Failed int
+}
+
+// MaintenanceResult is one daily maintenance run.
+type MaintenanceResult struct {
+	Cleanup CleanupResult
+	History HistoryResult
+}
+
+func (e *Engine) recordRetention() time.Duration {
+	if e.opt.RecordRetention > 0 {
+		return e.opt.RecordRetention
+	}
+	return DefaultRecordRetention
+}
+
+// historyDays is the history retention in whole days.
+func (e *Engine) historyDays() int {
+	d := e.opt.HistoryRetention
+	if d <= 0 {
+		d = DefaultHistoryRetention
+	}
+	return int(d / (24 * time.Hour))
+}
+
+func (e *Engine) cleanupBatch() int {
+	if e.opt.CleanupBatch > 0 {
+		return e.opt.CleanupBatch
+	}
+	return defaultCleanupBatch
+}
+
+func (e *Engine) airportZone() *time.Location {
+	if e.opt.Zone != nil {
+		return e.opt.Zone
+	}
+	return time.UTC
+}
+
+// NextMaintenance returns the first run-at time (HistoryRunAt in the
+// airport zone) strictly after now.
+func (e *Engine) NextMaintenance(now time.Time) time.Time {
+	zone := e.airportZone()
+	local := now.In(zone)
+	h := int(e.opt.HistoryRunAt / time.Hour)
+	m := int(e.opt.HistoryRunAt % time.Hour / time.Minute)
+	y, mo, d := local.Date()
+	next := time.Date(y, mo, d, h, m, 0, 0, zone)
+	if !next.After(now) {
+		next = time.Date(y, mo, d+1, h, m, 0, 0, zone)
+	}
+	return next
+}
+
+// maintenanceService runs the record cleanup and the history sweep once a
+// day at run-at. The next run time comes from the injected clock, which
+// the loop reads every MaintenancePoll; a run-at that passes while no
+// processor runs is not made up, the next day's run covers its work (both
+// jobs select by age).
+func (e *Engine) maintenanceService() *lifecycle.Service {
+	return lifecycle.NewService("processor-maintenance", nil, func(ctx context.Context) error {
+		poll := e.opt.MaintenancePoll
+		if poll <= 0 {
+			poll = defaultMaintenancePoll
+		}
+		next := e.NextMaintenance(e.clock.Now())
+		e.log.Info("maintenance scheduled", "next_run", next)
+		for {
+			now := e.clock.Now()
+			if !now.Before(next) {
+				if _, err := e.RunMaintenance(ctx, next); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					e.log.Error("maintenance run failed; next run tomorrow", "err", err, "alert", "maintenance-failed")
+				}
+				next = e.NextMaintenance(e.clock.Now())
+				e.log.Info("maintenance scheduled", "next_run", next)
+				continue
+			}
+			wait := min(next.Sub(now), poll)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}, nil)
+}
+
+// RunMaintenance runs the record cleanup, then the history sweep, and
+// records the run in maintenance_run with what each did. scheduledFor is
+// the run-at occurrence the run serves.
+func (e *Engine) RunMaintenance(ctx context.Context, scheduledFor time.Time) (MaintenanceResult, error) {
+	var res MaintenanceResult
+	var runID int64
+	if err := e.pool.QueryRow(ctx, `INSERT INTO maintenance_run (scheduled_for, started_at) VALUES ($1, $2) RETURNING id`,
+		scheduledFor, e.clock.Now()).Scan(&runID); err != nil {
+		return res, fmt.Errorf("recording maintenance run: %w", err)
+	}
+	var errs []error
+	var err error
+	if res.Cleanup, err = e.RunCleanup(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if res.History, err = e.RunHistorySweep(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	runErr := errors.Join(errs...)
+	var errText *string
+	if runErr != nil {
+		s := truncate(runErr.Error())
+		errText = &s
+	}
+	// Recorded with a fresh context: a run cut short by a shutdown still
+	// leaves its counts.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	h := res.History
+	if _, err := e.exec(rctx, `
+		UPDATE maintenance_run SET finished_at=$2, records_deleted=$3, outbox_deleted=$4, flights_archived=$5,
+			flights_skipped=$6, flights_failed=$7, tombstones=$8, error=$9
+		WHERE id=$1`, runID, e.clock.Now(), res.Cleanup.Records, res.Cleanup.Outbox,
+		h.Archived, h.Skipped, h.Failed, h.Tombstones, errText); err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("recording maintenance result: %w", err))
+	}
+	return res, runErr
+}
+
+// RunCleanup deletes, in batches, the proc_state rows that are terminal,
+// backfilled and finished before now − record-retention, with their
+// delivered outbox rows (R-B10, INV-25, G-PROC-CLEANUP). A record is kept
+// while any of its outbox rows is not SENT: an undelivered, dead-lettered
+// or ABANDONED row (the abandoned backfill list) still needs it. PENDING,
+// FAILED and APPLIED records are never deleted. Deleting a record also
+// forgets its identity key, so the duplicate memory equals the retention.
+// Delivered deletions of swept flights (no message) older than the same
+// cutoff go too.
+func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
+	now := e.clock.Now()
+	res := CleanupResult{Cutoff: now.Add(-e.recordRetention())}
+	batch := e.cleanupBatch()
+	for {
+		var records, outbox int64
+		err := e.pool.QueryRow(ctx, `
+			WITH victims AS (
+				SELECT p.msg_id FROM proc_state p
+				WHERE p.backfilled_at IS NOT NULL AND p.finished_at < $1
+				  AND p.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id AND o.state <> 'SENT')
+				ORDER BY p.finished_at, p.msg_id
+				LIMIT $2
+				FOR UPDATE OF p SKIP LOCKED
+			), out AS (
+				DELETE FROM outbox o USING victims v WHERE o.msg_id = v.msg_id AND o.state = 'SENT' RETURNING o.id
+			), del AS (
+				DELETE FROM proc_state p USING victims v WHERE p.msg_id = v.msg_id RETURNING p.msg_id
+			)
+			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, res.Cutoff, batch).Scan(&records, &outbox)
+		if err != nil {
+			return res, fmt.Errorf("deleting finished records: %w", err)
+		}
+		res.Records += records
+		res.Outbox += outbox
+		if records < int64(batch) {
+			break
+		}
+	}
+	for {
+		tag, err := e.exec(ctx, `
+			DELETE FROM outbox WHERE id IN (
+				SELECT id FROM outbox
+				WHERE msg_id IS NULL AND state = 'SENT' AND sent_at < $1 AND target IN ($3, $4, $5)
+				LIMIT $2)`, res.Cutoff, batch, TargetFlightState, TargetMsg, TargetSchd)
+		if err != nil {
+			return res, fmt.Errorf("deleting delivered sweep deletions: %w", err)
+		}
+		res.Outbox += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			break
+		}
+	}
+	e.log.Info("record cleanup done", "records", res.Records, "outbox_rows", res.Outbox, "finished_before", res.Cutoff)
+	return res, nil
+}
+
+// RunHistorySweep moves flights whose operation day is more than
+// history-retention days before today (airport time) to flight_history
+// (R-C11, INV-28, US-14). Each flight has its own transaction: lock the
+// row with SKIP LOCKED (a flight a processing transaction holds is skipped
+// until the next run, INV-18) re-checking the age, insert its history row,
+// write the one deletion of a still-ACTIVE flight, and only then delete the
+// live row. A failing flight is counted and logged and the others go on.
+func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
+	now := e.clock.Now()
+	local := now.In(e.airportZone()).Add(-time.Duration(e.opt.CutoffHour) * time.Hour)
+	y, m, d := local.Date()
+	res := HistoryResult{Cutoff: time.Date(y, m, d-e.historyDays(), 0, 0, 0, 0, time.UTC)}
+	var after int64
+	for {
+		rows, err := e.pool.Query(ctx, `SELECT flid FROM flight WHERE operation_day < $1 AND flid > $2 ORDER BY flid LIMIT $3`,
+			res.Cutoff, after, sweepPage)
+		if err != nil {
+			return res, fmt.Errorf("listing flights due for history: %w", err)
+		}
+		flids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return res, fmt.Errorf("listing flights due for history: %w", err)
+		}
+		for _, flid := range flids {
+			if err := ctx.Err(); err != nil {
+				return res, fmt.Errorf("sweeping history: %w", err)
+			}
+			out, err := e.sweepFlight(ctx, flid, res.Cutoff, e.clock.Now())
+			switch {
+			case err != nil:
+				res.Failed++
+				e.log.Error("archiving flight failed; kept live until the next run", "flid", flid, "err", err, "alert", "history-sweep-failed")
+			case out == sweptArchived:
+				res.Archived++
+			case out == sweptTombstoned:
+				res.Archived++
+				res.Tombstones++
+			case out == sweptLocked:
+				res.Skipped++
+				e.log.Info("flight locked by processing; archived next run", "flid", flid)
+			}
+		}
+		if len(flids) < sweepPage {
+			break
+		}
+		after = flids[len(flids)-1]
+	}
+	e.log.Info("history sweep done", "archived", res.Archived, "tombstones", res.Tombstones,
+		"skipped", res.Skipped, "failed", res.Failed, "operation_day_before", res.Cutoff.Format(time.DateOnly))
+	return res, nil
+}
+
+// sweepOutcome is what happened to one flight in the sweep.
+type sweepOutcome int
+
+const (
+	sweptGone       sweepOutcome = iota // deleted or no longer due meanwhile
+	sweptArchived                       // archived and removed (already DELETED)
+	sweptTombstoned                     // archived, removed, deletion emitted
+	sweptLocked                         // held by a processing transaction
+)
+
+// sweepFlight archives and removes one flight in one transaction.
+func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.Time) (sweepOutcome, error) {
+	out := sweptGone
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			state   string
+			version int64
+			opDay   time.Time
+		)
+		err := tx.QueryRow(ctx, `
+			SELECT state, state_version, operation_day FROM flight
+			WHERE flid=$1 AND operation_day < $2 FOR UPDATE SKIP LOCKED`, flid, cutoff).Scan(&state, &version, &opDay)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Either a processing transaction holds the row (a plain read
+			// does not wait for row locks) or it is gone or no longer due.
+			var due bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flight WHERE flid=$1 AND operation_day < $2)`, flid, cutoff).Scan(&due); err != nil {
+				return fmt.Errorf("checking flight %d: %w", flid, err)
+			}
+			if due {
+				out = sweptLocked
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("locking flight %d: %w", flid, err)
+		}
+		// History first (INV-28); a version already archived is not written
+		// again.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO flight_history (flid, state_version, operation_day, state, master_flid, last_msg_id, doc, created_at, updated_at, archived_at)
+			SELECT flid, state_version, operation_day, state, master_flid, last_msg_id, doc, created_at, updated_at, $2
+			FROM flight WHERE flid=$1
+			ON CONFLICT (flid, state_version) DO NOTHING`, flid, now); err != nil {
+			return fmt.Errorf("archiving flight %d: %w", flid, err)
+		}
+		if state == "ACTIVE" {
+			// Purged without FDEL: its consumers get exactly one deletion.
+			if err := queueDeletion(ctx, tx, flid, version+1, opDay.Format(time.DateOnly), historySweepReason, now); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM flight WHERE flid=$1`, flid); err != nil {
+			return fmt.Errorf("removing flight %d: %w", flid, err)
+		}
+		out = sweptArchived
+		if state == "ACTIVE" {
+			out = sweptTombstoned
+		}
+		return nil
+	})
+	if err != nil {
+		return sweptGone, err
+	}
+	return out, nil
+}
+
+// queueDeletion writes the outbox rows of a flight deletion that no message
+// caused: the msgx.flight-state tombstone, the FLIGHT_DELETED event with
+// its reason, and the schd tombstone, in the formats of writer.emit, with
+// no msg_id. version is the deletion's version (the last one plus one).
+func queueDeletion(ctx context.Context, q querier, flid, version int64, opDay, reason string, now time.Time) error {
+	key := strconv.FormatInt(flid, 10)
+	headers := mustJSON(map[string]string{"msgx-version": strconv.FormatInt(version, 10)})
+	ev := mustJSON(Event{
+		SchemaVersion: 1, EventID: eventID(flid, version), EventType: EventDeleted, FLID: flid, StateVersion: version,
+		OperationDay: opDay, Changed: []string{}, OccurredAt: now.UTC(), Reason: reason,
+	})
+	_, err := q.Exec(ctx, `
+		INSERT INTO outbox (target, pkey, payload, headers, next_attempt_at, created_at) VALUES
+			($1, $4, NULL, $5, $7, $7),
+			($2, $4, $6, $8, $7, $7),
+			($3, $4, NULL, $5, $7, $7)`,
+		TargetFlightState, TargetMsg, TargetSchd, key, headers, ev, now,
+		mustJSON(map[string]string{"msgx-event-id": eventID(flid, version)}))
+	if err != nil {
+		return fmt.Errorf("writing deletion of flight %d: %w", flid, err)
+	}
+	return nil
+}

@@ -1,0 +1,370 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/lifecycle"
+)
+
+const day = 24 * time.Hour
+
+// maintenanceOptions are the documented maintenance defaults.
+func maintenanceOptions(o *Options) {
+	o.RecordRetention = DefaultRecordRetention
+	o.HistoryRetention = DefaultHistoryRetention
+	o.HistoryRunAt = DefaultHistoryRunAt
+}
+
+// airport is a wall-clock time in Asia/Shanghai.
+func airport(t *testing.T, y int, m time.Month, d, hh, mm int) time.Time {
+	t.Helper()
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	return time.Date(y, m, d, hh, mm, 0, 0, zone)
+}
+
+// procAt writes a proc_state row in a chosen state, as the pipeline and
+// the dispatcher leave it.
+func (h *harness) procAt(id int64, state string, finished, backfilled *time.Time) {
+	h.t.Helper()
+	h.exec(`INSERT INTO proc_state (msg_id, state, raw, kafka_offset, finished_at, backfilled_at, identity_key)
+		VALUES ($1, $2, '<MSG/>', $1, $3, $4, $5)`, id, state, finished, backfilled, "AODB|GLST|ADD|"+strconv.FormatInt(id, 10))
+}
+
+// outboxAt writes an outbox row of a message (msgID 0: none).
+func (h *harness) outboxAt(target string, msgID int64, state string, sentAt *time.Time) int64 {
+	h.t.Helper()
+	var mid *int64
+	if msgID != 0 {
+		mid = &msgID
+	}
+	var id int64
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), `
+		INSERT INTO outbox (target, pkey, msg_id, state, sent_at) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		target, strconv.FormatInt(msgID, 10), mid, state, sentAt).Scan(&id))
+	return id
+}
+
+func (h *harness) ids(sql string, args ...any) []int64 {
+	h.t.Helper()
+	rows, err := h.pool.Query(context.Background(), sql, args...)
+	require.NoError(h.t, err)
+	defer rows.Close()
+	out := []int64{}
+	for rows.Next() {
+		var v int64
+		require.NoError(h.t, rows.Scan(&v))
+		out = append(out, v)
+	}
+	require.NoError(h.t, rows.Err())
+	return out
+}
+
+// TestCleanup_R_B10_INV25_DeletesOnlyTerminalBackfilledOld (US-11,
+// G-PROC-CLEANUP): the cleanup
+// deletes, in batches, exactly the records that are terminal, backfilled
+// and finished more than record-retention ago, with their delivered outbox
+// rows. Unfinished (PENDING, FAILED, APPLIED), unbackfilled, younger
+// records and records with an undelivered, dead-lettered or ABANDONED
+// outbox row (the abandoned list) stay, as do their rows.
+func TestCleanup_R_B10_INV25_DeletesOnlyTerminalBackfilledOld(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
+	now := t0.Add(60 * day)
+	h.clk.Set(now)
+	old := now.Add(-30*day - time.Second)
+	young := now.Add(-30*day + time.Second)
+
+	h.procAt(1, StateSucceeded, &old, &old)
+	h.outboxAt(TargetMailbox, 1, "SENT", &old)
+	h.outboxAt(TargetFlightState, 1, "SENT", &old)
+	h.outboxAt(TargetMsg, 1, "SENT", &old)
+	h.procAt(2, StateSkipped, &old, &old)
+	h.outboxAt(TargetMailbox, 2, "SENT", &old)
+	h.procAt(3, StateDead, &old, &old)
+	h.outboxAt(TargetMailbox, 3, "SENT", &old)
+	h.procAt(4, StateSucceeded, &young, &young) // too young
+	h.outboxAt(TargetMailbox, 4, "SENT", &young)
+	h.procAt(5, StateSucceeded, &old, nil) // marker not written yet
+	h.outboxAt(TargetMailbox, 5, "PENDING", nil)
+	h.procAt(6, StateDead, &old, nil) // mailbox row missing: abandoned list
+	h.outboxAt(TargetMailbox, 6, "ABANDONED", &old)
+	h.procAt(7, StateSucceeded, &old, &old) // an event in the dead-letter queue
+	h.outboxAt(TargetMailbox, 7, "SENT", &old)
+	h.outboxAt(TargetMsg, 7, "DEAD", nil)
+	h.procAt(8, StatePending, nil, &old) // replayed after a late marker
+	h.procAt(9, StateFailed, nil, nil)
+	h.procAt(10, StateApplied, nil, nil)
+	h.exec(`UPDATE proc_state SET updated_at=$1, registered_at=$1`, old.Add(-day))
+	h.procAt(11, StateSkipped, &old, &old)
+	h.outboxAt(TargetMailbox, 11, "SENT", &old)
+	sweepOld := h.outboxAt(TargetFlightState, 0, "SENT", &old) // a swept flight's deletion
+	sweepYoung := h.outboxAt(TargetMsg, 0, "SENT", &young)
+	request := h.outboxAt("coutmsgs", 0, "SENT", &old) // not the cleanup's
+
+	res, err := h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, CleanupResult{Cutoff: now.Add(-30 * day), Records: 4, Outbox: 7}, res)
+	require.Equal(t, []int64{4, 5, 6, 7, 8, 9, 10}, h.ids(`SELECT msg_id FROM proc_state ORDER BY msg_id`))
+	require.Equal(t, []int64{4, 5, 6, 7}, h.ids(`SELECT DISTINCT msg_id FROM outbox WHERE msg_id IS NOT NULL ORDER BY msg_id`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM outbox WHERE state='ABANDONED' AND msg_id=6`))
+	require.Equal(t, []int64{sweepYoung, request}, h.ids(`SELECT id FROM outbox WHERE msg_id IS NULL ORDER BY id`))
+	require.NotContains(t, h.ids(`SELECT id FROM outbox`), sweepOld)
+
+	again, err := h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, again.Records+again.Outbox, "nothing left to delete")
+}
+
+// TestCleanup_R_B10_R_B4_IdentityMemoryEqualsRetention: a duplicate is
+// recognised while the first message's record exists; once the cleanup
+// deleted it (record-retention after it finished and was backfilled), a
+// message with the same identity is processed as a new one.
+func TestCleanup_R_B10_R_B4_IdentityMemoryEqualsRetention(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions)
+	h.run(1, refMsg(7, "GLST", "ADD", glst("G1", "a")))
+	h.exec(`UPDATE outbox SET state='SENT', sent_at=$1 WHERE msg_id=1`, h.clk.Now())
+	h.exec(`UPDATE proc_state SET backfilled_at=$1 WHERE msg_id=1`, h.clk.Now())
+	h.run(2, refMsg(7, "GLST", "ADD", glst("G1", "b")))
+	require.Equal(t, "duplicate-of:1", h.proc(2).Reason)
+
+	h.clk.Advance(30*day - time.Second)
+	res, err := h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Records, "inside the retention the record and its identity stay")
+
+	h.clk.Advance(2 * time.Second)
+	res, err = h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Records)
+	h.run(3, refMsg(7, "GLST", "ADD", glst("G1", "c")))
+	require.Equal(t, StateSucceeded, h.state(3), h.proc(3).Reason)
+	require.Equal(t, "c", h.ref("GLST", "G1")["GTNM"])
+}
+
+// sweepFixture creates flights 101, 102 (ACTIVE) and 103 (DELETED by FDEL)
+// on operation day 2021-01-23 and 201 on 2021-01-24, then sets the clock to
+// run-at on 2021-01-27: with 3 days of retention only day 23 is due.
+func sweepFixture(t *testing.T, mutate ...func(*Options)) *harness {
+	t.Helper()
+	h := newHarness(t, append([]func(*Options){maintenanceOptions}, mutate...)...)
+	h.run(1, schd(1, "DNLD", fltr(101, day23), fltr(102, day23), fltr(103, day23)))
+	h.run(2, schd(2, "DNLD", fltr(201, day24)))
+	h.run(3, flopMsg(3, "FDEL", flopRec(103, "<FDEL/>")))
+	require.Equal(t, "DELETED", h.flight(103).State)
+	h.clk.Set(airport(t, 2021, 1, 27, 3, 30))
+	return h
+}
+
+// flightRows lists the live FLIDs.
+func (h *harness) flightRows() []int64 {
+	h.t.Helper()
+	return h.ids(`SELECT flid FROM flight ORDER BY flid`)
+}
+
+// historySweep runs the history sweep and fails the test on an error.
+func (h *harness) historySweep() HistoryResult {
+	h.t.Helper()
+	res, err := h.e.RunHistorySweep(context.Background())
+	require.NoError(h.t, err)
+	return res
+}
+
+// TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone: due
+// flights are copied to flight_history exactly as they were and removed
+// from flight; a still-ACTIVE one gets exactly one deletion (flight-state
+// and schd tombstones with msgx-version = version+1, a FLIGHT_DELETED event
+// with reason "history-sweep"), an already DELETED one gets none; flights
+// of later days stay; a second run changes nothing.
+func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t)
+	live := map[int64]flightRecord{101: h.flight(101), 102: h.flight(102), 103: h.flight(103)}
+	deletedOutbox := h.count(`SELECT count(*) FROM outbox WHERE pkey='103'`)
+
+	res := h.historySweep()
+	require.Equal(t, HistoryResult{Cutoff: time.Date(2021, 1, 24, 0, 0, 0, 0, time.UTC), Archived: 3, Tombstones: 2}, res)
+	require.Equal(t, []int64{201}, h.flightRows())
+
+	for flid, f := range live {
+		var (
+			state, opDay string
+			version      int64
+			doc          []byte
+			archivedAt   time.Time
+		)
+		require.NoError(t, h.pool.QueryRow(context.Background(), `
+			SELECT state, state_version, to_char(operation_day, 'YYYY-MM-DD'), doc, archived_at FROM flight_history WHERE flid=$1`, flid).
+			Scan(&state, &version, &opDay, &doc, &archivedAt))
+		require.Equal(t, f.State, state)
+		require.Equal(t, f.Version, version)
+		require.Equal(t, "2021-01-23", opDay)
+		require.JSONEq(t, string(mustJSON(f.Doc)), string(doc))
+		require.True(t, archivedAt.Equal(h.clk.Now()))
+	}
+
+	for _, flid := range []int64{101, 102} {
+		key := strconv.FormatInt(flid, 10)
+		v := strconv.FormatInt(live[flid].Version+1, 10)
+		rows := h.outbox(`pkey=$1 AND msg_id IS NULL`, key)
+		require.Len(t, rows, 3, "one deletion per target for flight %d", flid)
+		byTarget := map[string]outboxRow{}
+		for _, r := range rows {
+			byTarget[r.Target] = r
+		}
+		require.Nil(t, byTarget[TargetFlightState].Payload, "tombstone")
+		require.Equal(t, map[string]string{"msgx-version": v}, byTarget[TargetFlightState].Headers)
+		require.Nil(t, byTarget[TargetSchd].Payload, "tombstone")
+		require.Equal(t, map[string]string{"msgx-version": v}, byTarget[TargetSchd].Headers)
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(byTarget[TargetMsg].Payload, &ev))
+		require.Equal(t, "FLIGHT_DELETED", ev["event_type"])
+		require.Equal(t, "history-sweep", ev["reason"])
+		require.Equal(t, "flight-"+key+"-v"+v, ev["event_id"])
+		require.EqualValues(t, live[flid].Version+1, ev["state_version"])
+		require.Equal(t, "2021-01-23", ev["operation_day"])
+		require.Nil(t, ev["flight"])
+		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v}, byTarget[TargetMsg].Headers)
+	}
+	require.Equal(t, deletedOutbox, h.count(`SELECT count(*) FROM outbox WHERE pkey='103'`), "no deletion for a flight already DELETED")
+
+	tombstones := h.count(`SELECT count(*) FROM outbox WHERE msg_id IS NULL`)
+	require.Equal(t, HistoryResult{Cutoff: res.Cutoff}, h.historySweep())
+	require.Equal(t, tombstones, h.count(`SELECT count(*) FROM outbox WHERE msg_id IS NULL`), "exactly one deletion")
+	require.Equal(t, 3, h.count(`SELECT count(*) FROM flight_history`))
+}
+
+// TestHistory_R_C11_INV28_FailedHistoryWriteKeepsFlight: when writing the
+// history row of one flight fails, that flight stays live with no
+// deletion emitted, the other flights are archived, and the next run
+// archives it.
+func TestHistory_R_C11_INV28_FailedHistoryWriteKeepsFlight(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t)
+	h.exec(`ALTER TABLE flight_history ADD CONSTRAINT refuse_102 CHECK (flid <> 102)`)
+	res := h.historySweep()
+	require.Equal(t, 2, res.Archived)
+	require.Equal(t, 1, res.Failed)
+	require.Equal(t, []int64{102, 201}, h.flightRows())
+	require.Zero(t, h.count(`SELECT count(*) FROM flight_history WHERE flid=102`))
+	require.Zero(t, h.count(`SELECT count(*) FROM outbox WHERE pkey='102' AND msg_id IS NULL`), "no tombstone without history")
+
+	h.exec(`ALTER TABLE flight_history DROP CONSTRAINT refuse_102`)
+	res = h.historySweep()
+	require.Equal(t, 1, res.Archived)
+	require.Equal(t, 1, res.Tombstones)
+	require.Equal(t, []int64{201}, h.flightRows())
+	require.Equal(t, 3, h.count(`SELECT count(*) FROM outbox WHERE pkey='102' AND msg_id IS NULL`))
+}
+
+// TestHistory_R_C11_INV18_LockedFlightSkipped: a flight held by a
+// processing transaction is skipped (SKIP LOCKED) without waiting, the
+// others are archived, and the next run takes it.
+func TestHistory_R_C11_INV18_LockedFlightSkipped(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t)
+	ctx := context.Background()
+	tx, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	w := &writer{tx: tx}
+	cur, err := w.load(ctx, 101) // the row lock a message's transaction takes
+	require.NoError(t, err)
+	require.NotNil(t, cur)
+
+	res := h.historySweep()
+	require.Equal(t, 2, res.Archived)
+	require.Equal(t, 1, res.Skipped)
+	require.Equal(t, []int64{101, 201}, h.flightRows())
+	require.NoError(t, tx.Rollback(ctx))
+
+	res = h.historySweep()
+	require.Equal(t, 1, res.Archived)
+	require.Equal(t, []int64{201}, h.flightRows())
+}
+
+// TestHistory_R_C11_OperationDayInAirportZone: the age of a flight is
+// counted in airport days: at 23:59 airport time on the 26th (15:59 UTC)
+// day 23 is not yet due; at 00:00 on the 27th it is, although it is
+// still the 26th in UTC.
+func TestHistory_R_C11_OperationDayInAirportZone(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t)
+	h.clk.Set(airport(t, 2021, 1, 26, 23, 59))
+	require.Equal(t, HistoryResult{Cutoff: time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)}, h.historySweep())
+	h.clk.Set(airport(t, 2021, 1, 27, 0, 0))
+	require.Equal(t, 26, h.clk.Now().UTC().Day())
+	require.Equal(t, 3, h.historySweep().Archived)
+}
+
+// TestMaintenance_R_C11_NextRunInAirportZone: run-at is a wall-clock time
+// in the airport zone: 03:30 Asia/Shanghai is 19:30 UTC the day before.
+func TestMaintenance_R_C11_NextRunInAirportZone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions)
+	for _, tc := range []struct {
+		name      string
+		now, want time.Time
+	}{
+		{"MorningBeforeRunAt", airport(t, 2021, 1, 27, 3, 29), airport(t, 2021, 1, 27, 3, 30)},
+		{"AtRunAtMeansTomorrow", airport(t, 2021, 1, 27, 3, 30), airport(t, 2021, 1, 28, 3, 30)},
+		{"Afternoon", airport(t, 2021, 1, 27, 15, 0), airport(t, 2021, 1, 28, 3, 30)},
+		{"UTCDayBeforeIsAirportDay", time.Date(2021, 1, 26, 19, 0, 0, 0, time.UTC), time.Date(2021, 1, 26, 19, 30, 0, 0, time.UTC)},
+		{"MonthEnd", airport(t, 2021, 1, 31, 4, 0), airport(t, 2021, 2, 1, 3, 30)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := h.e.NextMaintenance(tc.now)
+			require.True(t, tc.want.Equal(got), "want %s, got %s", tc.want, got)
+		})
+	}
+}
+
+// TestMaintenance_R_B10_R_C11_LoopRunsDailyAtRunAt: the processor-maintenance
+// loop computes the next run from the injected clock: nothing runs before
+// 03:30 airport time, one run (cleanup, then sweep) happens once the clock
+// reaches it and is recorded in maintenance_run, and the next one a day
+// later.
+func TestMaintenance_R_B10_R_C11_LoopRunsDailyAtRunAt(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t, func(o *Options) { o.MaintenancePoll = 5 * time.Millisecond })
+	h.clk.Set(airport(t, 2021, 1, 27, 3, 29))
+	m := lifecycle.NewManager(slog.New(slog.NewTextHandler(tLog{t}, nil)), h.e.maintenanceService())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.Eventually(t, func() bool { return m.Ready() == nil }, 10*time.Second, 5*time.Millisecond)
+
+	runs := func() int { return h.count(`SELECT count(*) FROM maintenance_run WHERE finished_at IS NOT NULL`) }
+	h.clk.Set(airport(t, 2021, 1, 27, 3, 30))
+	require.Eventually(t, func() bool { return runs() == 1 }, 10*time.Second, 5*time.Millisecond)
+	var (
+		scheduled, started time.Time
+		archived, failed   int64
+		runErr             *string
+	)
+	require.NoError(t, h.pool.QueryRow(context.Background(), `
+		SELECT scheduled_for, started_at, flights_archived, flights_failed, error FROM maintenance_run`).
+		Scan(&scheduled, &started, &archived, &failed, &runErr))
+	want := airport(t, 2021, 1, 27, 3, 30)
+	require.True(t, scheduled.Equal(want), "scheduled for %s", scheduled)
+	require.True(t, started.Equal(want), "did not run before run-at: started %s", started)
+	require.Equal(t, int64(3), archived)
+	require.Zero(t, failed)
+	require.Nil(t, runErr)
+	require.Equal(t, []int64{201}, h.flightRows())
+
+	h.clk.Set(airport(t, 2021, 1, 28, 3, 30))
+	require.Eventually(t, func() bool { return runs() == 2 }, 10*time.Second, 5*time.Millisecond)
+	require.Empty(t, h.flightRows(), "day 24 became due on the 28th")
+}

@@ -1,0 +1,172 @@
+package board
+
+import (
+	"embed"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// contentSecurityPolicy allows only the board's own files and stream: no
+// inline script or style, nothing from another origin.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// HandlerOptions tune the Handler; zero values take the defaults.
+type HandlerOptions struct {
+	// Heartbeat is the period of the comment lines that keep an idle stream
+	// open through proxies and reveal a vanished client; default 15s.
+	Heartbeat time.Duration
+	// WriteTimeout bounds one write to a stream; a client that does not
+	// take an event within it is dropped (it reconnects); default 10s.
+	WriteTimeout time.Duration
+	// Retry is the reconnection delay the stream asks the browser to use;
+	// default 3s.
+	Retry time.Duration
+}
+
+func (o HandlerOptions) withDefaults() HandlerOptions {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 3 * time.Second
+	}
+	return o
+}
+
+// Handler serves the board page, its assets and its event stream.
+type Handler struct {
+	bc     *Broadcaster
+	logger *slog.Logger
+	opts   HandlerOptions
+
+	mu        sync.Mutex
+	shutdowns map[*http.Server]chan struct{}
+}
+
+// NewHandler returns a Handler streaming bc's frames.
+func NewHandler(bc *Broadcaster, logger *slog.Logger, opts HandlerOptions) *Handler {
+	return &Handler{
+		bc:        bc,
+		logger:    logger.With("component", "projector-board-http"),
+		opts:      opts.withDefaults(),
+		shutdowns: make(map[*http.Server]chan struct{}),
+	}
+}
+
+// Register adds GET / and GET /board (the page), GET /board/assets/board.css
+// and GET /board/assets/board.js, and GET /board/events (the stream) to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	page := h.asset("assets/index.html", "text/html; charset=utf-8")
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /board", page)
+	mux.Handle("GET /board/assets/board.css", h.asset("assets/board.css", "text/css; charset=utf-8"))
+	mux.Handle("GET /board/assets/board.js", h.asset("assets/board.js", "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /board/events", h.events)
+}
+
+// asset serves one embedded file. The files are small and change only with
+// the binary, so browsers revalidate them (no-cache) rather than cache
+// blindly across an upgrade.
+func (h *Handler) asset(name, contentType string) http.Handler {
+	body, err := assets.ReadFile(name)
+	if err != nil {
+		// The names are fixed and embedded at build time.
+		panic("board: embedded asset missing: " + name)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Type", contentType)
+		hd.Set("Cache-Control", "no-cache")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+		hd.Set("Referrer-Policy", "no-referrer")
+		_, _ = w.Write(body)
+	})
+}
+
+// events streams the board's frames until the client leaves, the server
+// shuts down or the broadcaster stops.
+func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	frames, cancel, err := h.bc.Subscribe()
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the flight board is stopping; retry later", http.StatusServiceUnavailable)
+		return
+	}
+	defer cancel()
+	// The server's write timeout counts from the request's start and would
+	// cut the stream; each write sets its own deadline instead.
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // let reverse proxies pass events at once
+	w.WriteHeader(http.StatusOK)
+	if !h.write(rc, w, []byte("retry: "+strconv.FormatInt(h.opts.Retry.Milliseconds(), 10)+"\n\n")) {
+		return
+	}
+	stop := h.shutdownSignal(r)
+	heartbeat := time.NewTicker(h.opts.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-stop:
+			return
+		case frame, ok := <-frames:
+			if !ok || !h.write(rc, w, frame) {
+				return
+			}
+		case <-heartbeat.C:
+			if !h.write(rc, w, []byte(": keep-alive\n\n")) {
+				return
+			}
+		}
+	}
+}
+
+// write sends p and flushes it within the write timeout; false ends the
+// stream.
+func (h *Handler) write(rc *http.ResponseController, w http.ResponseWriter, p []byte) bool {
+	if err := rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return false
+	}
+	if _, err := w.Write(p); err != nil {
+		return false
+	}
+	if err := rc.Flush(); err != nil {
+		h.logger.Debug("flushing board event failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// shutdownSignal returns a channel closed when the request's server begins
+// shutting down (nil, which never fires, outside an http.Server). The hook
+// is registered once per server.
+func (h *Handler) shutdownSignal(r *http.Request) <-chan struct{} {
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || srv == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.shutdowns[srv]
+	if !ok {
+		ch = make(chan struct{})
+		h.shutdowns[srv] = ch
+		srv.RegisterOnShutdown(func() { close(ch) })
+	}
+	return ch
+}
