@@ -39,6 +39,9 @@ test-unit: ## run the tests that need no databases (-short)
 fuzz: ## fuzz the SIS decoder for 30s
 	cd services && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=30s ./internal/sis/
 
+chaos: deps ## crash-test harness: 3000 messages through every service while 40 random SIGKILLs hit them (make test runs a bounded 600/20)
+	cd services && MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_KILLS=$${MSGX_CHAOS_KILLS:-40} $(GO) test -race -count=1 -timeout 20m -run TestChaos -v ./e2e/
+
 bench: deps ## run the Go benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem work
 
@@ -60,4 +63,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test helm-lint contracts docs test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test helm-lint contracts docs chaos test-unit fuzz bench proto check-generated tidy gowork-off

@@ -84,3 +84,15 @@ func TestManager(t *testing.T) {
 		require.NoError(t, s.AwaitTerminated(context.Background()))
 	})
 }
+
+// TestAwaitRunning_ReportsStartFailure: a service whose Starting fails makes
+// AwaitRunning return that failure, never a "not Running" without cause.
+func TestAwaitRunning_ReportsStartFailure(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("topic missing")
+	for i := 0; i < 200; i++ {
+		s := NewService("x", func(context.Context) error { return boom }, nil, nil)
+		require.NoError(t, s.Start(context.Background()))
+		require.ErrorIs(t, s.AwaitRunning(context.Background()), boom)
+	}
+}

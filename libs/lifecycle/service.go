@@ -62,6 +62,7 @@ type Service struct {
 	failure  error
 	cancel   context.CancelCauseFunc
 	running1 chan struct{} // closed when Running is reached or the service ends
+	reached  bool          // Running was reached
 	done     chan struct{} // closed on Terminated or Failed
 }
 
@@ -120,7 +121,9 @@ func (s *Service) run(ctx context.Context) {
 		err = s.starting(ctx)
 	}
 	if err == nil {
-		s.setState(Running)
+		s.mu.Lock()
+		s.state, s.reached = Running, true
+		s.mu.Unlock()
 		close(s.running1)
 		if s.running != nil {
 			err = s.running(ctx)
@@ -129,7 +132,6 @@ func (s *Service) run(ctx context.Context) {
 			err = nil // a requested stop is not a failure
 		}
 	} else {
-		close(s.running1)
 		err = fmt.Errorf("starting %s: %w", s.name, err)
 	}
 	s.setState(Stopping)
@@ -146,7 +148,13 @@ func (s *Service) run(ctx context.Context) {
 	} else {
 		s.state = Terminated
 	}
+	reachedRunning := s.reached
 	s.mu.Unlock()
+	if !reachedRunning {
+		// A failed start: AwaitRunning wakes only now, when the failure is
+		// recorded, so it can report it.
+		close(s.running1)
+	}
 	close(s.done)
 }
 

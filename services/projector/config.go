@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type Config struct {
 	// the longest a killed projector's partitions wait before a live
 	// member takes them over.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// InstanceID makes the projector a static consumer-group member
+	// (default: the host name; "" disables): restarted under the same ID it
+	// takes its partitions back at once.
+	InstanceID string `yaml:"instance_id"`
 }
 
 // RegisterFlags registers the projector's flags as <prefix>kebab-case with
@@ -39,6 +44,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatch, prefix+"max-batch", 1000, "most flight-state records per poll, Redis round trip and offset commit")
 	fs.DurationVar(&c.RedisTimeout, prefix+"redis-timeout", 5*time.Second, "timeout of one Redis call (batch write or HTTP read)")
 	fs.DurationVar(&c.KafkaTimeout, prefix+"kafka-timeout", 30*time.Second, "timeout of one ack produce, offset commit or lag query")
+	host, _ := os.Hostname()
+	fs.StringVar(&c.InstanceID, prefix+"instance-id", host, "static consumer-group member ID (default the host name, unique per pod; empty = dynamic member): a restarted projector takes its partitions back at once")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 

@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 	var c projector.Config
 	fs := newFlagSet()
 	c.RegisterFlags("projector.", fs)
+	host, _ := os.Hostname()
 	require.Equal(t, projector.Config{
 		Group:          "msgx-projector",
 		BackoffMax:     5 * time.Second,
@@ -21,6 +23,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		RedisTimeout:   5 * time.Second,
 		KafkaTimeout:   30 * time.Second,
 		SessionTimeout: 10 * time.Second,
+		InstanceID:     host,
 	}, c)
 	require.NoError(t, c.Validate())
 
@@ -29,6 +32,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
 		SessionTimeout: 10 * time.Second,
+		InstanceID:     host,
 	}, c)
 }
 

@@ -81,6 +81,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		RedisTimeout:   cfg.RedisTimeout,
 		KafkaTimeout:   cfg.KafkaTimeout,
 		SessionTimeout: cfg.SessionTimeout,
+		InstanceID:     cfg.InstanceID,
 		OnApplied:      bc.Notify,
 	}, deps.Kafka, st, deps.Logger, deps.Clock, deps.Meter)
 	if err != nil {

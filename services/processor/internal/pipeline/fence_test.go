@@ -41,7 +41,14 @@ func TestFence_R_B8_EveryWriteIsFenced(t *testing.T) {
 				return true
 			}
 			recv := exprString(sel.X)
-			if (strings.HasSuffix(recv, "pool") && (sel.Sel.Name == "Exec" || sel.Sel.Name == "Begin" || sel.Sel.Name == "BeginTx" || sel.Sel.Name == "SendBatch")) ||
+			writesByQuery := false
+			if strings.HasSuffix(recv, "pool") && (sel.Sel.Name == "Query" || sel.Sel.Name == "QueryRow") && len(call.Args) > 1 {
+				if lit, ok := call.Args[1].(*ast.BasicLit); ok {
+					sql := strings.ToUpper(lit.Value)
+					writesByQuery = strings.Contains(sql, "INSERT ") || strings.Contains(sql, "UPDATE ") || strings.Contains(sql, "DELETE ")
+				}
+			}
+			if writesByQuery || (strings.HasSuffix(recv, "pool") && (sel.Sel.Name == "Exec" || sel.Sel.Name == "Begin" || sel.Sel.Name == "BeginTx" || sel.Sel.Name == "SendBatch")) ||
 				(recv == "pgxutil" && sel.Sel.Name == "InTx") {
 				t.Errorf("%s: %s.%s writes without the lease fence; use e.inTx or e.exec", fset.Position(call.Pos()), recv, sel.Sel.Name)
 			}

@@ -120,13 +120,18 @@ func (e *Engine) NextMaintenance(now time.Time) time.Time {
 // processor runs is not made up, the next day's run covers its work (both
 // jobs select by age).
 func (e *Engine) maintenanceService() *lifecycle.Service {
-	return lifecycle.NewService("processor-maintenance", nil, func(ctx context.Context) error {
+	var next time.Time
+	// The first run time is fixed before the service counts as running, so
+	// a clock that moves right after the start cannot skip a day.
+	return lifecycle.NewService("processor-maintenance", func(context.Context) error {
+		next = e.NextMaintenance(e.clock.Now())
+		e.log.Info("maintenance scheduled", "next_run", next)
+		return nil
+	}, func(ctx context.Context) error {
 		poll := e.opt.MaintenancePoll
 		if poll <= 0 {
 			poll = defaultMaintenancePoll
 		}
-		next := e.NextMaintenance(e.clock.Now())
-		e.log.Info("maintenance scheduled", "next_run", next)
 		for {
 			now := e.clock.Now()
 			if !now.Before(next) {
@@ -158,8 +163,10 @@ func (e *Engine) maintenanceService() *lifecycle.Service {
 func (e *Engine) RunMaintenance(ctx context.Context, scheduledFor time.Time) (MaintenanceResult, error) {
 	var res MaintenanceResult
 	var runID int64
-	if err := e.pool.QueryRow(ctx, `INSERT INTO maintenance_run (scheduled_for, started_at) VALUES ($1, $2) RETURNING id`,
-		scheduledFor, e.clock.Now()).Scan(&runID); err != nil {
+	if err := e.inTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `INSERT INTO maintenance_run (scheduled_for, started_at) VALUES ($1, $2) RETURNING id`,
+			scheduledFor, e.clock.Now()).Scan(&runID)
+	}); err != nil {
 		return res, fmt.Errorf("recording maintenance run: %w", err)
 	}
 	var errs []error
@@ -206,7 +213,8 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 	batch := e.cleanupBatch()
 	for {
 		var records, outbox int64
-		err := e.pool.QueryRow(ctx, `
+		err := e.inTx(ctx, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `
 			WITH victims AS (
 				SELECT p.msg_id FROM proc_state p
 				WHERE p.backfilled_at IS NOT NULL AND p.finished_at < $1
@@ -221,6 +229,7 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 				DELETE FROM proc_state p USING victims v WHERE p.msg_id = v.msg_id RETURNING p.msg_id
 			)
 			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, res.Cutoff, batch).Scan(&records, &outbox)
+		})
 		if err != nil {
 			return res, fmt.Errorf("deleting finished records: %w", err)
 		}

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -188,6 +187,6 @@ func TestSnapshot_R_C6_ManyBatchesOfOneRecordEach(t *testing.T) {
 	h.run(2, schd(2, "DNLD", fltr(18, day23)))
 	r := h.proc(2)
 	require.Equal(t, StateApplied, r.State)
-	require.Equal(t, fmt.Sprintf("snapshot: 1 records, 1 changed, 3 deleted, 1 days, %d batches", 4), r.Reason)
+	require.Equal(t, "snapshot: 1 records, 1 changed, 3 deleted, 1 days, 4 batches", r.Reason)
 	require.Equal(t, 3, h.count(`SELECT count(*) FROM flight WHERE state='DELETED'`))
 }

@@ -45,6 +45,11 @@ type Config struct {
 	// group waits for a killed member before its partitions move to a live
 	// one. Zero keeps the client default.
 	SessionTimeout time.Duration
+	// InstanceID, when set, makes this member a static group member: a
+	// projector restarted under the same ID (the same pod or host) takes
+	// its partitions back at once instead of waiting out the dead member's
+	// session and a rebalance.
+	InstanceID string
 	// OnApplied, when set, is called after every batch whose Redis write
 	// changed the projection (at least one record applied, not only stale
 	// ones), before its acks. It runs on the consumer loop and must not
@@ -136,7 +141,11 @@ func (c *Consumer) starting(ctx context.Context) error {
 		// A restarted projector waits for its killed predecessor's session to
 		// end before it gets partitions; keep that short (heartbeats every
 		// tenth of it).
-		opts = append(opts, kgo.SessionTimeout(c.cfg.SessionTimeout), kgo.HeartbeatInterval(c.cfg.SessionTimeout/10))
+		opts = append(opts, kgo.SessionTimeout(c.cfg.SessionTimeout), kgo.HeartbeatInterval(c.cfg.SessionTimeout/10),
+			kgo.RebalanceTimeout(c.cfg.SessionTimeout+5*time.Second))
+	}
+	if c.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(c.cfg.InstanceID))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
