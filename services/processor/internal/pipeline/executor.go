@@ -76,11 +76,14 @@ func (e *Engine) executorService() *lifecycle.Service {
 // and otherwise how long until the head is due.
 func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration, err error) {
 	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
-		return false, 0, err
+		return false, time.Second, err
 	}
 	h, err := e.loadHead(ctx)
-	if err != nil || h == nil {
-		return false, 0, err
+	if err != nil {
+		return false, time.Second, err // the database is unreachable: pause, burn nothing
+	}
+	if h == nil {
+		return false, 0, nil
 	}
 	now := e.clock.Now()
 	if h.State == StateFailed && h.NextAttemptAt != nil && h.NextAttemptAt.After(now) {
@@ -111,8 +114,14 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		if ctx.Err() != nil {
 			return false, 0, err
 		}
-		// An error inside the transaction that is not a domain outcome: the
-		// attempt counts, with backoff (R-B3 INFRA).
+		if isOutage(err) {
+			// The processor's own database is unreachable: that says
+			// nothing about the message, so no attempt is burnt; the
+			// pipeline pauses and the head is tried again (R-B3).
+			return false, time.Second, err
+		}
+		// An error inside the transaction that is not a domain outcome and
+		// not an outage: the attempt counts, with backoff (R-B3 INFRA).
 		return true, 0, e.recordFailure(ctx, h, ClassInfra, err.Error())
 	}
 	return true, 0, nil
