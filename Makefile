@@ -42,6 +42,9 @@ fuzz: ## fuzz the SIS decoder for 30s
 chaos: deps ## crash-test harness: 3000 messages through every service while 40 random SIGKILLs hit them (make test runs a bounded 600/20)
 	cd services && MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_KILLS=$${MSGX_CHAOS_KILLS:-40} $(GO) test -race -count=1 -timeout 20m -run TestChaos -v ./e2e/
 
+bench-e2e: deps ## measure end-to-end latency (p50/p99) and throughput through every service as processes (~5 min)
+	cd services && MSGX_PERF=1 $(GO) test -count=1 -v -timeout 30m -run '^TestPerf_EndToEnd$$' ./e2e/
+
 bench: deps ## run the Go benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem work
 
@@ -63,4 +66,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test helm-lint contracts docs chaos test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test helm-lint contracts docs chaos bench-e2e test-unit fuzz bench proto check-generated tidy gowork-off

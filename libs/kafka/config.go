@@ -31,6 +31,9 @@ type Topics struct {
 	ProjectionAcks string `yaml:"projection_acks"`
 	Msg            string `yaml:"msg"`
 	Schd           string `yaml:"schd"`
+	// ProjectionControl carries the control plane's projection rebuild
+	// manifests to the projector (one partition, R-E4).
+	ProjectionControl string `yaml:"projection_control"`
 }
 
 // RegisterFlags registers the kafka.* flags.
@@ -43,6 +46,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Topics.ProjectionAcks, prefix+"topics.projection-acks", "msgx.projection-acks", "topic of projector acknowledgements")
 	fs.StringVar(&c.Topics.Msg, prefix+"topics.msg", "msg", "external topic: one event per flight change")
 	fs.StringVar(&c.Topics.Schd, prefix+"topics.schd", "schd", "external topic: latest flight state, batched")
+	fs.StringVar(&c.Topics.ProjectionControl, prefix+"topics.projection-control", "msgx.projection-control", "topic of projection rebuild manifests from the control plane to the projector (1 partition)")
 	fs.Var(int32Value{&c.Partitions}, prefix+"partitions", "partitions of the keyed topics when created (default 3)")
 	c.Partitions = 3
 	fs.Func(prefix+"replication-factor", "replication factor of created topics (default 1; use 3 in production)", func(s string) error {
@@ -61,7 +65,7 @@ func (c *Config) Validate() error {
 	if len(c.BrokerList()) == 0 {
 		errs = append(errs, errors.New("kafka.brokers: at least one broker is required"))
 	}
-	for name, v := range map[string]string{"inbox": c.Topics.Inbox, "flight-state": c.Topics.FlightState, "projection-acks": c.Topics.ProjectionAcks, "msg": c.Topics.Msg, "schd": c.Topics.Schd} {
+	for name, v := range map[string]string{"inbox": c.Topics.Inbox, "flight-state": c.Topics.FlightState, "projection-acks": c.Topics.ProjectionAcks, "msg": c.Topics.Msg, "schd": c.Topics.Schd, "projection-control": c.Topics.ProjectionControl} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("kafka.topics.%s: must not be empty", name))
 		}

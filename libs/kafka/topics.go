@@ -22,20 +22,30 @@ type TopicSpec struct {
 	Configs    map[string]*string
 }
 
+// ProjectionControlMaxMessageBytes is the record size limit of
+// msgx.projection-control: a rebuild manifest lists every flight's FLID
+// and version, about 20 bytes each, so 16 MiB holds far more flights than
+// a site keeps.
+const ProjectionControlMaxMessageBytes = 16 << 20
+
 // Specs returns every topic of the system: the inbox has exactly one
-// partition (FIFO), flight-state is compacted, the rest are keyed by FLID.
+// partition (FIFO), flight-state is compacted, projection-control has one
+// partition (rebuild manifests are handled one at a time, in order), the
+// rest are keyed by FLID.
 func (c *Config) Specs() []TopicSpec {
 	compact := "compact"
 	week := fmt.Sprint((7 * 24 * time.Hour).Milliseconds())
 	// A mailbox row holds up to 16 MiB (MEDIUMTEXT); the default topic limit
 	// of about 1 MB would block the FIFO behind one large message.
 	maxMsg := fmt.Sprint(InboxMaxMessageBytes)
+	controlMax := fmt.Sprint(ProjectionControlMaxMessageBytes)
 	return []TopicSpec{
 		{Name: c.Topics.Inbox, Partitions: 1, Configs: map[string]*string{"retention.ms": &week, "max.message.bytes": &maxMsg}},
 		{Name: c.Topics.FlightState, Partitions: c.Partitions, Configs: map[string]*string{"cleanup.policy": &compact}},
 		{Name: c.Topics.ProjectionAcks, Partitions: c.Partitions},
 		{Name: c.Topics.Msg, Partitions: c.Partitions},
 		{Name: c.Topics.Schd, Partitions: c.Partitions},
+		{Name: c.Topics.ProjectionControl, Partitions: 1, Configs: map[string]*string{"retention.ms": &week, "max.message.bytes": &controlMax}},
 	}
 }
 

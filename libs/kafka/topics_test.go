@@ -31,6 +31,7 @@ func TestEnsureTopicsIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, details[cfg.Topics.Inbox].Partitions, 1, "the inbox must have exactly one partition (FIFO)")
 	require.Len(t, details[cfg.Topics.Msg].Partitions, int(cfg.Partitions))
+	require.Len(t, details[cfg.Topics.ProjectionControl].Partitions, 1, "rebuild manifests are handled one at a time, in order (R-E4)")
 	for _, s := range cfg.Specs() {
 		require.Contains(t, details, s.Name)
 	}

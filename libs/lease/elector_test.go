@@ -263,6 +263,8 @@ func TestElector_FnReturnReleasesAndStandsBy(t *testing.T) {
 
 // TestElector_ShutdownReleasesAndReturnsNil: cancelling Run's context
 // stops fn, releases the lease and returns nil.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestElector_ShutdownReleasesAndReturnsNil(t *testing.T) {
 	t.Parallel()
 	c := &scripted{acquire: grantToken}
@@ -287,6 +289,8 @@ func TestElector_ShutdownReleasesAndReturnsNil(t *testing.T) {
 // TestElector_R_F6_RejectedCallsStopRun: a call the control plane rejects
 // (wrong token, bad argument) ends Run with the error instead of polling
 // forever, so a misconfigured instance fails visibly.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestElector_R_F6_RejectedCallsStopRun(t *testing.T) {
 	t.Parallel()
 	c := &scripted{acquire: func(context.Context, int) (Grant, error) {

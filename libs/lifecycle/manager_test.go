@@ -15,6 +15,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestManager(t *testing.T) {
 	t.Parallel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

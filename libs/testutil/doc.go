@@ -1,4 +1,5 @@
 // Package testutil is the root of the test helpers: pgtest, mysqltest,
 // redistest and kafkatest give every test its own database, key prefix or
-// Kafka-protocol broker on the real services of the machine.
+// Kafka-protocol broker on the real services of the machine; Logger sends
+// the logs of the code under test to the test's own log.
 package testutil

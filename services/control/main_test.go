@@ -2,10 +2,7 @@ package control_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +18,10 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
 	"msgexchange/services/control"
+	"msgexchange/services/control/internal/controltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -51,13 +49,7 @@ type setupOpts func(*control.Config)
 // registers everything for cleanup, in reverse order of creation.
 func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	t.Helper()
-	dbURL := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	dbURL, pool := controltest.MigratedPool(t)
 
 	cfg := testConfig()
 	for _, o := range opts {
@@ -129,21 +121,4 @@ func requireProtoEqual(t *testing.T, want, got proto.Message) {
 
 // testLogger writes to the test's log while the test runs, at debug level
 // so that failures show the calls made.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// tWriter forwards log lines to t.Log until the test has finished.
-type tWriter struct {
-	mu sync.Mutex
-	t  *testing.T
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-var _ io.Writer = (*tWriter)(nil)
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t, slog.LevelDebug) }

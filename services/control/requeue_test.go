@@ -54,6 +54,8 @@ func (b *testBundle) outboxRow(t *testing.T, id int64) outboxState {
 // mailbox markers that gave up) go back to PENDING with attempts reset and
 // next_attempt_at now; every call is audited with operator and reason, and
 // refused without them (R-D2, R-D4 "operator can resume", R-F1).
+//
+// Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 func TestAdmin_R_D2_R_D4_RequeueOutbox(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -169,6 +171,8 @@ func TestAdmin_R_D2_R_D4_RequeueOutbox(t *testing.T) {
 
 // TestAdmin_R_D4_ListAbandonedBackfills: the abandoned list (mailbox rows
 // that were missing) with its times and outcome, paged by ID (R-D4, R-F1).
+//
+// Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 func TestAdmin_R_D4_ListAbandonedBackfills(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

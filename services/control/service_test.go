@@ -177,6 +177,8 @@ func TestService_BusyPortFailsStart(t *testing.T) {
 
 // TestService_R_F7_StopEndsCallsAndListener: after a stop the port is
 // closed and the health service no longer answers SERVING.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestService_R_F7_StopEndsCallsAndListener(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -41,6 +41,9 @@ type MailboxConfig struct {
 	BackfillMaxAttempts int           `yaml:"backfill_max_attempts"`
 	BackfillBackoffMin  time.Duration `yaml:"backfill_backoff_min"`
 	BackfillBackoffMax  time.Duration `yaml:"backfill_backoff_max"`
+	// OverdueBackfill is R: a marker still failing this long after its
+	// message finished stops automatic retries at once (R-D4). Default 30d.
+	OverdueBackfill time.Duration `yaml:"overdue_backfill"`
 }
 
 // SchdConfig tunes the batched latest-state relay to the schd topic (R-D1).
@@ -63,6 +66,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Mailbox.BackfillMaxAttempts, prefix+"pipeline.backfill-max-attempts", 10, "marker attempts before automatic retries stop (an operator can resume)")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMin, prefix+"pipeline.backfill-backoff-min", 30*time.Second, "first retry delay of a failed marker write; doubles per attempt")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a failed marker write")
+	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
 	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode: never write mailbox markers nor outbound requests (COUTMSGS)")
@@ -82,6 +86,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Mailbox.BackfillBackoffMin <= 0 || c.Mailbox.BackfillBackoffMax < c.Mailbox.BackfillBackoffMin {
 		errs = append(errs, errors.New("pipeline.backfill-backoff-min/-max: need 0 < min <= max"))
+	}
+	if c.Mailbox.OverdueBackfill < time.Hour {
+		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill %v: must be at least 1h, e.g. 720h (30 days)", c.Mailbox.OverdueBackfill))
 	}
 	if c.Schd.FlushPeriod <= 0 {
 		errs = append(errs, errors.New("schd.flush-period: must be positive, e.g. 3s"))
@@ -131,6 +138,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffMin: cfg.Delivery.BackoffMin, BackoffMax: cfg.Delivery.BackoffMax,
 		ProcessedValue: cfg.Mailbox.ProcessedValue, BackfillMaxAttempts: cfg.Mailbox.BackfillMaxAttempts,
 		BackfillBackoffMin: cfg.Mailbox.BackfillBackoffMin, BackfillBackoffMax: cfg.Mailbox.BackfillBackoffMax,
+		OverdueBackfill: cfg.Mailbox.OverdueBackfill,
 		Shadow:          cfg.Shadow,
 		Elector:         deps.Elector,
 		SchdFlushPeriod: cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/libs/testutil/pgtest"
@@ -148,6 +147,9 @@ func (b *testBundle) waitRow(t *testing.T, id int64, what string, cond func(stat
 // schd and to msgx.flight-state fails, msg rows keep flowing; when the
 // broker accepts them again, the failed targets catch up on their own
 // (R-D2 per-target isolation, R-D1, R-D3).
+//
+// Validation 001§6 INV-10 "投递确认丢失、批次失败、次数耗尽"; 002§8 "投递确认丢失、批次失败、次数耗尽".
+// Validation 001§6 INV-16 "外部副作用失败后本地结果不变".
 func TestDispatcher_R_D2_FailingTargetsDoNotStopOthers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -178,6 +180,8 @@ func TestDispatcher_R_D2_FailingTargetsDoNotStopOthers(t *testing.T) {
 // TestDispatcher_R_D4_ShadowModeNeverWritesMarkers: in shadow mode the
 // dispatcher relays Kafka targets but has no marker loop at all, so a
 // mailbox row is never marked (R-D4).
+//
+// Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 func TestDispatcher_R_D4_ShadowModeNeverWritesMarkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *dispatcher.Config) { c.Shadow = true })
@@ -227,29 +231,4 @@ func consume(t *testing.T, kcfg kafka.Config, topic string, n int) []*kgo.Record
 }
 
 // testLogger writes to the test's log until the test has ended.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *tWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t, slog.LevelInfo) }

@@ -38,6 +38,8 @@ var chaosFlags = map[string][]string{
 //
 // Requirements: R-A1, R-A5, R-B1, R-B2, R-B4, R-B6, R-B7, R-D1, R-D4, R-E1,
 // INV-3, INV-8, INV-9, INV-13, INV-20b, INV-23, INV-24, C-29.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestChaos_KillRandomServicesMidStream(t *testing.T) {
 	p := chaosParamsFromEnv(t)
 	t.Logf("chaos: seed %d, %d messages, %d kills (replay with MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_KILLS=%d)",

@@ -22,6 +22,9 @@ func stndMessage(t *testing.T, flid int64, seqn int) string {
 // checks that nothing was lost and nothing applied twice: every row is
 // marked, and each flight's version equals 1 + its number of changes
 // (R-B2, R-C3, INV-9, INV-13, INV-20b).
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
+// Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestCrash_ProcessorKilledMidStream(t *testing.T) {
 	s := newStack(t)
 	startAll(s)

@@ -73,6 +73,8 @@ func startWithTwoProcessors(s *stack) {
 // (SIGKILL) while a second one waits as standby: the standby holds the lease
 // within 15 s, and the stream completes with every change applied once
 // (R-B8, PRE-5, U26).
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestFailover_R_B8_StandbyTakesOverWithin15s(t *testing.T) {
 	s := newStack(t)
 	startWithTwoProcessors(s)
@@ -109,6 +111,8 @@ func TestFailover_R_B8_StandbyTakesOverWithin15s(t *testing.T) {
 // resumes the zombie with SIGCONT: the zombie's writes are refused inside
 // PostgreSQL (fencing), so nothing is applied twice or out of order
 // (R-B8, CLM-6, PRE-5).
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestFailover_R_B8_PausedZombieCommitsNothing(t *testing.T) {
 	s := newStack(t)
 	startWithTwoProcessors(s)

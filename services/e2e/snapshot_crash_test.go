@@ -38,6 +38,8 @@ func bigSnapshot(seqn int, first int64, n int) string {
 // with one backfill intent and its mailbox row marked only after Redis held
 // every flight (INV-8, INV-17b, INV-23), Redis equal to PostgreSQL, and one
 // FLIGHT_CREATED event per flight (R-C6, US-07, G-SCHD-SNAPSHOT).
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshotCrash_R_C6_US07_KilledBetweenBatchesResumesWithoutDoubleBumps(t *testing.T) {
 	const (
 		n     = 2000

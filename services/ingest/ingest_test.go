@@ -71,6 +71,8 @@ func start(t *testing.T, s *ingest.Service) {
 // R-A7, R-A1: a compat insert wakes the scanner: with a poll interval of an
 // hour, the posted message is still published at once, under the ID the
 // answer gave.
+//
+// Validation 002§8 "兼容入口与空洞并发" (superseded by INV-2b).
 func TestService_R_A7_CompatInsertWakesTheScanner(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -106,6 +108,8 @@ func TestService_R_A7_CompatInsertWakesTheScanner(t *testing.T) {
 
 // R-F7, R-F5: the scanner stops cleanly and Ready then reports it; a
 // missing inbox topic fails the start with a hint.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestService_R_F7_StartStopAndMissingTopic(t *testing.T) {
 	t.Parallel()
 	t.Run("StopsCleanly", func(t *testing.T) {

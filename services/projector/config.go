@@ -34,6 +34,15 @@ type Config struct {
 	// (default: the host name; "" disables): restarted under the same ID it
 	// takes its partitions back at once.
 	InstanceID string `yaml:"instance_id"`
+	// RebuildWait is the longest a projection rebuild manifest (R-E4) waits
+	// for Redis to hold every flight version it lists before the stale
+	// flights are removed anyway and the rebuild is reported incomplete;
+	// default 10m.
+	RebuildWait time.Duration `yaml:"rebuild_wait"`
+	// RebuildMaxAge skips rebuild manifests created longer ago (a new
+	// consumer group reading retained manifests must not redo old
+	// rebuilds); default 1h.
+	RebuildMaxAge time.Duration `yaml:"rebuild_max_age"`
 }
 
 // RegisterFlags registers the projector's flags as <prefix>kebab-case with
@@ -46,6 +55,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.KafkaTimeout, prefix+"kafka-timeout", 30*time.Second, "timeout of one ack produce, offset commit or lag query")
 	host, _ := os.Hostname()
 	fs.StringVar(&c.InstanceID, prefix+"instance-id", host, "static consumer-group member ID (default the host name, unique per pod; empty = dynamic member): a restarted projector takes its partitions back at once")
+	fs.DurationVar(&c.RebuildWait, prefix+"rebuild-wait", 10*time.Minute, "longest a projection rebuild waits for Redis to hold every flight version of its manifest before it removes the stale flights anyway and reports the rebuild incomplete")
+	fs.DurationVar(&c.RebuildMaxAge, prefix+"rebuild-max-age", time.Hour, "projection rebuild manifests created longer ago are skipped (the consumer group <group>-control reading old manifests)")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 
@@ -66,6 +77,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("projector.session-timeout: %s must be at least 1s (default 10s)", c.SessionTimeout))
+	}
+	if c.RebuildWait <= 0 {
+		errs = append(errs, fmt.Errorf("projector.rebuild-wait: %s must be positive (default 10m)", c.RebuildWait))
+	}
+	if c.RebuildMaxAge < c.RebuildWait {
+		errs = append(errs, fmt.Errorf("projector.rebuild-max-age: %s must be at least projector.rebuild-wait %s (default 1h)", c.RebuildMaxAge, c.RebuildWait))
 	}
 	if c.KafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("projector.kafka-timeout: %s must be positive (default 30s)", c.KafkaTimeout))

@@ -24,15 +24,19 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		KafkaTimeout:   30 * time.Second,
 		SessionTimeout: 10 * time.Second,
 		InstanceID:     host,
+		RebuildWait:    10 * time.Minute,
+		RebuildMaxAge:  time.Hour,
 	}, c)
 	require.NoError(t, c.Validate())
 
 	require.NoError(t, fs.Parse([]string{"-projector.group=site-b", "-projector.backoff-max=1m", "-projector.max-batch=50",
-		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s"}))
+		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s", "-projector.rebuild-wait=30s", "-projector.rebuild-max-age=2h"}))
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
 		SessionTimeout: 10 * time.Second,
 		InstanceID:     host,
+		RebuildWait:    30 * time.Second,
+		RebuildMaxAge:  2 * time.Hour,
 	}, c)
 }
 
@@ -46,12 +50,14 @@ func TestConfig_ValidateReportsEveryProblem(t *testing.T) {
 		{name: "EmptyGroup", tweak: func(c *projector.Config) { c.Group = "" }, want: []string{"projector.group"}},
 		{name: "ZeroBackoff", tweak: func(c *projector.Config) { c.BackoffMax = 0 }, want: []string{"projector.backoff-max"}},
 		{name: "ZeroBatch", tweak: func(c *projector.Config) { c.MaxBatch = 0 }, want: []string{"projector.max-batch"}},
+		{name: "ZeroRebuildWait", tweak: func(c *projector.Config) { c.RebuildWait = 0 }, want: []string{"projector.rebuild-wait"}},
+		{name: "RebuildMaxAgeBelowWait", tweak: func(c *projector.Config) { c.RebuildMaxAge = c.RebuildWait / 2 }, want: []string{"projector.rebuild-max-age"}},
 		{
 			name: "AllAtOnce",
 			tweak: func(c *projector.Config) {
 				*c = projector.Config{RedisTimeout: -1}
 			},
-			want: []string{"projector.group", "projector.backoff-max", "projector.max-batch", "projector.redis-timeout", "projector.kafka-timeout"},
+			want: []string{"projector.group", "projector.backoff-max", "projector.max-batch", "projector.redis-timeout", "projector.kafka-timeout", "projector.rebuild-wait"},
 		},
 	}
 	for _, tc := range tests {

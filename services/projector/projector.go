@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
@@ -16,7 +17,20 @@ import (
 	"msgexchange/services/projector/internal/board"
 	"msgexchange/services/projector/internal/consumer"
 	"msgexchange/services/projector/internal/httpapi"
+	"msgexchange/services/projector/internal/rebuild"
 	"msgexchange/services/projector/internal/store"
+)
+
+// ControlGroupSuffix is appended to projector.group to name the consumer
+// group of msgx.projection-control: every projector instance joins it, so
+// exactly one of them handles each rebuild manifest.
+const ControlGroupSuffix = "-control"
+
+// Timing of the rebuild handler's wait for Redis to hold a manifest's
+// versions: how often it checks and how often it logs its progress.
+const (
+	rebuildPoll          = 250 * time.Millisecond
+	rebuildProgressEvery = 10 * time.Second
 )
 
 // Deps are the projector's injected dependencies. All are required.
@@ -43,6 +57,8 @@ type Deps struct {
 type Service struct {
 	store     *store.Store
 	consumer  *consumer.Consumer
+	rebuild   *rebuild.Loop
+	rebuildLp *lifecycle.Service
 	loop      *lifecycle.Service
 	http      *httpapi.Handler
 	boardLoop *lifecycle.Service
@@ -66,8 +82,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 			errs = append(errs, fmt.Errorf("%w: Deps.%s is nil", ErrMissingDependency, d.name))
 		}
 	}
-	if deps.Kafka.Topics.FlightState == "" || deps.Kafka.Topics.ProjectionAcks == "" {
-		errs = append(errs, fmt.Errorf("%w: Deps.Kafka has no flight-state or projection-acks topic; pass the loaded kafka.Config", ErrMissingDependency))
+	if deps.Kafka.Topics.FlightState == "" || deps.Kafka.Topics.ProjectionAcks == "" || deps.Kafka.Topics.ProjectionControl == "" {
+		errs = append(errs, fmt.Errorf("%w: Deps.Kafka has no flight-state, projection-acks or projection-control topic; pass the loaded kafka.Config", ErrMissingDependency))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
@@ -87,9 +103,28 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
+	rb, err := rebuild.NewLoop(rebuild.LoopConfig{
+		Group:          cfg.Group + ControlGroupSuffix,
+		BackoffMax:     cfg.BackoffMax,
+		KafkaTimeout:   cfg.KafkaTimeout,
+		SessionTimeout: cfg.SessionTimeout,
+		InstanceID:     cfg.InstanceID,
+	}, deps.Kafka, rebuild.NewHandler(st, deps.Logger.With("component", rebuild.ServiceName), deps.Clock, rebuild.Options{
+		Wait:          cfg.RebuildWait,
+		Poll:          rebuildPoll,
+		MaxAge:        cfg.RebuildMaxAge,
+		RedisTimeout:  cfg.RedisTimeout,
+		ProgressEvery: rebuildProgressEvery,
+		OnChanged:     bc.Notify,
+	}), deps.Logger, deps.Meter)
+	if err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
 	return &Service{
 		store:     st,
 		consumer:  c,
+		rebuild:   rb,
+		rebuildLp: rb.Service(),
 		loop:      c.Service(),
 		http:      httpapi.New(st, deps.Logger, cfg.RedisTimeout),
 		boardLoop: bc.Service(),
@@ -98,12 +133,14 @@ func New(cfg Config, deps Deps) (*Service, error) {
 }
 
 // Services returns the projector's long-running loops: the consumer
-// (lifecycle name "projector-consumer") and the flight board's broadcaster
+// (lifecycle name "projector-consumer"), the projection rebuild loop
+// ("projector-rebuild", R-E4), which completes the control plane's
+// rebuilds in Redis, and the flight board's broadcaster
 // ("projector-board"), which reads Redis only while a board is open. The
 // HTTP routes are served by the process's HTTP server through
 // RegisterRoutes.
 func (s *Service) Services() []*lifecycle.Service {
-	return []*lifecycle.Service{s.loop, s.boardLoop}
+	return []*lifecycle.Service{s.loop, s.rebuildLp, s.boardLoop}
 }
 
 // RegisterRoutes adds GET /all/flights (every current flight, sorted by
@@ -116,8 +153,8 @@ func (s *Service) RegisterRoutes(mux *http.ServeMux) {
 	s.board.Register(mux)
 }
 
-// Ready reports nil when Redis answers and the consumer's Kafka client
-// reaches the cluster.
+// Ready reports nil when Redis answers and the Kafka clients of the
+// consumer and the rebuild loop reach the cluster.
 func (s *Service) Ready(ctx context.Context) error {
-	return errors.Join(s.store.Ping(ctx), s.consumer.Ping(ctx))
+	return errors.Join(s.store.Ping(ctx), s.consumer.Ping(ctx), s.rebuild.Ping(ctx))
 }

@@ -40,6 +40,8 @@ func TestProjector_R_E1_AppliesDocumentAndAcks(t *testing.T) {
 // INV-24, R-E1: a record whose version is not newer than the stored one is
 // a no-op in Redis but is still acknowledged (Redis holds that version or a
 // newer one, which is what the ack says).
+//
+// Validation 001§6 INV-11b "权威唯一".
 func TestProjector_INV_24_VersionGuard(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -79,6 +81,8 @@ func TestProjector_INV_24_VersionGuard(t *testing.T) {
 
 // R-E1, R-C5, INV-24: a tombstone removes the flight and keeps its version,
 // so an older document arriving afterwards does not resurrect it.
+//
+// Validation 001§6 INV-11b "权威唯一".
 func TestProjector_R_E1_TombstoneRemovesFlightAndBlocksResurrection(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -105,6 +109,8 @@ func TestProjector_R_E1_TombstoneRemovesFlightAndBlocksResurrection(t *testing.T
 // R-B7, R-E1, INV-23: while Redis is unreachable nothing is acked and no
 // offset is committed; a projector restarted with Redis back, in the same
 // group, projects every record and acks it — the outage loses nothing.
+//
+// Validation 001§6 INV-23 "Redis 写失败".
 func TestProjector_R_B7_RedisOutageLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -136,6 +142,8 @@ func TestProjector_R_B7_RedisOutageLosesNothing(t *testing.T) {
 // R-B7: a Redis outage under a running projector is retried with backoff
 // until Redis returns; then the batch converges and is acked, without a
 // restart.
+//
+// Validation 001§6 INV-23 "Redis 写失败".
 func TestProjector_R_B7_RedisOutageConvergesWhenRedisReturns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -312,6 +320,8 @@ func TestProjector_R_E2_AllFlightsListsProjection(t *testing.T) {
 
 // R-E2, US-12: with Redis unavailable GET /all/flights answers 503 with a
 // JSON error, never an empty list.
+//
+// Validation 001§6 INV-24 "同源读取与异常".
 func TestProjector_R_E2_AllFlightsRedisDownIs503NotEmptyList(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -57,11 +57,11 @@ var allTargets = []string{"migrate", "control", "processor", "dispatcher", "proj
 func printTargets(w io.Writer) {
 	fmt.Fprintln(w, "targets (start order) and what each needs:")
 	fmt.Fprintln(w, "  migrate     postgres (applies the schema, then exits unless combined)")
-	fmt.Fprintln(w, "  processor   postgres, kafka (msgx.inbox, msgx.projection-acks)")
-	fmt.Fprintln(w, "  dispatcher  postgres, mysql, kafka (msgx.flight-state, msg)")
-	fmt.Fprintln(w, "  projector   redis, kafka (msgx.flight-state, msgx.projection-acks)")
-	fmt.Fprintln(w, "  ingest      mysql, kafka (msgx.inbox)")
-	fmt.Fprintln(w, "  control     postgres")
+	fmt.Fprintln(w, "  control     postgres (gRPC: Admin, Lease, Replay, Request services)")
+	fmt.Fprintln(w, "  processor   postgres, kafka (msgx.inbox, msgx.projection-acks), lease \"processor\"")
+	fmt.Fprintln(w, "  dispatcher  postgres, mysql, kafka (msgx.flight-state, msg, schd, msgx.projection-control), leases \"dispatcher/<target>\"")
+	fmt.Fprintln(w, "  projector   redis, kafka (msgx.flight-state, msgx.projection-control, msgx.projection-acks)")
+	fmt.Fprintln(w, "  ingest      mysql, kafka (msgx.inbox), lease \"ingest-scanner\"")
 	fmt.Fprintln(w, "  all         every target above in one process (all-in-one)")
 }
 

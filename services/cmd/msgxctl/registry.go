@@ -46,6 +46,7 @@ func commands() []*command {
 		requestCommand(),
 		backfillCommand(),
 		replayCommand(),
+		projectionCommand(),
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 // each status element sets it, clearing it falls back to what the other
 // elements say, and the precedence decides between several (R-C4,
 // G-FLOP-SEMANTICS).
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestRunningState_R_C4_PrecedenceAndReset(t *testing.T) {
 	t.Parallel()
 	fdiv := map[string]any{"@DDES": "HKG", "@DDIR": "TO", "#text": "WX"}
@@ -77,6 +79,8 @@ func TestRunningState_R_C4_FLOPSetsAndResets(t *testing.T) {
 // TestDerive_R_C8_INV21_MAFL: a master's MAFL lists its children as
 // FLID+FLNO sorted by FLID, without itself or repeats; no children means no
 // MAFL; the input is not modified.
+//
+// Validation 001§6 INV-21 "MAFL 投影".
 func TestDerive_R_C8_INV21_MAFL(t *testing.T) {
 	t.Parallel()
 	in := Doc{"FLID": "15", "MAFL": []any{"stale"}}
@@ -96,6 +100,8 @@ func TestDerive_R_C8_INV21_MAFL(t *testing.T) {
 // TestFromFLTR_R_C8_InboundMAFLIsKeptVerbatimOnly: MAFL (and the other
 // derived keys) in a snapshot record never become state: they are kept as
 // sent under VERBATIM (R-C1) and Derive recomputes the real ones.
+//
+// Validation 001§6 INV-21 "MAFL 投影".
 func TestFromFLTR_R_C8_InboundMAFLIsKeptVerbatimOnly(t *testing.T) {
 	t.Parallel()
 	m := decodeBody(t, "SCHD", "DNLD", "<SCHD><RECS>1</RECS><FLTR>"+requiredXML+

@@ -86,6 +86,8 @@ func runFLOPCases(t *testing.T, cases []flopCase) {
 // TestApplyFLOP_R_C4_TimeSubtypes: every time subtype sets its element; both
 // empty spellings clear it; absent changes nothing (FLOP-TOBT-1); a value
 // that is not DDMMMYYHHMM is rejected.
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestApplyFLOP_R_C4_TimeSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase
@@ -110,6 +112,8 @@ func TestApplyFLOP_R_C4_TimeSubtypes(t *testing.T) {
 
 // TestApplyFLOP_R_C4_CodeSubtypes: code subtypes set their element; ACFT,
 // FLIN and FLTY can never be cleared; the others clear when empty.
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestApplyFLOP_R_C4_CodeSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase
@@ -133,6 +137,8 @@ func TestApplyFLOP_R_C4_CodeSubtypes(t *testing.T) {
 // TestApplyFLOP_R_C4_IndependentAndLinkedScalars: HNAG and VIPP clear each
 // element on its own; EXSS clears the remark with an empty code; TAOP
 // removes the whole link when any of its three elements is empty.
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestApplyFLOP_R_C4_IndependentAndLinkedScalars(t *testing.T) {
 	t.Parallel()
 	runFLOPCases(t, []flopCase{
@@ -164,6 +170,8 @@ func TestApplyFLOP_R_C4_IndependentAndLinkedScalars(t *testing.T) {
 
 // TestApplyFLOP_R_C4_AttributeAndTextSubtypes: FDIV, FRET, FLAB and DELY
 // (catalogue §5.4).
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestApplyFLOP_R_C4_AttributeAndTextSubtypes(t *testing.T) {
 	t.Parallel()
 	runFLOPCases(t, []flopCase{
@@ -210,6 +218,8 @@ func TestApplyFLOP_R_C4_AttributeAndTextSubtypes(t *testing.T) {
 // TestApplyFLOP_R_C4_ListSubtypes: full-replace lists, lists merged by key
 // (order and source sequence numbers kept), and which of them a bare
 // element clears.
+//
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestApplyFLOP_R_C4_ListSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase

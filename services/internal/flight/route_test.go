@@ -82,6 +82,8 @@ func TestFromFLTR_R_C4_RouteKeepsFourPerDirectionWithoutTimes(t *testing.T) {
 // TestMerge_R_C9_INV14b_ADFTKeepsWhatItDoesNotCarry: an ad-hoc record
 // replaces the elements it carries (lists as a whole) and keeps the rest;
 // its ROUT and inbound derived elements replace their VERBATIM entries.
+//
+// Validation 001§6 INV-14b "增量未携带字段保留、显式清空才清除".
 func TestMerge_R_C9_INV14b_ADFTKeepsWhatItDoesNotCarry(t *testing.T) {
 	t.Parallel()
 	cur := Doc{

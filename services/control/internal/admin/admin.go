@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,6 +15,7 @@ import (
 
 	"msgexchange/libs/clock"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/rpcstatus"
 )
 
 // Outbox listing limits: a request without a limit gets DefaultOutboxLimit
@@ -44,8 +44,8 @@ func NewServer(db *pgxpool.Pool, clk clock.Clock, logger *slog.Logger, queryTime
 
 // GetMessage returns the proc_state row of one mailbox message.
 func (s *Server) GetMessage(ctx context.Context, req *controlv1.GetMessageRequest) (*controlv1.GetMessageResponse, error) {
-	if req.GetMsgId() <= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "msg_id %d: must be a positive mailbox ID", req.GetMsgId())
+	if err := rpcstatus.PositiveID("msg_id", req.GetMsgId(), "mailbox ID"); err != nil {
+		return nil, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
@@ -54,7 +54,7 @@ func (s *Server) GetMessage(ctx context.Context, req *controlv1.GetMessageReques
 		return nil, status.Errorf(codes.NotFound, "message %d not found: never registered by the processor, or already cleaned up", req.GetMsgId())
 	}
 	if err != nil {
-		return nil, s.queryError("reading message", err, "msg_id", req.GetMsgId())
+		return nil, rpcstatus.QueryError(s.logger, "reading message", err, "msg_id", req.GetMsgId())
 	}
 	return &controlv1.GetMessageResponse{Message: m}, nil
 }
@@ -65,7 +65,7 @@ func (s *Server) GetBacklog(ctx context.Context, _ *controlv1.GetBacklogRequest)
 	defer cancel()
 	b, err := queryBacklog(qctx, s.db)
 	if err != nil {
-		return nil, s.queryError("reading backlog", err)
+		return nil, rpcstatus.QueryError(s.logger, "reading backlog", err)
 	}
 	now := s.clock.Now()
 	resp := &controlv1.GetBacklogResponse{
@@ -84,8 +84,8 @@ func (s *Server) GetBacklog(ctx context.Context, _ *controlv1.GetBacklogRequest)
 
 // GetFlight returns the flight row of one FLID.
 func (s *Server) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest) (*controlv1.GetFlightResponse, error) {
-	if req.GetFlid() <= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "flid %d: must be a positive FLID", req.GetFlid())
+	if err := rpcstatus.PositiveID("flid", req.GetFlid(), "FLID"); err != nil {
+		return nil, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
@@ -94,7 +94,7 @@ func (s *Server) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest)
 		return nil, status.Errorf(codes.NotFound, "flight %d not found", req.GetFlid())
 	}
 	if err != nil {
-		return nil, s.queryError("reading flight", err, "flid", req.GetFlid())
+		return nil, rpcstatus.QueryError(s.logger, "reading flight", err, "flid", req.GetFlid())
 	}
 	return &controlv1.GetFlightResponse{Flight: f}, nil
 }
@@ -109,7 +109,7 @@ func (s *Server) ListOutbox(ctx context.Context, req *controlv1.ListOutboxReques
 	defer cancel()
 	entries, err := queryOutbox(qctx, s.db, f)
 	if err != nil {
-		return nil, s.queryError("listing outbox", err)
+		return nil, rpcstatus.QueryError(s.logger, "listing outbox", err)
 	}
 	resp := &controlv1.ListOutboxResponse{Entries: entries}
 	if len(entries) > f.limit {
@@ -143,24 +143,4 @@ func outboxFilterFrom(req *controlv1.ListOutboxRequest) (outboxFilter, error) {
 		return outboxFilter{}, errors.Join(errs...)
 	}
 	return outboxFilter{target: req.GetTarget(), state: state, afterID: req.GetAfterId(), limit: limit}, nil
-}
-
-// queryError turns a database failure into a gRPC status: a timeout stays a
-// timeout, SQL errors and contract mismatches are internal (a bug or a
-// schema drift, logged), anything else means PostgreSQL cannot be reached
-// and the call may be retried.
-func (s *Server) queryError(op string, err error, attrs ...any) error {
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
-	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", op, err)
-	case errors.As(err, &pgErr), errors.Is(err, errContractMismatch):
-		s.logger.Error(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Internal, "%s: %v", op, err)
-	default:
-		s.logger.Warn(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Unavailable, "%s: postgres unavailable: %v", op, err)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/nullable"
 )
 
 // queryMessage reads one proc_state row; pgx.ErrNoRows when absent. The raw
@@ -51,22 +52,22 @@ WHERE msg_id = $1`
 	if m.ErrorClass, err = errorClassFromDB(errorClass); err != nil {
 		return nil, err
 	}
-	m.Reason = deref(reason)
-	m.NextAttemptAt = ts(nextAttempt)
-	m.ProcessingStartedAt = ts(started)
-	m.IdentityKey = deref(identity)
-	m.Sndr = deref(sndr)
-	m.Type = deref(typ)
-	m.Styp = deref(styp)
-	m.Seqn = deref(seqn)
-	m.Dttm = deref(dttm)
-	m.ReceivedAt = ts(received)
+	m.Reason = nullable.String(reason)
+	m.NextAttemptAt = nullable.Timestamp(nextAttempt)
+	m.ProcessingStartedAt = nullable.Timestamp(started)
+	m.IdentityKey = nullable.String(identity)
+	m.Sndr = nullable.String(sndr)
+	m.Type = nullable.String(typ)
+	m.Styp = nullable.String(styp)
+	m.Seqn = nullable.String(seqn)
+	m.Dttm = nullable.String(dttm)
+	m.ReceivedAt = nullable.Timestamp(received)
 	m.RegisteredAt = timestamppb.New(registered)
-	m.AppliedAt = ts(applied)
-	m.FinishedAt = ts(finished)
-	m.BackfilledAt = ts(backfilled)
+	m.AppliedAt = nullable.Timestamp(applied)
+	m.FinishedAt = nullable.Timestamp(finished)
+	m.BackfilledAt = nullable.Timestamp(backfilled)
 	m.UpdatedAt = timestamppb.New(updated)
-	m.Raw = deref(raw)
+	m.Raw = nullable.String(raw)
 	return &m, nil
 }
 
@@ -142,7 +143,7 @@ WHERE flid = $1`
 	if f.State, err = flightStateFromDB(state); err != nil {
 		return nil, err
 	}
-	f.OperationDay = deref(opDay)
+	f.OperationDay = nullable.String(opDay)
 	if master != nil {
 		f.MasterFlid = *master
 	}
@@ -208,30 +209,14 @@ LIMIT $` + strconv.Itoa(len(args))
 			e.MsgId = *msgID
 		}
 		e.NextAttemptAt = timestamppb.New(next)
-		e.LastError = deref(lastErr)
-		e.Outcome = deref(outcome)
+		e.LastError = nullable.String(lastErr)
+		e.Outcome = nullable.String(outcome)
 		e.CreatedAt = timestamppb.New(created)
-		e.SentAt = ts(sent)
+		e.SentAt = nullable.Timestamp(sent)
 		out = append(out, &e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading outbox rows: %w", err)
 	}
 	return out, nil
-}
-
-// ts converts a nullable timestamp; NULL stays absent.
-func ts(t *time.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(*t)
-}
-
-// deref returns the string or "" for NULL.
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

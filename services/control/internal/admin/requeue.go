@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/nullable"
+	"msgexchange/services/control/internal/rpcstatus"
 )
 
 // Limits of a RequeueOutbox request.
@@ -107,7 +109,7 @@ func (s *Server) RequeueOutbox(ctx context.Context, req *controlv1.RequeueOutbox
 		return err
 	})
 	if err != nil {
-		return nil, s.queryError("re-queueing outbox rows", err, "operator", r.operator)
+		return nil, rpcstatus.QueryError(s.logger, "re-queueing outbox rows", err, "operator", r.operator)
 	}
 	resp := &controlv1.RequeueOutboxResponse{Requeued: int64(len(moved)), RequeuedIds: moved, AuditId: auditID}
 	if r.ids != nil {
@@ -177,7 +179,7 @@ func (s *Server) ListAbandonedBackfills(ctx context.Context, req *controlv1.List
 	defer cancel()
 	entries, err := queryAbandoned(qctx, s.db, req.GetAfterId(), limit+1)
 	if err != nil {
-		return nil, s.queryError("listing abandoned backfills", err)
+		return nil, rpcstatus.QueryError(s.logger, "listing abandoned backfills", err)
 	}
 	resp := &controlv1.ListAbandonedBackfillsResponse{Entries: entries}
 	if len(entries) > limit {
@@ -226,9 +228,9 @@ LIMIT $2`, afterID, n)
 			e.MsgId = *msgID
 		}
 		e.CreatedAt = timestamppb.New(created)
-		e.AbandonedAt = ts(abandoned)
-		e.Outcome = deref(outcome)
-		e.LastError = deref(lastErr)
+		e.AbandonedAt = nullable.Timestamp(abandoned)
+		e.Outcome = nullable.String(outcome)
+		e.LastError = nullable.String(lastErr)
 		return &e, nil
 	})
 }

@@ -178,6 +178,8 @@ func TestElector_R_B8_PRE_5_StandbyTakesOverAfterActiveDies(t *testing.T) {
 // (function returns, lease released) and by loss (an instance cut off from
 // the control plane). At no moment do two functions run, and committed
 // writes never go back to an older token.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestElector_R_B8_CLM_6_NeverTwoActiveAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 0)

@@ -22,6 +22,7 @@ import (
 	leaseapi "msgexchange/libs/lease"
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	operatoraudit "msgexchange/services/control/internal/audit"
 )
 
 // Limits of the arguments.
@@ -34,8 +35,11 @@ const (
 	// commit, much shorter than a standby's retry interval.
 	DefaultLockTimeout = time.Second
 	maxNameLen         = 200
-	maxAuditLen        = 500
 )
+
+// auditPurpose says, in the message of a missing operator or reason, what
+// is recorded.
+const auditPurpose = "who force-releases a lease and why is recorded in the lease audit"
 
 // SQLSTATEs that mean "try again": the lock timeout ran out (55P03) or a
 // deadlock was broken (40P01).
@@ -252,7 +256,7 @@ func (s *Server) ForceRelease(ctx context.Context, req *controlv1.ForceReleaseLe
 	if err := nameError(req.GetName()); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, auditErrors(req.GetOperator(), req.GetReason())...)
+	errs = append(errs, operatoraudit.Validate(req.GetOperator(), req.GetReason(), auditPurpose)...)
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
@@ -332,6 +336,8 @@ func leaseStatus(reason string, current *row, format string, args ...any) error 
 // ran out or a broken deadlock is ABORTED (retry), a timeout stays a
 // timeout, other SQL errors and contract mismatches are internal (logged),
 // anything else means PostgreSQL cannot be reached (UNAVAILABLE, retry).
+// It is rpcstatus.QueryError plus the ABORTED class for the lease row's
+// lock, and keeps its own "postgres unreachable" wording.
 func (s *Server) queryError(op string, err error, attrs ...any) error {
 	var pgErr *pgconn.PgError
 	switch {
@@ -389,21 +395,4 @@ func ttlErrors(ttl time.Duration, missing bool) []error {
 		return []error{fmt.Errorf("ttl %v: want between %v and %v", ttl, MinTTL, MaxTTL)}
 	}
 	return nil
-}
-
-// auditErrors checks the operator and the reason of a force-release: both
-// required.
-func auditErrors(operator, reason string) []error {
-	var errs []error
-	for _, f := range []struct{ name, v string }{{"operator", operator}, {"reason", reason}} {
-		switch {
-		case strings.TrimSpace(f.v) == "":
-			errs = append(errs, fmt.Errorf("%s is required: who force-releases a lease and why is recorded in the lease audit", f.name))
-		case !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0):
-			errs = append(errs, fmt.Errorf("%s must be UTF-8 text", f.name))
-		case utf8.RuneCountInString(f.v) > maxAuditLen:
-			errs = append(errs, fmt.Errorf("%s is longer than %d characters", f.name, maxAuditLen))
-		}
-	}
-	return errs
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,14 +13,13 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	leaseapi "msgexchange/libs/lease"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/libs/testutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/controltest"
 	"msgexchange/services/control/internal/lease"
 )
 
@@ -43,31 +39,11 @@ func newEnv(t *testing.T, lockTimeout time.Duration) *env {
 	if lockTimeout == 0 {
 		lockTimeout = lease.DefaultLockTimeout
 	}
-	dbURL := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-
-	srv := grpc.NewServer()
-	controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, testLogger(t), 10*time.Second, lockTimeout))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
+	dbURL, pool := controltest.MigratedPool(t)
+	conn := controltest.Serve(t, func(srv *grpc.Server) {
+		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, testLogger(t), 10*time.Second, lockTimeout))
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return &env{dbURL: dbURL, pool: pool, addr: ln.Addr().String(), api: controlv1.NewLeaseServiceClient(conn)}
+	return &env{dbURL: dbURL, pool: pool, addr: conn.Target(), api: controlv1.NewLeaseServiceClient(conn)}
 }
 
 // client returns a lease client with its own connection, closed when the
@@ -143,29 +119,6 @@ func acquireEventually(t *testing.T, c leaseapi.Client, name, holder string, d t
 }
 
 // testLogger writes to the test's log while the test runs.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t, slog.LevelDebug) }
 
 var errKilled = errors.New("process killed")

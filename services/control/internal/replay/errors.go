@@ -1,7 +1,7 @@
 package replay
 
-import "errors"
+import "msgexchange/services/control/internal/rpcstatus"
 
 // errContractMismatch marks a database value that the protobuf contract
 // cannot express: a deployment bug, reported as codes.Internal.
-var errContractMismatch = errors.New("database value unknown to the control-plane contract; update proto/msgx/control/v1")
+var errContractMismatch = rpcstatus.ErrContractMismatch

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/nullable"
 )
 
 // querier is what both a pool and a transaction offer.
@@ -110,8 +111,8 @@ func scanCandidate(row pgx.CollectableRow) (*controlv1.ReplayCandidate, error) {
 	if c.ErrorClass, err = errorClassFromDB(class); err != nil {
 		return nil, err
 	}
-	c.Reason, c.Type, c.Styp = deref(reason), deref(typ), deref(styp)
-	c.FinishedAt, c.UpdatedAt = ts(finished), timestamppb.New(updated)
+	c.Reason, c.Type, c.Styp = nullable.String(reason), nullable.String(typ), nullable.String(styp)
+	c.FinishedAt, c.UpdatedAt = nullable.Timestamp(finished), timestamppb.New(updated)
 	c.Refusal = refusal(state, class)
 	c.Replayable = c.Refusal == ""
 	return &c, nil
@@ -167,7 +168,7 @@ func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRe
 		return nil, fmt.Errorf("mapping replay request state %q from the database: %w", state, errContractMismatch)
 	}
 	r.SelectorJson = string(selectorJSON)
-	r.RequestedAt, r.AppliedAt = timestamppb.New(requested), ts(applied)
+	r.RequestedAt, r.AppliedAt = timestamppb.New(requested), nullable.Timestamp(applied)
 	if replayed != nil {
 		r.Replayed = int64(*replayed)
 	}
@@ -198,7 +199,7 @@ func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRe
 		if e.PreviousClass, err = errorClassFromDB(class); err != nil {
 			return nil, err
 		}
-		e.PreviousReason, e.At = deref(reason), timestamppb.New(at)
+		e.PreviousReason, e.At = nullable.String(reason), timestamppb.New(at)
 		return &e, nil
 	})
 	if err != nil {
@@ -227,18 +228,4 @@ func errorClassFromDB(v *string) (controlv1.ErrorClass, error) {
 		return 0, fmt.Errorf("mapping error class %q from the database: %w", *v, errContractMismatch)
 	}
 	return controlv1.ErrorClass(n), nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func ts(t *time.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(*t)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +16,8 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/rpcstatus"
 )
 
 // Server implements controlv1.ReplayServiceServer over the pipeline's
@@ -46,7 +47,7 @@ func (s *Server) Preview(ctx context.Context, req *controlv1.PreviewReplayReques
 	defer cancel()
 	m, err := resolve(qctx, s.db, sel)
 	if err != nil {
-		return nil, s.queryError("previewing replay", err)
+		return nil, rpcstatus.QueryError(s.logger, "previewing replay", err)
 	}
 	return &controlv1.PreviewReplayResponse{
 		Messages:        m.candidates,
@@ -63,7 +64,7 @@ var errNothingReplayable = errors.New("none of the selected messages is replayab
 // Execute records a replay request for the processor to apply.
 func (s *Server) Execute(ctx context.Context, req *controlv1.ExecuteReplayRequest) (*controlv1.ExecuteReplayResponse, error) {
 	sel, err := selectorFrom(req.GetSelector())
-	errs := auditErrors(req.GetOperator(), req.GetReason())
+	errs := audit.Validate(req.GetOperator(), req.GetReason(), auditPurpose)
 	if err != nil {
 		errs = append([]error{err}, errs...)
 	}
@@ -111,7 +112,7 @@ func (s *Server) Execute(ctx context.Context, req *controlv1.ExecuteReplayReques
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err != nil {
-		return nil, s.queryError("recording replay", err)
+		return nil, rpcstatus.QueryError(s.logger, "recording replay", err)
 	}
 	s.logger.Info("replay requested", "request_id", resp.Request.GetId(), "msg_ids", resp.Request.GetMsgIds(),
 		"left_out", len(resp.NotReplayable), "missing", len(resp.MissingIds),
@@ -121,8 +122,8 @@ func (s *Server) Execute(ctx context.Context, req *controlv1.ExecuteReplayReques
 
 // GetReplayRequest returns one request with its outcome and audit rows.
 func (s *Server) GetReplayRequest(ctx context.Context, req *controlv1.GetReplayRequestRequest) (*controlv1.GetReplayRequestResponse, error) {
-	if req.GetId() <= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "id %d: must be a positive replay request ID", req.GetId())
+	if err := rpcstatus.PositiveID("id", req.GetId(), "replay request ID"); err != nil {
+		return nil, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
@@ -131,27 +132,7 @@ func (s *Server) GetReplayRequest(ctx context.Context, req *controlv1.GetReplayR
 		return nil, status.Errorf(codes.NotFound, "replay request %d not found", req.GetId())
 	}
 	if err != nil {
-		return nil, s.queryError("reading replay request", err, "request_id", req.GetId())
+		return nil, rpcstatus.QueryError(s.logger, "reading replay request", err, "request_id", req.GetId())
 	}
 	return &controlv1.GetReplayRequestResponse{Request: r}, nil
-}
-
-// queryError turns a database failure into a gRPC status: a timeout stays a
-// timeout, SQL errors and contract mismatches are internal (logged),
-// anything else means PostgreSQL cannot be reached and the call may be
-// retried.
-func (s *Server) queryError(op string, err error, attrs ...any) error {
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
-	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", op, err)
-	case errors.As(err, &pgErr), errors.Is(err, errContractMismatch):
-		s.logger.Error(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Internal, "%s: %v", op, err)
-	default:
-		s.logger.Warn(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Unavailable, "%s: postgres unavailable: %v", op, err)
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,14 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"msgexchange/libs/clock"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/libs/testutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/controltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,37 +37,14 @@ type bundle struct {
 // migrated database holding the messages of fixture.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, url))
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	_, pool := controltest.MigratedPool(t)
 	fixture(t, pool)
 
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := grpc.NewServer()
-	controlv1.RegisterReplayServiceServer(srv, NewServer(pool, clock.NewFake(testNow), logger, 10*time.Second))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.GracefulStop()
-		require.NoError(t, <-served)
+	logger := testutil.Logger(t, slog.LevelDebug)
+	conn := controltest.Serve(t, func(srv *grpc.Server) {
+		controlv1.RegisterReplayServiceServer(srv, NewServer(pool, clock.NewFake(testNow), logger, 10*time.Second))
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
 	return &bundle{pool: pool, client: controlv1.NewReplayServiceClient(conn)}
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -369,7 +345,7 @@ func TestExecute_R_F1_OperatorAndReasonRequired(t *testing.T) {
 		{"NoOperator", "", "fix", []string{"operator is required"}},
 		{"NoReason", "alice", "", []string{"reason is required"}},
 		{"Blank", "  ", "\t", []string{"operator is required", "reason is required"}},
-		{"TooLong", "alice", strings.Repeat("x", maxAuditLen+1), []string{"reason is longer than 500"}},
+		{"TooLong", "alice", strings.Repeat("x", audit.MaxLen+1), []string{"reason is longer than 500"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.client.Execute(ctxT(t), &controlv1.ExecuteReplayRequest{Selector: sel, Operator: tc.operator, Reason: tc.reason})

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -20,8 +19,9 @@ const (
 	MaxIDs       = 1000
 )
 
-// maxAuditLen bounds operator and reason in characters.
-const maxAuditLen = 500
+// auditPurpose says, in the message of a missing operator or reason, what
+// is recorded.
+const auditPurpose = "who replays and why is recorded in the audit"
 
 // replayableClasses is the whitelist (R-F1, seed 002 §6.1). The
 // processor's pipeline.ReplayableClasses is the same list and decides.
@@ -107,22 +107,6 @@ func selectorFrom(in *controlv1.ReplaySelector) (selector, error) {
 		s.limit = min(l, MaxLimit)
 	}
 	return s, errors.Join(errs...)
-}
-
-// auditErrors checks the operator and the reason: both required.
-func auditErrors(operator, reason string) []error {
-	var errs []error
-	for _, f := range []struct{ name, v string }{{"operator", operator}, {"reason", reason}} {
-		switch {
-		case strings.TrimSpace(f.v) == "":
-			errs = append(errs, fmt.Errorf("%s is required: who replays and why is recorded in the audit", f.name))
-		case !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0):
-			errs = append(errs, fmt.Errorf("%s must be UTF-8 text", f.name))
-		case utf8.RuneCountInString(f.v) > maxAuditLen:
-			errs = append(errs, fmt.Errorf("%s is longer than %d characters", f.name, maxAuditLen))
-		}
-	}
-	return errs
 }
 
 // refusal says why a message in state with class is not replayable, or ""

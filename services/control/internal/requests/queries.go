@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/nullable"
 )
 
 // The protobuf enums are the database's text values with a type prefix, so
@@ -128,7 +129,7 @@ func scanRequest(row pgx.CollectableRow) (*controlv1.OutboundRequest, error) {
 	if r.MatchKind, err = matchFromDB(match); err != nil {
 		return nil, err
 	}
-	r.Stdb, r.Stde, r.Rtyp, r.ClosedReason = deref(stdb), deref(stde), deref(rtyp), deref(closedReason)
+	r.Stdb, r.Stde, r.Rtyp, r.ClosedReason = nullable.String(stdb), nullable.String(stde), nullable.String(rtyp), nullable.String(closedReason)
 	if outbound != nil {
 		r.OutboundId = *outbound
 	}
@@ -136,22 +137,6 @@ func scanRequest(row pgx.CollectableRow) (*controlv1.OutboundRequest, error) {
 		r.ResponseMsgId = *response
 	}
 	r.RegisteredAt = timestamppb.New(registered)
-	r.SentAt, r.TimeoutAt, r.ClosedAt = ts(sent), ts(timeout), ts(closed)
+	r.SentAt, r.TimeoutAt, r.ClosedAt = nullable.Timestamp(sent), nullable.Timestamp(timeout), nullable.Timestamp(closed)
 	return &r, nil
-}
-
-// ts converts a nullable timestamp; NULL stays absent.
-func ts(t *time.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(*t)
-}
-
-// deref returns the string or "" for NULL.
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -8,10 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,6 +17,8 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/rpcstatus"
 	"msgexchange/services/internal/sisrequest"
 )
 
@@ -32,8 +32,9 @@ const (
 // TargetCoutmsgs is the outbox target the dispatcher relays into COUTMSGS.
 const TargetCoutmsgs = "coutmsgs"
 
-// maxAuditLen bounds operator and reason in characters.
-const maxAuditLen = 500
+// auditPurpose says, in the message of a missing operator or reason, what
+// is recorded.
+const auditPurpose = "who asks and why is recorded with every request"
 
 // Server implements controlv1.RequestServiceServer over the pipeline's
 // PostgreSQL.
@@ -67,7 +68,7 @@ func (s *Server) SendRQFD(ctx context.Context, req *controlv1.SendRQFDRequest) (
 	if err := sisrequest.ValidateWindow(req.GetStdb(), req.GetStde()); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, auditErrors(req.GetOperator(), req.GetReason())...)
+	errs = append(errs, audit.Validate(req.GetOperator(), req.GetReason(), auditPurpose)...)
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
@@ -82,28 +83,12 @@ func (s *Server) SendRQRD(ctx context.Context, req *controlv1.SendRQRDRequest) (
 	if err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, auditErrors(req.GetOperator(), req.GetReason())...)
+	errs = append(errs, audit.Validate(req.GetOperator(), req.GetReason(), auditPurpose)...)
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
 	sc := scope{typ: sisrequest.TypeRQRD, sender: sisrequest.Sender, rtyp: rtyp}
 	return s.send(ctx, sc, req.GetOperator(), req.GetReason())
-}
-
-// auditErrors checks the operator and the reason: both required.
-func auditErrors(operator, reason string) []error {
-	var errs []error
-	for _, f := range []struct{ name, v string }{{"operator", operator}, {"reason", reason}} {
-		switch {
-		case strings.TrimSpace(f.v) == "":
-			errs = append(errs, fmt.Errorf("%s is required: who asks and why is recorded with every request", f.name))
-		case !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0):
-			errs = append(errs, fmt.Errorf("%s must be UTF-8 text", f.name))
-		case utf8.RuneCountInString(f.v) > maxAuditLen:
-			errs = append(errs, fmt.Errorf("%s is longer than %d characters", f.name, maxAuditLen))
-		}
-	}
-	return errs
 }
 
 // send registers the request of sc in one transaction: expire the open
@@ -166,7 +151,7 @@ func (s *Server) send(ctx context.Context, sc scope, operator, reason string) (*
 		if errors.Is(err, sisrequest.ErrInvalid) {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		return nil, s.queryError("registering request", err, "type", sc.typ)
+		return nil, rpcstatus.QueryError(s.logger, "registering request", err, "type", sc.typ)
 	}
 	s.logger.Info("request registered", "request_id", row.GetId(), "type", sc.typ, "stdb", sc.stdb, "stde", sc.stde,
 		"rtyp", sc.rtyp, "seqn", row.GetSeqn(), "operator", operator, "reason", reason, "superseded_id", superseded)
@@ -196,27 +181,7 @@ func (s *Server) ListRequests(ctx context.Context, req *controlv1.ListRequestsRe
 	defer cancel()
 	out, err := queryList(qctx, s.db, state, limit)
 	if err != nil {
-		return nil, s.queryError("listing requests", err)
+		return nil, rpcstatus.QueryError(s.logger, "listing requests", err)
 	}
 	return &controlv1.ListRequestsResponse{Requests: out}, nil
-}
-
-// queryError turns a database failure into a gRPC status: a timeout stays a
-// timeout, SQL errors and contract mismatches are internal (logged),
-// anything else means PostgreSQL cannot be reached and the call may be
-// retried.
-func (s *Server) queryError(op string, err error, attrs ...any) error {
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
-	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", op, err)
-	case errors.As(err, &pgErr), errors.Is(err, errContractMismatch):
-		s.logger.Error(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Internal, "%s: %v", op, err)
-	default:
-		s.logger.Warn(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Unavailable, "%s: postgres unavailable: %v", op, err)
-	}
 }

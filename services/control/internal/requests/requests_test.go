@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"msgexchange/libs/clock"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/libs/testutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/controltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,25 +38,12 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, migrations.Up(ctx, url))
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	_, pool := controltest.MigratedPool(t)
 	zone, err := time.LoadLocation("Asia/Shanghai")
 	require.NoError(t, err)
 	fake := clock.NewFake(testNow)
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := testutil.Logger(t, slog.LevelDebug)
 	return &bundle{pool: pool, clock: fake, srv: NewServer(pool, fake, logger, 10*time.Second, zone)}
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 func ctx(t *testing.T) context.Context {

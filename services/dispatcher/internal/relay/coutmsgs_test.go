@@ -212,6 +212,8 @@ func TestCoutmsgs_C_24_NoDuplicateAfterCrashBetweenInsertAndMarking(t *testing.T
 // REGISTERED; after max-attempts the row is DEAD (dead-letter) and the
 // request EXPIRED as undeliverable. Before that, a recovered mailbox gets
 // the row.
+//
+// Validation 001§6 INV-16 "外部副作用失败后本地结果不变".
 func TestCoutmsgs_R_D2_FailureBacksOffThenDeadExpiresRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t) // max-attempts 3, backoff 1 s .. 4 s

@@ -11,6 +11,8 @@ import (
 // an older row waiting in backoff is not produced before it; other keys go
 // on; once the older row is due both go out in ID order (INV-10, C-29,
 // R-D2).
+//
+// Validation 001§6 INV-10 "投递确认丢失、批次失败、次数耗尽"; 002§8 "投递确认丢失、批次失败、次数耗尽".
 func TestKafkaRelay_INV_10_KeyHeldBackBehindARowInBackoff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -47,6 +49,8 @@ func TestKafkaRelay_INV_10_KeyHeldBackBehindARowInBackoff(t *testing.T) {
 // TestKafkaRelay_R_D2_FailedRowBacksOffThenGoesDead: a failing row backs
 // off 1 s, 2 s, … and becomes DEAD (the dead-letter queue) at max-attempts;
 // later rows of other keys are delivered meanwhile (R-D2).
+//
+// Validation 001§6 INV-10 "投递确认丢失、批次失败、次数耗尽"; 002§8 "投递确认丢失、批次失败、次数耗尽".
 func TestKafkaRelay_R_D2_FailedRowBacksOffThenGoesDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

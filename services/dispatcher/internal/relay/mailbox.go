@@ -21,6 +21,10 @@ const (
 	OutcomeAlreadyMarked = "already-marked"
 	OutcomeRowMissing    = "row-missing"
 	OutcomeGaveUp        = "gave-up"
+	// OutcomeOverdue: the marker kept failing until R
+	// (pipeline.overdue-backfill) after its message finished; automatic
+	// retries stopped at once, before backfill-max-attempts (INV-7, CLM-4).
+	OutcomeOverdue = "overdue"
 )
 
 func (r *Relay) mailboxService() *lifecycle.Service {
@@ -36,7 +40,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rows, err := r.opt.Pool.Query(qctx, `
-		SELECT id, msg_id, attempts FROM outbox
+		SELECT id, msg_id, attempts, created_at FROM outbox
 		WHERE target='mailbox' AND state='PENDING' AND next_attempt_at <= $1
 		ORDER BY next_attempt_at, id LIMIT $2`, now, r.opt.Batch)
 	if err != nil {
@@ -45,10 +49,11 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	type intent struct {
 		id, msgID int64
 		attempts  int
+		created   time.Time
 	}
 	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
 		var i intent
-		return i, row.Scan(&i.id, &i.msgID, &i.attempts)
+		return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created)
 	})
 	if err != nil {
 		return false, fmt.Errorf("reading marker intents: %w", err)
@@ -62,7 +67,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 			if ctx.Err() != nil {
 				return false, nil
 			}
-			if ferr := r.markFailed(ctx, it.id, it.msgID, it.attempts+1, err, done); ferr != nil {
+			if ferr := r.markFailed(ctx, it.id, it.msgID, it.attempts+1, it.created, err, done); ferr != nil {
 				return false, ferr
 			}
 			continue
@@ -130,9 +135,23 @@ func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, n
 }
 
 // markFailed backs a transient failure off (30 s doubling to 15 min) and
-// stops automatic retries at backfill-max-attempts with an alert.
-func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, cause error, now time.Time) error {
+// stops automatic retries with an alert at backfill-max-attempts, or at
+// once when the message finished more than R (OverdueBackfill) ago. The
+// age is measured from created, the intent's creation by the processor
+// with the terminal state: our own clock, never the mailbox's
+// CMINMSGS_DATE_RECEIVED, which may be NULL or skewed (INV-7).
+func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) error {
 	r.failed.Add(ctx, 1, targetAttr(TargetMailbox))
+	if r.opt.OverdueBackfill > 0 && now.Sub(created) >= r.opt.OverdueBackfill {
+		r.log.Error("backfill overdue; automatic retries stopped, operator action needed", "msg_id", msgID, "attempts", attempts,
+			"finished_at", created, "overdue_after", r.opt.OverdueBackfill, "err", cause, "alert", "backfill-overdue")
+		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeOverdue)))
+		_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='DEAD', outcome=$2, attempts=$3, last_error=$4 WHERE id=$1`, id, OutcomeOverdue, attempts, cause.Error())
+		if err != nil {
+			return fmt.Errorf("recording overdue backfill: %w", err)
+		}
+		return nil
+	}
 	if attempts >= r.opt.BackfillMaxAttempts {
 		r.log.Error("backfill gave up; operator action needed", "msg_id", msgID, "attempts", attempts, "err", cause, "alert", "backfill-gave-up")
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeGaveUp)))

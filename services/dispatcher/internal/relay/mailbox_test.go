@@ -62,6 +62,9 @@ func (b *testBundle) backfilledAt(t *testing.T, msgID int64) *time.Time {
 // (R-D4, INV-7, INV-8): an empty marker is written; an existing marker is a
 // success left untouched; a missing mailbox row is abandoned at once, never
 // treated as marked, and stays in the abandoned list.
+//
+// Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
+// Validation 002§8 "回填公平性".
 func TestMailbox_R_D4_Outcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -125,6 +128,9 @@ func TestMailbox_R_D4_Outcomes(t *testing.T) {
 // (here the table is gone) backs off 30 s, doubling, is not retried before
 // it is due, and stops at backfill-max-attempts as DEAD "gave-up" for an
 // operator to resume (R-D4).
+//
+// Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
+// Validation 001§6 INV-8 "PG 提交失败、回填失败"; 002§8 "PG 提交失败、信箱回填失败".
 func TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -172,6 +178,8 @@ func TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp(t *testing.T) {
 // TestMailbox_R_D4_FailingRowsDoNotStarveOthers: rows that fail every time
 // rotate behind the others instead of filling every batch (fair rotation,
 // R-D4).
+//
+// Validation 002§8 "回填公平性".
 func TestMailbox_R_D4_FailingRowsDoNotStarveOthers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *Options) { o.Batch = 2; o.BackfillMaxAttempts = 100 })

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"log/slog"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/libs/testutil/pgtest"
@@ -231,29 +230,4 @@ func versionHeaders(v int) string {
 
 // testLogger writes to the test's log until the test has ended; later
 // lines (a client closing) are dropped.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *tWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t, slog.LevelInfo) }

@@ -25,6 +25,9 @@ const (
 	TargetMsg         = "msg"
 	TargetSchd        = "schd"
 	TargetMailbox     = "mailbox"
+	// TargetProjectionControl carries the control plane's projection
+	// rebuild manifests (R-E4).
+	TargetProjectionControl = "projection-control"
 )
 
 // Options configure a Relay.
@@ -43,7 +46,11 @@ type Options struct {
 	BackfillMaxAttempts int
 	BackfillBackoffMin  time.Duration
 	BackfillBackoffMax  time.Duration
-	Shadow              bool
+	// OverdueBackfill is R (R-D4, INV-7): a marker that fails more than
+	// this long after its message finished (the intent's created_at, our
+	// own clock) stops automatic retries at once. Zero disables the bound.
+	OverdueBackfill time.Duration
+	Shadow          bool
 	// Elector, when set, makes each target single-active under its own
 	// lease and fences the target's writes (R-B8); nil only in tests.
 	Elector Elector
@@ -105,6 +112,9 @@ func (r *Relay) Services() []*lifecycle.Service {
 		one(TargetFlightState, func() *lifecycle.Service { return r.kafkaService(TargetFlightState, r.opt.Kafka.Topics.FlightState) }),
 		one(TargetMsg, func() *lifecycle.Service { return r.kafkaService(TargetMsg, r.opt.Kafka.Topics.Msg) }),
 		one(TargetSchd, r.schdService),
+		one(TargetProjectionControl, func() *lifecycle.Service {
+			return r.kafkaService(TargetProjectionControl, r.opt.Kafka.Topics.ProjectionControl)
+		}),
 	}
 	if !r.opt.Shadow {
 		svcs = append(svcs, one(TargetMailbox, r.mailboxService))

@@ -135,6 +135,8 @@ func TestSchd_R_D1_FlushLimitBoundsABatch(t *testing.T) {
 // marks nothing sent; every row of the batch (including the older rows a
 // record represents) backs off from backoff-min doubling, is not retried
 // before it is due, and becomes DEAD at max-attempts (R-D1, R-D2, INV-10).
+//
+// Validation 001§6 INV-10 "投递确认丢失、批次失败、次数耗尽"; 002§8 "投递确认丢失、批次失败、次数耗尽".
 func TestSchd_R_D2_FailedBatchBacksOffAsAWholeAndGoesDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -195,6 +197,8 @@ func TestSchd_R_D2_FailedBatchBacksOffAsAWholeAndGoesDead(t *testing.T) {
 // batch is backing off and the flight changes again, the new latest state
 // is produced at once and represents the older rows, which are marked SENT
 // with it; the older state is never produced after it (INV-10, C-29).
+//
+// Validation 001§6 INV-10 "投递确认丢失、批次失败、次数耗尽"; 002§8 "投递确认丢失、批次失败、次数耗尽".
 func TestSchd_INV_10_LatestStateOvertakesABackedOffOlderState(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -96,6 +96,8 @@ func (b *testBundle) round(t *testing.T) scanner.Round {
 
 // R-A1: one round pages through 130 rows with claim-batch 50 and publishes
 // them all, in ID order, with the documented record format.
+//
+// Validation 001§6 INV-2b "谓词扫描与批次上限".
 func TestScanner_R_A1_PublishesAllPagesInIDOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -133,6 +135,9 @@ func TestScanner_R_A1_PublishesAllPagesInIDOrder(t *testing.T) {
 
 // R-A1: only unmarked rows of the configured status are published; a NULL
 // receive time leaves the header out; an empty filter takes every status.
+//
+// Validation 001§6 INV-2b "谓词扫描与批次上限".
+// Validation 002§8 "空洞老化与重置" (superseded by INV-2b).
 func TestScanner_R_A1_PublishesOnlyUnmarkedRowsOfTheStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -157,6 +162,8 @@ func TestScanner_R_A1_PublishesOnlyUnmarkedRowsOfTheStatus(t *testing.T) {
 // R-A2: 200 rows that stay unmarked at the front (already published,
 // terminal but not yet marked) do not delay a new row: the very next round
 // publishes it.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestScanner_R_A2_StuckPrefixDoesNotStarveNewRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -177,6 +184,9 @@ func TestScanner_R_A2_StuckPrefixDoesNotStarveNewRows(t *testing.T) {
 // R-A3: an ID committed after larger ones were read is published by the
 // next full pass when it lies below the floor, by the next round when it
 // lies above it, and counted either way.
+//
+// Validation 001§6 INV-3 "较小 ID 迟提交"; 002§8 "较小 ID 迟到".
+// Validation 002§8 "空洞老化与重置" (superseded by INV-2b).
 func TestScanner_R_A3_LateSmallerIDsArePublishedAndCounted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour })
@@ -236,6 +246,9 @@ func handlerReads(t testing.TB, conn *sql.Conn) int64 {
 // R-A4: rounds start at the floor, so marked rows below it are not read
 // again: measured with the server's own handler read counters on the
 // connection the scanner uses.
+//
+// Validation 001§6 INV-2b "谓词扫描与批次上限".
+// Validation 002§8 "空洞老化与重置" (superseded by INV-2b).
 func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheFloor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -278,6 +291,8 @@ func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheFloor(t *testing.T) {
 // R-A5: a row still unmarked republish-after after its publication is
 // published again (same key and value, new published-at); earlier it is
 // not; once marked it is forgotten.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestScanner_R_A5_RepublishesRowsStillUnmarked(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *scanner.Config) { c.FullRescanInterval = time.Hour })
@@ -312,6 +327,8 @@ func TestScanner_R_A5_RepublishesRowsStillUnmarked(t *testing.T) {
 // R-A6: an unreadable mailbox abandons the round (counted, nothing
 // published, nothing forgotten, the pending full pass still pending) and the
 // first round after recovery publishes.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestScanner_R_A6_MailboxUnreadableIsRetriedNotEmpty(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour })
@@ -359,6 +376,8 @@ func TestScanner_R_A6_ClosedDatabaseIsAnError(t *testing.T) {
 
 // R-A6/R-A5: a failed publish abandons the round without remembering the
 // rows as published; the next round publishes them in order.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestScanner_R_A6_PublishFailureIsRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -379,6 +398,8 @@ func TestScanner_R_A6_PublishFailureIsRetried(t *testing.T) {
 
 // R-A1: a page of large messages is published in chunks bounded by the
 // fetch budget, still in ID order.
+//
+// Validation 001§6 INV-2b "谓词扫描与批次上限".
 func TestScanner_R_A1_LargePagesArePublishedInBoundedChunks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *scanner.Config) { c.FetchBudget = 1000 })
@@ -393,6 +414,8 @@ func TestScanner_R_A1_LargePagesArePublishedInBoundedChunks(t *testing.T) {
 
 // R-A1: Run scans at start and whenever woken, without waiting for the
 // poll interval.
+//
+// Validation 002§8 "兼容入口与空洞并发" (superseded by INV-2b).
 func TestScanner_R_A1_RunScansAtStartAndOnWake(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -417,6 +440,8 @@ func TestScanner_R_A1_RunScansAtStartAndOnWake(t *testing.T) {
 // R-A8: the scanner works with a database user that may only SELECT and
 // INSERT on CMINMSGS, so it cannot write markers, and leaves every marker
 // and status as it found them.
+//
+// Validation 001§6 INV-1 "五事实互不替代".
 func TestScanner_R_A8_NeverWritesMarkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

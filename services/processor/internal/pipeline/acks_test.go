@@ -11,6 +11,10 @@ import (
 // message is APPLIED with projection_pending rows; an ack of a lower version
 // does nothing; an ack of (flid, v ≥ version) makes it SUCCEEDED with its
 // backfill intent; repeated acks are harmless.
+//
+// Validation 001§6 INV-1 "五事实互不替代".
+// Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
+// Validation 001§6 INV-23 "Redis 写失败".
 func TestAcks_R_B7_INV23_AppliedUntilEveryProjectionIsAcked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -128,6 +132,9 @@ func TestAcks_R_B7_OffsetsStoredWithTheAcks(t *testing.T) {
 
 // TestAcks_R_B7_RedisOutageBlocksNothing: unacknowledged projections do not
 // hold up later messages in PostgreSQL.
+//
+// Validation 001§6 INV-16 "外部副作用失败后本地结果不变".
+// Validation 001§6 INV-23 "Redis 写失败".
 func TestAcks_R_B7_RedisOutageBlocksNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -11,6 +11,8 @@ import (
 // like a snapshot record, merges into an existing one (carried elements
 // replace, absent ones stay, INV-14b), and deletes no other flight of the
 // day (a snapshot would).
+//
+// Validation 001§6 INV-14b "增量未携带字段保留、显式清空才清除".
 func TestADFT_R_C9_CreatesOrMergesAndNeverDeletes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -47,6 +49,8 @@ func TestADFT_R_C9_CreatesOrMergesAndNeverDeletes(t *testing.T) {
 // TestADFT_R_C9_INV19_ValidatedLikeASnapshot: a record without a required
 // element, or moving a flight to another operation day, refuses the whole
 // message and writes nothing.
+//
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ raw, reason string }{

@@ -30,6 +30,8 @@ func (h *harness) lastEvent(flid string, id int64) Event {
 // ACTIVE children (MAID = master) as FLID+FLNO sorted by FLID, never its
 // own MAID, never a dangling reference; an inbound MAFL element is kept
 // verbatim and ignored.
+//
+// Validation 001§6 INV-21 "MAFL 投影".
 func TestMAFL_R_C8_INV21_DerivedFromActiveChildren(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -65,6 +67,9 @@ func TestMAFL_R_C8_INV21_DerivedFromActiveChildren(t *testing.T) {
 // created, deleted, moved to another master or renamed bumps every master
 // whose child set changed, with the master's event written by the same
 // message.
+//
+// Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
+// Validation 001§6 INV-22 "子航班集合变化".
 func TestMAFL_R_C8_INV22_ChildChangesBumpTheMasterInTheSameTransaction(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -113,6 +118,8 @@ func TestMAFL_R_C8_INV22_ChildChangesBumpTheMasterInTheSameTransaction(t *testin
 // TestMAFL_R_C8_SnapshotDeletionOfAChildBumpsAKeptMaster: a child absent
 // from the snapshot is deleted and its master, which the snapshot carries,
 // loses it in the same message.
+//
+// Validation 001§6 INV-22 "子航班集合变化".
 func TestMAFL_R_C8_SnapshotDeletionOfAChildBumpsAKeptMaster(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/flightstate"
 )
 
 // Targets of outbox rows; the dispatcher relays each target on its own.
@@ -17,16 +18,9 @@ const (
 	TargetMailbox     = "mailbox"
 )
 
-// FlightState is the value of a msgx.flight-state record (schema 1).
-type FlightState struct {
-	Schema       int        `json:"schema"`
-	FLID         int64      `json:"flid"`
-	Version      int64      `json:"version"`
-	State        string     `json:"state"`
-	OperationDay string     `json:"operation_day,omitempty"`
-	MsgID        int64      `json:"msg_id"`
-	Doc          flight.Doc `json:"doc"`
-}
+// FlightState is the value of a msgx.flight-state record (schema 1); the
+// record format is shared with the control plane's projection rebuild.
+type FlightState = flightstate.Value
 
 // Source identifies the message that caused an event.
 type Source struct {

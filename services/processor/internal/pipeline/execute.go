@@ -56,6 +56,10 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE proc_state SET processing_started_at=COALESCE(processing_started_at, $2) WHERE msg_id=$1`,
+			h.MsgID, h.started()); err != nil {
+			return fmt.Errorf("recording processing start: %w", err)
+		}
 		if dup, err := e.bindIdentity(ctx, tx, h.MsgID, cls.IdentityKey); err != nil {
 			return err
 		} else if dup != 0 {

@@ -38,6 +38,16 @@ type head struct {
 	ProcessingStartedAt *time.Time
 	ErrorClass          *string
 	Raw                 string
+
+	startAt time.Time // processing start to record: the stored one, or this attempt's
+}
+
+// started is the processing start to record with the attempt's writes.
+func (h *head) started() *time.Time {
+	if h.startAt.IsZero() {
+		return h.ProcessingStartedAt
+	}
+	return &h.startAt
 }
 
 func (e *Engine) executorService() *lifecycle.Service {
@@ -98,10 +108,13 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return true, 0, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass)))
 	}
+	// The head's first processing start is written with whatever the
+	// attempt writes — its outcome, or its failure — not by a transaction of
+	// its own: one durable commit per message instead of two.
 	if h.ProcessingStartedAt == nil {
-		if _, err := e.exec(ctx, `UPDATE proc_state SET processing_started_at=$2, updated_at=$2 WHERE msg_id=$1`, h.MsgID, now); err != nil {
-			return false, 0, fmt.Errorf("marking processing start: %w", err)
-		}
+		h.startAt = now
+	} else {
+		h.startAt = *h.ProcessingStartedAt
 	}
 	start := time.Now()
 	err = e.execute(ctx, h)
@@ -172,8 +185,9 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	now := e.clock.Now()
 	next := now.Add(e.backoff(attempts))
 	_, err := e.exec(ctx, `
-		UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6
-		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, truncate(reason), attempts, next, now)
+		UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,
+			processing_started_at=COALESCE(processing_started_at, $7)
+		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, truncate(reason), attempts, next, now, h.started())
 	if err != nil {
 		return fmt.Errorf("recording failure: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 // TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages: a FAILED head whose
 // backoff has not expired blocks every later message; once the fake clock
 // passes next_attempt_at the head runs again and then the rest follows.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
 func TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -58,6 +60,9 @@ func TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages(t *testing.T) {
 
 // TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder: the head
 // is always the smallest unfinished mailbox ID.
+//
+// Validation 001§6 INV-3 "较小 ID 迟提交"; 002§8 "较小 ID 迟到".
+// Validation 002§8 "兼容入口与空洞并发" (superseded by INV-2b).
 func TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -88,6 +93,8 @@ const codecRaw = `<?xml version="1.1" encoding="UTF-8"?><MSG/>`
 // TestStep_R_B3_DecodeOutcomes pins the error classes of R-B3: MALFORMED is
 // DEAD at once with its backfill intent; CODEC_ERROR and UNSUPPORTED are
 // FAILED with backoff and no intent.
+//
+// Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -167,6 +174,8 @@ func TestStep_R_B3_DeclaredEncodingOfTextIsIgnored(t *testing.T) {
 // TestStep_R_B5_PoisonAfterMaxAttempts: the backoff table 1,2,4,8 s between
 // the five attempts, then DEAD(EXHAUSTED) naming the last class, and the
 // next message runs.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
 func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -215,6 +224,9 @@ func TestStep_R_B5_PoisonWhenAttemptsAlreadyAtMax(t *testing.T) {
 // TestStep_R_B5_HeadDeadline: a head stuck at the FIFO head for longer than
 // head-deadline since processing_started_at is poisoned even with attempts
 // left; the branch is reachable with the fake clock.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
+// Validation 001§6 INV-7 "RECEIVED_AT 为 NULL"; 002§8 "RECEIVED_AT 为 NULL".
 func TestStep_R_B5_HeadDeadline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -323,6 +335,8 @@ func TestStep_R_B3_InfraErrorRetriesAndCountsAttempts(t *testing.T) {
 
 // TestStep_R_B1_CancelledContextIsNotAnAttempt: a cancelled context does not
 // burn an attempt of the head.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
 func TestStep_R_B1_CancelledContextIsNotAnAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -2,17 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/lease"
+	"msgexchange/libs/lease/leasetest"
 )
 
 // TestFence_R_B8_EveryWriteIsFenced is a static guard: outside fence.go no
@@ -21,50 +17,7 @@ import (
 // (R-B8, CLM-6). Reads may use the pool (Query, QueryRow).
 func TestFence_R_B8_EveryWriteIsFenced(t *testing.T) {
 	t.Parallel()
-	entries, err := os.ReadDir(".")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	for _, en := range entries {
-		name := en.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || name == "fence.go" {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			recv := exprString(sel.X)
-			writesByQuery := false
-			if strings.HasSuffix(recv, "pool") && (sel.Sel.Name == "Query" || sel.Sel.Name == "QueryRow") && len(call.Args) > 1 {
-				if lit, ok := call.Args[1].(*ast.BasicLit); ok {
-					sql := strings.ToUpper(lit.Value)
-					writesByQuery = strings.Contains(sql, "INSERT ") || strings.Contains(sql, "UPDATE ") || strings.Contains(sql, "DELETE ")
-				}
-			}
-			if writesByQuery || (strings.HasSuffix(recv, "pool") && (sel.Sel.Name == "Exec" || sel.Sel.Name == "Begin" || sel.Sel.Name == "BeginTx" || sel.Sel.Name == "SendBatch")) ||
-				(recv == "pgxutil" && sel.Sel.Name == "InTx") {
-				t.Errorf("%s: %s.%s writes without the lease fence; use e.inTx or e.exec", fset.Position(call.Pos()), recv, sel.Sel.Name)
-			}
-			return true
-		})
-	}
-}
-
-func exprString(e ast.Expr) string {
-	switch x := e.(type) {
-	case *ast.Ident:
-		return x.Name
-	case *ast.SelectorExpr:
-		return exprString(x.X) + "." + x.Sel.Name
-	}
-	return ""
+	leasetest.RequireFencedWrites(t, ".", leasetest.FenceRules{PoolSuffix: "pool", Hint: "use e.inTx or e.exec"}, "fence.go")
 }
 
 // tableElector is a test elector: it grants the lease by writing the lease
@@ -84,6 +37,8 @@ func (te *tableElector) Run(ctx context.Context, name, _ string, fn func(context
 // TestFence_R_B8_CLM6_ZombieCommitsNothing: while the processor runs under
 // its lease term, another holder takes the lease (a new token); every later
 // transaction of the old term fails inside PostgreSQL and leaves no trace.
+//
+// Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestFence_R_B8_CLM6_ZombieCommitsNothing(t *testing.T) {
 	t.Parallel()
 	var te *tableElector

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/flightstate"
 )
 
 // flightRow is a row of the flight table.
@@ -208,11 +209,11 @@ func (w *writer) emit(ctx context.Context, flid, version int64, state string, op
 		day = opDay.Format(time.DateOnly)
 	}
 	key := strconv.FormatInt(flid, 10)
-	var statePayload []byte
-	headers := map[string]string{"msgx-version": strconv.FormatInt(version, 10), "msgx-msg-id": strconv.FormatInt(w.msgID, 10)}
-	if state == "ACTIVE" {
-		statePayload = mustJSON(FlightState{Schema: 1, FLID: flid, Version: version, State: state, OperationDay: day, MsgID: w.msgID, Doc: doc})
+	rec, err := flightstate.Encode(flid, version, state, opDay, w.msgID, doc)
+	if err != nil {
+		return err
 	}
+	statePayload, headers := rec.Value, rec.Headers
 	ev := mustJSON(Event{
 		SchemaVersion: 1, EventID: eventID(flid, version), EventType: evType, FLID: flid, StateVersion: version,
 		OperationDay: day, Changed: changed, Source: w.src, OccurredAt: w.now.UTC(), Flight: doc,

@@ -22,6 +22,9 @@ func (h *harness) flightOutbox(flid int64) (states, events []outboxRow) {
 // change bumps state_version exactly once with one flight-state and one msg
 // row; the same content again (new SEQN) bumps nothing, emits nothing and
 // needs no projection.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
+// Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestVersion_R_C3_INV13_OneBumpPerEffectiveChange_INV20b(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -151,6 +154,9 @@ func TestFLOP_R_C4_MixedRecordsApplyWhatExists(t *testing.T) {
 
 // TestFLOP_R_C4_EmptyClearsAbsentKeeps: a present but empty element (both
 // spellings) clears the value; an absent element changes nothing.
+//
+// Validation 001§6 INV-14b "增量未携带字段保留、显式清空才清除".
+// Validation 001§6 INV-14b "FLOP 逐类空标签语义".
 func TestFLOP_R_C4_EmptyClearsAbsentKeeps(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -175,6 +181,8 @@ func TestFLOP_R_C4_EmptyClearsAbsentKeeps(t *testing.T) {
 
 // TestFLOP_R_C4_ListReplaceAndDelayMerge: PSDT is replaced as a whole; DELY
 // merges by CODE keeping order, and one bare DELY clears all delays.
+//
+// Validation 001§6 INV-14b "增量未携带字段保留、显式清空才清除".
 func TestFLOP_R_C4_ListReplaceAndDelayMerge(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -211,6 +219,8 @@ func TestFLOP_R_C4_ListReplaceAndDelayMerge(t *testing.T) {
 // TestFLOP_R_C4_RejectedRecordWritesNothing: FDIV DDIR="TOO" is
 // DEAD(PROTOCOL); an earlier valid record of the same message is rolled back
 // with it.
+//
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -244,6 +254,8 @@ func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
 // DELETED with a version bump, a tombstone flight-state row (null payload,
 // header msgx-version) and a deletion event, and deletes its ACTIVE
 // code-share children (MAID = master) in the same transaction.
+//
+// Validation 001§6 INV-22 "子航班集合变化".
 func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -306,6 +318,8 @@ func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
 // TestFDEL_R_C5_R_C8_DeletingAChildLeavesTheMaster: FDEL of a code-share
 // child deletes only the child; the master stays ACTIVE and loses the child
 // from its MAFL with a version bump in the same transaction (INV-22).
+//
+// Validation 001§6 INV-22 "子航班集合变化".
 func TestFDEL_R_C5_R_C8_DeletingAChildLeavesTheMaster(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,6 +50,8 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 	if err != nil {
 		return fmt.Errorf("creating gauge: %w", err)
 	}
+	// The processor's own targets are always reported (0 or NaN); any other
+	// target found in the outbox (outbound requests, rebuild manifests) too.
 	targets := []string{TargetFlightState, TargetMsg, TargetSchd, TargetMailbox}
 	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -95,7 +98,13 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 			rows.Close()
 			err = rows.Err()
 		}
-		for _, t := range targets {
+		all := append([]string(nil), targets...)
+		for t := range counts {
+			if !slices.Contains(all, t) {
+				all = append(all, t)
+			}
+		}
+		for _, t := range all {
 			p, d := counts[t][0], counts[t][1]
 			if err != nil {
 				p, d = math.NaN(), math.NaN()

@@ -152,6 +152,8 @@ var seqnPattern = regexp.MustCompile(`<SEQN>\s*(\d+)\s*</SEQN>`)
 // projections, reference data and season schedules are byte-for-byte what
 // the first execution left, and the message reaches its expected terminal
 // state with exactly one backfill intent.
+//
+// Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestIdempotency_INV20b_EverySampleTwice(t *testing.T) {
 	t.Parallel()
 	groups := sampleGroups(t)

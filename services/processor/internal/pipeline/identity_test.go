@@ -13,6 +13,9 @@ import (
 // SNDR|TYPE|STYP|SEQN is bound to the first message; a later message with
 // the same identity is SKIPPED "duplicate-of:<id>" with its backfill intent
 // and changes nothing.
+//
+// Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
 func TestIdentity_R_B4_SecondMessageWithSameIdentityIsSkipped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -42,6 +45,8 @@ func TestIdentity_R_B4_SecondMessageWithSameIdentityIsSkipped(t *testing.T) {
 
 // TestIdentity_R_B4_RetryIsNotItsOwnDuplicate: a message retried after a
 // failure finds at most its own binding and is executed, never SKIPPED.
+//
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
 func TestIdentity_R_B4_RetryIsNotItsOwnDuplicate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -100,6 +105,8 @@ func TestIdentity_R_B4_DayBoundaryOption(t *testing.T) {
 // TestBindIdentity_R_B4_BindsOnceInTheMessageTransaction exercises
 // bindIdentity directly: the first caller binds, the same message rebinds
 // harmlessly, another message learns the holder.
+//
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
 func TestBindIdentity_R_B4_BindsOnceInTheMessageTransaction(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -12,6 +12,10 @@ import (
 // TestRegister_R_B2_INV9_OncePerMailboxIDWithFirstRawAndOffset: a mailbox ID
 // seen twice keeps one row with the first raw XML, received-at and Kafka
 // offset, and the consumer position is stored by the same registration.
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
+// Validation 002§8 "「打标即清除」语义" (open: C-6/Q7).
 func TestRegister_R_B2_INV9_OncePerMailboxIDWithFirstRawAndOffset(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -68,6 +72,8 @@ func TestRegister_R_B2_INV9_OncePerMailboxIDWithFirstRawAndOffset(t *testing.T) 
 
 // TestRegister_R_B2_OffsetResumesFromStore: loadOffset reads back the stored
 // position (0 when nothing was stored yet).
+//
+// Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestRegister_R_B2_OffsetResumesFromStore(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -74,6 +74,9 @@ func (h *harness) ids(sql string, args ...any) []int64 {
 // rows. Unfinished (PENDING, FAILED, APPLIED), unbackfilled, younger
 // records and records with an undelivered, dead-lettered or ABANDONED
 // outbox row (the abandoned list) stay, as do their rows.
+//
+// Validation 001§6 INV-25 "清理谓词".
+// Validation 002§8 "「打标即清除」语义" (open: C-6/Q7).
 func TestCleanup_R_B10_INV25_DeletesOnlyTerminalBackfilledOld(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
@@ -127,6 +130,8 @@ func TestCleanup_R_B10_INV25_DeletesOnlyTerminalBackfilledOld(t *testing.T) {
 // recognised while the first message's record exists; once the cleanup
 // deleted it (record-retention after it finished and was backfilled), a
 // message with the same identity is processed as a new one.
+//
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
 func TestCleanup_R_B10_R_B4_IdentityMemoryEqualsRetention(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, maintenanceOptions)
@@ -184,6 +189,8 @@ func (h *harness) historySweep() HistoryResult {
 // and schd tombstones with msgx-version = version+1, a FLIGHT_DELETED event
 // with reason "history-sweep"), an already DELETED one gets none; flights
 // of later days stay; a second run changes nothing.
+//
+// Validation 001§6 INV-28 "历史先行".
 func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t)
@@ -246,6 +253,9 @@ func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing
 // history row of one flight fails, that flight stays live with no
 // deletion emitted, the other flights are archived, and the next run
 // archives it.
+//
+// Validation 001§6 INV-18 "清理与处理并发".
+// Validation 001§6 INV-28 "历史先行".
 func TestHistory_R_C11_INV28_FailedHistoryWriteKeepsFlight(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t)
@@ -268,6 +278,9 @@ func TestHistory_R_C11_INV28_FailedHistoryWriteKeepsFlight(t *testing.T) {
 // TestHistory_R_C11_INV18_LockedFlightSkipped: a flight held by a
 // processing transaction is skipped (SKIP LOCKED) without waiting, the
 // others are archived, and the next run takes it.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
+// Validation 001§6 INV-18 "清理与处理并发".
 func TestHistory_R_C11_INV18_LockedFlightSkipped(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t)
@@ -331,6 +344,8 @@ func TestMaintenance_R_C11_NextRunInAirportZone(t *testing.T) {
 // 03:30 airport time, one run (cleanup, then sweep) happens once the clock
 // reaches it and is recorded in maintenance_run, and the next one a day
 // later.
+//
+// Validation 001§6 INV-3 "队头失败、退避及作业竞争"; 002§8 "队头失败、退避及作业竞争".
 func TestMaintenance_R_B10_R_C11_LoopRunsDailyAtRunAt(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t, func(o *Options) { o.MaintenancePoll = 5 * time.Millisecond })

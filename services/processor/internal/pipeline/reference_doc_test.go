@@ -10,6 +10,8 @@ import (
 // stored document contract (C-31): an empty element or attribute is JSON
 // null (not deleted, not ""), an empty member of a repeated element is
 // dropped, free text is kept as sent and codes are trimmed.
+//
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -9,6 +9,9 @@ import (
 // TestReference_R_C10_DNLDReplacesTheWholeType: DNLD (and RESP) upserts every
 // record and deletes the stored records of that type it does not carry;
 // other types are untouched.
+//
+// Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_DNLDReplacesTheWholeType(t *testing.T) {
 	t.Parallel()
 	for _, styp := range []string{"DNLD", "RESP"} {
@@ -39,6 +42,8 @@ func TestReference_R_C10_DNLDReplacesTheWholeType(t *testing.T) {
 // TestReference_R_C10_AddUpdUpsertDelDeletes: ADD and UPD upsert by key
 // (either way round), DEL deletes by key (unknown keys are a no-op), and an
 // empty element is stored as "no value".
+//
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_AddUpdUpsertDelDeletes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -66,6 +71,8 @@ func TestReference_R_C10_AddUpdUpsertDelDeletes(t *testing.T) {
 // TestReference_R_C10_InvalidRecordLeavesTheTypeUntouched: a record without
 // its key (or a key twice) is DEAD(PROTOCOL) and none of the message's
 // records is written; other messages proceed.
+//
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_InvalidRecordLeavesTheTypeUntouched(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

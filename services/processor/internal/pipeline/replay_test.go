@@ -72,6 +72,9 @@ func (h *harness) exhaust(id int64) {
 // newer message that was already waiting (R-B1). Its undelivered backfill
 // intent is withdrawn so that no marker is written while it is open again
 // (R-B6); a delivered one stays; the new terminal state writes a new one.
+//
+// Validation 001§6 INV-8 "PG 提交失败、回填失败"; 002§8 "PG 提交失败、信箱回填失败".
+// Validation 002§8 "「打标即清除」语义" (open: C-6/Q7).
 func TestReplay_R_F1_US10_ResetsAuditsAndRunsBeforeNewer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -177,6 +180,8 @@ func TestReplay_R_F1_US10_ResetsAuditsAndRunsBeforeNewer(t *testing.T) {
 // real duplicate stays SKIPPED. The pipeline binds identities in the
 // message's own transaction, so a failure normally rolls the binding back;
 // the bound-and-dead state is written directly here.
+//
+// Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
 func TestReplay_R_F1_R_B4_IdentityKeptNotItsOwnDuplicate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -261,6 +266,8 @@ func TestReplay_R_F1_WhitelistRefusesAndLeavesOthersUntouched(t *testing.T) {
 // TestReplay_R_F1_AppliedByStep: Step applies pending requests before it
 // loads the head, so a replayed message older than a FAILED head in
 // backoff becomes the head at once.
+//
+// Validation 002§8 "毒丸升级与人工重放并发".
 func TestReplay_R_F1_AppliedByStep(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -170,6 +170,8 @@ func TestRequests_R_C7_G_RESP_GUARD_ExactEchoMatch(t *testing.T) {
 // the RESP answers the oldest open RQFD request sent no later than its DTTM
 // (compared in the airport zone at whole seconds); the match is recorded as
 // fallback and logged for audit.
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_C7_C_23_FallbackMatchIsRecordedAndLogged(t *testing.T) {
 	t.Parallel()
 	logs, capture := withLogCapture(t)
@@ -208,6 +210,8 @@ func TestRequests_R_C7_C_23_FallbackMatchIsRecordedAndLogged(t *testing.T) {
 // TestRequests_R_C7_G_RESP_GUARD_NonMatchingRESPIsSkippedWithReason: a RESP
 // that answers no open RQFD request is SKIPPED with the reason, writes no
 // flight and changes no request.
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_C7_G_RESP_GUARD_NonMatchingRESPIsSkippedWithReason(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -263,6 +267,8 @@ func TestRequests_R_C7_G_RESP_GUARD_NonMatchingRESPIsSkippedWithReason(t *testin
 // TestRequests_R_D5_LateResponseNeverChangesAClosedRequest: after a request
 // expired (timeout) or was answered, a later RESP finds no open request: it
 // is SKIPPED and the closed request keeps its state, time and response.
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_D5_LateResponseNeverChangesAClosedRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -299,6 +305,8 @@ func TestRequests_R_D5_LateResponseNeverChangesAClosedRequest(t *testing.T) {
 // arms SENT requests (WAITING, timeout_at = sent_at + 60 s for RQFD, 30 s
 // for RQRD, configurable) and expires them once the injected clock passes
 // timeout_at, with closed_reason "timeout".
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_D5_G_REQ_TRACK_TimeoutExpiresWaitingRequests(t *testing.T) {
 	t.Parallel()
 	t.Run("Defaults", func(t *testing.T) {
@@ -343,6 +351,8 @@ func TestRequests_R_D5_G_REQ_TRACK_TimeoutExpiresWaitingRequests(t *testing.T) {
 // reached the mailbox before the deadline but waits behind other messages
 // keeps its request open past the deadline, and answers it when executed;
 // one that arrived after the deadline does not.
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_D5_AnswerWaitingInTheBacklogIsNotLost(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -400,6 +410,8 @@ func TestRequests_R_C10_R_D5_ReferenceRESPClosesMatchingRQRD(t *testing.T) {
 // TestRequests_R_C7_RejectedResponseLeavesRequestOpen: a matching RESP whose
 // snapshot is refused (DEAD(PROTOCOL)) writes nothing, and its request
 // stays open: completion only follows successful processing.
+//
+// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
 func TestRequests_R_C7_RejectedResponseLeavesRequestOpen(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

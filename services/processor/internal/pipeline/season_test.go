@@ -107,6 +107,8 @@ func TestSeason_R_C9_InvalidValuesAreKeptAndReported(t *testing.T) {
 // that cannot replace its window (a pattern without a required element,
 // RECS disagreeing, an inverted window) is DEAD(PROTOCOL) and the stored
 // window stays as it was.
+//
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestSeason_R_C9_INV19_InvalidPackageLeavesTheWindowUntouched(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ raw, reason string }{

@@ -23,6 +23,8 @@ func fltrs(from, to int64, extra ...string) []string {
 // one batch (flights, events, progress) and leaves the message open without
 // a backfill intent; deletions of absent flights follow the records; only
 // the last batch writes the terminal state, once.
+//
+// Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
 func TestSnapshot_R_C6_US07_WritesInBatchesAndFinishesOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)
@@ -79,6 +81,8 @@ func TestSnapshot_R_C6_US07_WritesInBatchesAndFinishesOnce(t *testing.T) {
 // progress is lost (or a crash before the progress of a batch committed)
 // redoes the whole package: the records already written compare equal, so
 // no version moves twice and no event is emitted twice.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshot_R_C6_INV20b_RedoAfterLostProgressBumpsNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)
@@ -98,6 +102,9 @@ func TestSnapshot_R_C6_INV20b_RedoAfterLostProgressBumpsNothing(t *testing.T) {
 // TestSnapshot_R_C6_FailureBetweenBatchesResumes: an infrastructure failure
 // in a later batch rolls back that batch only; the message is FAILED with
 // backoff, keeps the committed batches, and resumes where it stopped.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
+// Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
 func TestSnapshot_R_C6_FailureBetweenBatchesResumes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)
@@ -123,6 +130,9 @@ func TestSnapshot_R_C6_FailureBetweenBatchesResumes(t *testing.T) {
 
 // TestSnapshot_R_C6_INV19_InvalidPackageIsRefusedBeforeAnyBatch: whole
 // package validation comes first, also when it spans several batches.
+//
+// Validation 001§6 INV-12 "运营日冲突".
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestSnapshot_R_C6_INV19_InvalidPackageIsRefusedBeforeAnyBatch(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)
@@ -140,6 +150,8 @@ func TestSnapshot_R_C6_INV19_InvalidPackageIsRefusedBeforeAnyBatch(t *testing.T)
 // TestSnapshot_R_C6_StaleProgressOfAnEarlierRunIsIgnored: progress written
 // under another processing start (a run before an operator replay) is not
 // resumed: the replayed run starts from the first record.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshot_R_C6_StaleProgressOfAnEarlierRunIsIgnored(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)

@@ -11,6 +11,8 @@ import (
 // TestSnapshot_R_C6_C26_ReplacesDocumentsAndClearsAbsentFields: each record
 // replaces its flight's whole document, so optional fields absent from the
 // snapshot are cleared; unchanged flights keep their version.
+//
+// Validation 001§6 INV-15b "快照缺席航班删除、未携带字段清除".
 func TestSnapshot_R_C6_C26_ReplacesDocumentsAndClearsAbsentFields(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -37,6 +39,9 @@ func TestSnapshot_R_C6_C26_ReplacesDocumentsAndClearsAbsentFields(t *testing.T) 
 // TestSnapshot_R_C6_INV15b_DeletesAbsentFlightsOfCoveredDaysOnly: ACTIVE
 // flights of the operation days the snapshot covers that it does not carry
 // are deleted with tombstones; other days are left alone.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
+// Validation 001§6 INV-15b "快照缺席航班删除、未携带字段清除".
 func TestSnapshot_R_C6_INV15b_DeletesAbsentFlightsOfCoveredDaysOnly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -81,6 +86,9 @@ func TestSnapshot_R_C2_OperationDayUsesZoneAndCutoff(t *testing.T) {
 // TestSnapshot_R_C6_INV19_InvalidPackageWritesNothing: the whole package is
 // validated first; any violation is DEAD(PROTOCOL) and nothing is written
 // (not even the valid records' changes or the deletions).
+//
+// Validation 001§6 INV-12 "运营日冲突".
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestSnapshot_R_C6_INV19_InvalidPackageWritesNothing(t *testing.T) {
 	t.Parallel()
 	changed15 := fltr(15, day23, "<RENO>NEW</RENO>")
@@ -122,6 +130,9 @@ func TestSnapshot_R_C6_INV19_InvalidPackageWritesNothing(t *testing.T) {
 // TestSnapshot_R_C6_INV20b_RerunChangesNothing: the same snapshot again
 // (new SEQN) bumps no version, deletes nothing and emits nothing; an
 // interrupted run is redone whole without double bumps.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
+// Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestSnapshot_R_C6_INV20b_RerunChangesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -153,6 +164,8 @@ func TestSnapshot_R_C6_INV20b_RerunChangesNothing(t *testing.T) {
 }
 
 // TestSnapshot_R_C6_EmptySnapshotDeletesNothing: RECS 0 covers no day.
+//
+// Validation 001§6 INV-15b "快照缺席航班删除、未携带字段清除".
 func TestSnapshot_R_C6_EmptySnapshotDeletesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

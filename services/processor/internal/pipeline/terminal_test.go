@@ -14,6 +14,10 @@ import (
 // TestTerminal_R_B6_INV8_OneMailboxRowWithEveryTerminalState: SUCCEEDED,
 // SKIPPED and DEAD each carry exactly one outbox row target='mailbox'
 // (written with the state); PENDING, FAILED and APPLIED carry none.
+//
+// Validation 001§6 INV-1 "五事实互不替代".
+// Validation 001§6 INV-8 "PG 提交失败、回填失败"; 002§8 "PG 提交失败、信箱回填失败".
+// Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 func TestTerminal_R_B6_INV8_OneMailboxRowWithEveryTerminalState(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -58,6 +62,8 @@ func TestTerminal_R_B6_INV8_OneMailboxRowWithEveryTerminalState(t *testing.T) {
 // terminal message again: finishIn, markApplied and recordFailure report
 // ErrNotOpen (or do nothing) and the row and its single marker stay as they
 // were.
+//
+// Validation 001§6 INV-6 "投递失败后终态不变".
 func TestTerminal_R_B6_INV6_TerminalStatesAreFinal(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -123,6 +129,8 @@ func TestTerminal_R_B6_FinishInMovesOpenStates(t *testing.T) {
 // TestIgnore_R_B9_IgnoredTypesAreSkippedWithReason: the ignore list (default
 // LDM, REGN, RSTA, EROR) makes a message SKIPPED with its reason and its
 // backfill intent, whatever its layout; unknown types are not ignored.
+//
+// Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 func TestIgnore_R_B9_IgnoredTypesAreSkippedWithReason(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -214,6 +214,8 @@ func TestBroadcaster_R_E3_PeriodicRefreshShowsUnnotifiedWrites(t *testing.T) {
 
 // R-E3, R-E2 rule: when Redis cannot be read the board is told so and gets
 // the last known flights, never an empty list; it recovers when Redis does.
+//
+// Validation 001§6 INV-24 "同源读取与异常".
 func TestBroadcaster_R_E3_UnavailableKeepsLastFlights(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}
@@ -249,6 +251,8 @@ func TestBroadcaster_R_E3_UnavailableKeepsLastFlights(t *testing.T) {
 
 // R-E3, R-E2 rule: unavailable before any successful read carries no list
 // at all (null), which the page shows as "no data", not "no flights".
+//
+// Validation 001§6 INV-24 "同源读取与异常".
 func TestBroadcaster_R_E3_UnavailableFromTheStartHasNoList(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}

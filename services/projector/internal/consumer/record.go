@@ -13,6 +13,9 @@ import (
 const (
 	headerVersion = "msgx-version"
 	headerMsgID   = "msgx-msg-id"
+	// headerRebuild marks a record of a projection rebuild (R-E4), which
+	// may repair the version Redis already holds.
+	headerRebuild = "msgx-rebuild"
 )
 
 // flightState is the part of a msgx.flight-state value the projector reads;
@@ -31,8 +34,17 @@ type decoded struct {
 
 // decodeRecord reads a msgx.flight-state record: key = decimal FLID; value
 // = flight-state JSON whose flid matches the key and whose version is set,
-// or null (tombstone) with the version in the msgx-version header.
+// or null (tombstone) with the version in the msgx-version header. A record
+// with the msgx-rebuild header becomes a repairing update.
 func decodeRecord(r *kgo.Record) (decoded, error) {
+	d, err := decodeUpdate(r)
+	if err == nil {
+		_, d.update.Repair = header(r, headerRebuild)
+	}
+	return d, err
+}
+
+func decodeUpdate(r *kgo.Record) (decoded, error) {
 	bad := func(reason string) (decoded, error) {
 		return decoded{}, &RecordError{Partition: r.Partition, Offset: r.Offset, Reason: reason}
 	}

@@ -36,6 +36,16 @@ func TestDecodeRecord(t *testing.T) {
 			want: decoded{update: store.Update{FLID: 15, Version: 4}, msgID: 43},
 		},
 		{
+			name: "RebuildRecordRepairs",
+			rec:  kgo.Record{Key: []byte("15"), Value: value, Headers: hdr("msgx-version", "3", "msgx-msg-id", "42", "msgx-rebuild", "7")},
+			want: decoded{update: store.Update{FLID: 15, Version: 3, Value: value, Repair: true}, msgID: 42},
+		},
+		{
+			name: "RebuildTombstoneRepairs",
+			rec:  kgo.Record{Key: []byte("15"), Headers: hdr("msgx-version", "4", "msgx-rebuild", "7")},
+			want: decoded{update: store.Update{FLID: 15, Version: 4, Repair: true}},
+		},
+		{
 			name:    "KeyNotDecimal",
 			rec:     kgo.Record{Key: []byte("F15"), Value: value},
 			wantErr: "is not a decimal FLID",

@@ -116,6 +116,8 @@ func TestHandler_FlightByFLID(t *testing.T) {
 
 // R-E2, US-12: Redis unreachable is 503 with a JSON error, never an empty
 // list.
+//
+// Validation 001§6 INV-24 "同源读取与异常".
 func TestHandler_R_E2_RedisDownIs503(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})

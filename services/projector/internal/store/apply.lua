@@ -1,8 +1,13 @@
 -- Version-guarded write of one flight into the projection.
 -- KEYS[1] flights hash, KEYS[2] flight-versions hash.
 -- ARGV[1] FLID, ARGV[2] version (canonical non-negative decimal),
--- ARGV[3] "set" or "del", ARGV[4] the document (only for "set").
+-- ARGV[3] "set" or "del", ARGV[4] the document (only for "set"),
+-- ARGV[5] "repair" for a record of a projection rebuild, else "".
 -- Returns 1 when written, 0 when the stored version is >= ARGV[2] (no-op).
+-- A repair may also rewrite the stored version itself when the flight is
+-- not what that version says (document lost or different, or present
+-- although deleted): the version's state is immutable in PostgreSQL, so
+-- this restores it; an older version is never written.
 local function ge(a, b)
   -- canonical non-negative decimals: longer is larger, else compare as text;
   -- exact for every int64, unlike tonumber (a double)
@@ -11,7 +16,15 @@ local function ge(a, b)
 end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur and ge(cur, ARGV[2]) then
-  return 0
+  if ARGV[5] ~= 'repair' or cur ~= ARGV[2] then
+    return 0
+  end
+  local doc = redis.call('HGET', KEYS[1], ARGV[1])
+  if ARGV[3] == 'del' then
+    if not doc then return 0 end
+  elseif doc == ARGV[4] then
+    return 0
+  end
 end
 if ARGV[3] == 'del' then
   redis.call('HDEL', KEYS[1], ARGV[1])

@@ -16,8 +16,15 @@ import (
 //go:embed apply.lua
 var applySource string
 
-// applyScript is shared by every Store: its SHA is the same for all of them.
-var applyScript = redis.NewScript(applySource)
+//go:embed remove.lua
+var removeSource string
+
+// applyScript and removeScript are shared by every Store: their SHAs are
+// the same for all of them.
+var (
+	applyScript  = redis.NewScript(applySource)
+	removeScript = redis.NewScript(removeSource)
+)
 
 // Update is one flight-state record to project. A nil Value is a deletion
 // (the record was a tombstone).
@@ -25,6 +32,11 @@ type Update struct {
 	FLID    int64
 	Version int64
 	Value   []byte
+	// Repair marks a record of a projection rebuild (R-E4): besides every
+	// newer version it may also rewrite the version Redis already holds,
+	// when the stored flight differs from the record (lost or corrupted).
+	// Never an older version.
+	Repair bool
 }
 
 // Outcome says what the version guard did with one Update.
@@ -58,6 +70,7 @@ type Flight struct {
 type Store struct {
 	rdb         *redis.Client
 	script      *redis.Script
+	remove      *redis.Script
 	flightsKey  string
 	versionsKey string
 }
@@ -72,6 +85,7 @@ func newStore(rdb *redis.Client, prefix string, script *redis.Script) *Store {
 	return &Store{
 		rdb:         rdb,
 		script:      script,
+		remove:      removeScript,
 		flightsKey:  prefix + "flights",
 		versionsKey: prefix + "flight-versions",
 	}
@@ -124,10 +138,14 @@ func (s *Store) applyPipelined(ctx context.Context, updates []Update) ([]*redis.
 	for i, u := range updates {
 		flid := strconv.FormatInt(u.FLID, 10)
 		version := strconv.FormatInt(u.Version, 10)
+		mode := ""
+		if u.Repair {
+			mode = "repair"
+		}
 		if u.Value == nil {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "")
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "", mode)
 		} else {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value)
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value, mode)
 		}
 	}
 	_, err := pipe.Exec(ctx)
@@ -186,4 +204,71 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("pinging redis: %w", err)
 	}
 	return nil
+}
+
+// State is what the projection holds for one flight: its last applied
+// version (kept after deletion) and whether a document is present.
+type State struct {
+	FLID int64
+	// Version is the stored version; 0 with HasVersion false when none was
+	// ever applied.
+	Version    int64
+	HasVersion bool
+	// HasDoc reports a current document (the flight is not deleted).
+	HasDoc bool
+}
+
+// statesChunk bounds the FLIDs of one pipelined round trip of States.
+const statesChunk = 1000
+
+// States returns the stored version and document presence of every FLID
+// in flids, in order, reading no documents.
+func (s *Store) States(ctx context.Context, flids []int64) ([]State, error) {
+	out := make([]State, 0, len(flids))
+	for start := 0; start < len(flids); start += statesChunk {
+		chunk := flids[start:min(start+statesChunk, len(flids))]
+		fields := make([]string, len(chunk))
+		for i, f := range chunk {
+			fields[i] = strconv.FormatInt(f, 10)
+		}
+		pipe := s.rdb.Pipeline()
+		versions := pipe.HMGet(ctx, s.versionsKey, fields...)
+		exists := make([]*redis.BoolCmd, len(chunk))
+		for i, f := range fields {
+			exists[i] = pipe.HExists(ctx, s.flightsKey, f)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("reading %d flight states from redis: %w", len(chunk), err)
+		}
+		vals := versions.Val()
+		for i, flid := range chunk {
+			st := State{FLID: flid, HasDoc: exists[i].Val()}
+			if v, ok := vals[i].(string); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("reading version of flight %d from %s: %q is not a version", flid, s.versionsKey, v)
+				}
+				st.Version, st.HasVersion = n, true
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// RemoveStale removes flight flid from the projection if its stored
+// document is still exactly doc (compare-and-delete, atomic with every
+// Apply), and keeps a version of at least version so that no record of
+// that version or older resurrects it. It reports whether it removed the
+// flight; false means the document changed meanwhile and nothing was done.
+func (s *Store) RemoveStale(ctx context.Context, flid int64, doc []byte, version int64) (bool, error) {
+	if version < 0 {
+		return false, fmt.Errorf("removing flight %d: negative version %d", flid, version)
+	}
+	n, err := s.remove.Run(ctx, s.rdb, []string{s.flightsKey, s.versionsKey},
+		strconv.FormatInt(flid, 10), doc, strconv.FormatInt(version, 10)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("removing stale flight %d from redis: %w", flid, err)
+	}
+	return n == 1, nil
 }

@@ -60,65 +60,65 @@ func TestStore_INV_24_VersionGuard(t *testing.T) {
 	}{
 		{
 			name:        "FirstWriteApplies",
-			steps:       []step{{Update{7, 1, doc(7, 1)}, Applied}},
+			steps:       []step{{Update{FLID: 7, Version: 1, Value: doc(7, 1)}, Applied}},
 			wantDoc:     doc(7, 1),
 			wantVersion: 1,
 		},
 		{
 			name:        "NewerReplacesOlder",
-			steps:       []step{{Update{7, 1, doc(7, 1)}, Applied}, {Update{7, 2, doc(7, 2)}, Applied}},
+			steps:       []step{{Update{FLID: 7, Version: 1, Value: doc(7, 1)}, Applied}, {Update{FLID: 7, Version: 2, Value: doc(7, 2)}, Applied}},
 			wantDoc:     doc(7, 2),
 			wantVersion: 2,
 		},
 		{
 			name:        "OlderAfterNewerIsNoOp",
-			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 3, doc(7, 3)}, Stale}},
+			steps:       []step{{Update{FLID: 7, Version: 5, Value: doc(7, 5)}, Applied}, {Update{FLID: 7, Version: 3, Value: doc(7, 3)}, Stale}},
 			wantDoc:     doc(7, 5),
 			wantVersion: 5,
 		},
 		{
 			name:        "EqualVersionIsNoOp",
-			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 5, []byte(`{"other":true}`)}, Stale}},
+			steps:       []step{{Update{FLID: 7, Version: 5, Value: doc(7, 5)}, Applied}, {Update{FLID: 7, Version: 5, Value: []byte(`{"other":true}`)}, Stale}},
 			wantDoc:     doc(7, 5),
 			wantVersion: 5,
 		},
 		{
 			name:        "TombstoneRemovesAndKeepsVersion",
-			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 6, nil}, Applied}},
+			steps:       []step{{Update{FLID: 7, Version: 5, Value: doc(7, 5)}, Applied}, {Update{FLID: 7, Version: 6, Value: nil}, Applied}},
 			wantVersion: 6,
 		},
 		{
 			name: "OlderValueDoesNotResurrectDeletedFlight",
 			steps: []step{
-				{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 6, nil}, Applied},
-				{Update{7, 4, doc(7, 4)}, Stale}, {Update{7, 6, doc(7, 6)}, Stale},
+				{Update{FLID: 7, Version: 5, Value: doc(7, 5)}, Applied}, {Update{FLID: 7, Version: 6, Value: nil}, Applied},
+				{Update{FLID: 7, Version: 4, Value: doc(7, 4)}, Stale}, {Update{FLID: 7, Version: 6, Value: doc(7, 6)}, Stale},
 			},
 			wantVersion: 6,
 		},
 		{
 			name:        "NewerValueRecreatesDeletedFlight",
-			steps:       []step{{Update{7, 6, nil}, Applied}, {Update{7, 7, doc(7, 7)}, Applied}},
+			steps:       []step{{Update{FLID: 7, Version: 6, Value: nil}, Applied}, {Update{FLID: 7, Version: 7, Value: doc(7, 7)}, Applied}},
 			wantDoc:     doc(7, 7),
 			wantVersion: 7,
 		},
 		{
 			name:        "StaleTombstoneIsNoOp",
-			steps:       []step{{Update{7, 5, doc(7, 5)}, Applied}, {Update{7, 4, nil}, Stale}},
+			steps:       []step{{Update{FLID: 7, Version: 5, Value: doc(7, 5)}, Applied}, {Update{FLID: 7, Version: 4, Value: nil}, Stale}},
 			wantDoc:     doc(7, 5),
 			wantVersion: 5,
 		},
 		{
 			name: "VersionsCompareNumericallyNotAsText",
 			steps: []step{
-				{Update{7, 9, doc(7, 9)}, Applied}, {Update{7, 10, doc(7, 10)}, Applied},
-				{Update{7, 9, doc(7, 9)}, Stale},
+				{Update{FLID: 7, Version: 9, Value: doc(7, 9)}, Applied}, {Update{FLID: 7, Version: 10, Value: doc(7, 10)}, Applied},
+				{Update{FLID: 7, Version: 9, Value: doc(7, 9)}, Stale},
 			},
 			wantDoc:     doc(7, 10),
 			wantVersion: 10,
 		},
 		{
 			name:        "LargestInt64VersionsAreExact",
-			steps:       []step{{Update{7, 1<<62 + 1, doc(7, 1)}, Applied}, {Update{7, 1 << 62, doc(7, 2)}, Stale}},
+			steps:       []step{{Update{FLID: 7, Version: 1<<62 + 1, Value: doc(7, 1)}, Applied}, {Update{FLID: 7, Version: 1 << 62, Value: doc(7, 2)}, Stale}},
 			wantDoc:     doc(7, 1),
 			wantVersion: 1<<62 + 1,
 		},
@@ -166,7 +166,7 @@ func TestStore_ApplyBatchInOrderHighestVersionWins(t *testing.T) {
 	var updates []Update
 	for v := int64(1); v <= 20; v++ {
 		for flid := int64(1); flid <= 50; flid++ {
-			updates = append(updates, Update{flid, v, doc(flid, v)})
+			updates = append(updates, Update{FLID: flid, Version: v, Value: doc(flid, v)})
 		}
 	}
 	// Replay the first half again: all stale.
@@ -193,7 +193,7 @@ func TestStore_AllSortsNumericallyAndOmitsDeleted(t *testing.T) {
 	b := setup(t)
 	ctx := ctxT(t)
 	_, err := b.store.Apply(ctx, []Update{
-		{100, 1, doc(100, 1)}, {9, 1, doc(9, 1)}, {20, 1, doc(20, 1)}, {3, 1, doc(3, 1)}, {20, 2, nil},
+		{FLID: 100, Version: 1, Value: doc(100, 1)}, {FLID: 9, Version: 1, Value: doc(9, 1)}, {FLID: 20, Version: 1, Value: doc(20, 1)}, {FLID: 3, Version: 1, Value: doc(3, 1)}, {FLID: 20, Version: 2, Value: nil},
 	})
 	require.NoError(t, err)
 	flights, err := b.store.All(ctx)
@@ -224,10 +224,10 @@ func TestStore_LoadsScriptWhenServerDoesNotKnowIt(t *testing.T) {
 	_, _ = rand.Read(nonce)
 	st := newStore(b.rdb, b.prefix, redis.NewScript(applySource+"\n-- "+hex.EncodeToString(nonce)+"\n"))
 	ctx := ctxT(t)
-	out, err := st.Apply(ctx, []Update{{1, 1, doc(1, 1)}, {2, 1, doc(2, 1)}})
+	out, err := st.Apply(ctx, []Update{{FLID: 1, Version: 1, Value: doc(1, 1)}, {FLID: 2, Version: 1, Value: doc(2, 1)}})
 	require.NoError(t, err)
 	require.Equal(t, []Outcome{Applied, Applied}, out)
-	out, err = st.Apply(ctx, []Update{{1, 1, doc(1, 1)}})
+	out, err = st.Apply(ctx, []Update{{FLID: 1, Version: 1, Value: doc(1, 1)}})
 	require.NoError(t, err)
 	require.Equal(t, []Outcome{Stale}, out)
 }
@@ -239,7 +239,7 @@ func TestStore_RedisDownIsAnError(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	st := New(rdb, "msgx_t_down:")
 	ctx := ctxT(t)
-	_, err := st.Apply(ctx, []Update{{1, 1, doc(1, 1)}})
+	_, err := st.Apply(ctx, []Update{{FLID: 1, Version: 1, Value: doc(1, 1)}})
 	require.Error(t, err)
 	flights, err := st.All(ctx)
 	require.Error(t, err)
@@ -253,7 +253,7 @@ func TestStore_RedisDownIsAnError(t *testing.T) {
 func TestStore_RejectsNegativeVersion(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.store.Apply(ctxT(t), []Update{{1, -1, doc(1, 1)}})
+	_, err := b.store.Apply(ctxT(t), []Update{{FLID: 1, Version: -1, Value: doc(1, 1)}})
 	require.ErrorContains(t, err, "negative version")
 }
 

@@ -7,10 +7,11 @@
 // msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
 // the pipeline: the processing state of one mailbox message, the processing
 // backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows and the abandoned backfills), and one
-// audited repair: re-queueing outbox rows the dispatcher gave up on. Every
-// figure comes straight from the system's own PostgreSQL, which is the only
-// authority (INV-11b).
+// (including its dead-letter rows and the abandoned backfills), and two
+// audited repairs: re-queueing outbox rows the dispatcher gave up on, and
+// rebuilding the Redis projection from PostgreSQL. Every figure comes
+// straight from the system's own PostgreSQL, which is the only authority
+// (INV-11b).
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // (R-F3); the standard gRPC health and reflection services are the only
@@ -1733,6 +1734,418 @@ func (x *AbandonedBackfill) GetLastError() string {
 	return ""
 }
 
+// RebuildProjectionRequest asks for a rebuild of the Redis projection.
+type RebuildProjectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operator names who asks for the rebuild; required, recorded in
+	// projection_rebuild.
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, recorded in projection_rebuild.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildProjectionRequest) Reset() {
+	*x = RebuildProjectionRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildProjectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildProjectionRequest) ProtoMessage() {}
+
+func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
+func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RebuildProjectionRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *RebuildProjectionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RebuildProjectionResponse reports the rebuild just enqueued.
+type RebuildProjectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rebuild is the recorded rebuild; its delivery is absent (nothing was
+	// delivered yet).
+	Rebuild       *ProjectionRebuild `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildProjectionResponse) Reset() {
+	*x = RebuildProjectionResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildProjectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildProjectionResponse) ProtoMessage() {}
+
+func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
+func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
+	if x != nil {
+		return x.Rebuild
+	}
+	return nil
+}
+
+// GetRebuildRequest names one rebuild.
+type GetRebuildRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation is the rebuild's generation (projection_rebuild.id).
+	Generation    int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRebuildRequest) Reset() {
+	*x = GetRebuildRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRebuildRequest) ProtoMessage() {}
+
+func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRebuildRequest.ProtoReflect.Descriptor instead.
+func (*GetRebuildRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetRebuildRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// GetRebuildResponse is one rebuild with its delivery state.
+type GetRebuildResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rebuild is the recorded rebuild with its delivery.
+	Rebuild       *ProjectionRebuild `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRebuildResponse) Reset() {
+	*x = GetRebuildResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRebuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRebuildResponse) ProtoMessage() {}
+
+func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRebuildResponse.ProtoReflect.Descriptor instead.
+func (*GetRebuildResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetRebuildResponse) GetRebuild() *ProjectionRebuild {
+	if x != nil {
+		return x.Rebuild
+	}
+	return nil
+}
+
+// ProjectionRebuild is one rebuild of the Redis projection
+// (projection_rebuild).
+type ProjectionRebuild struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation identifies the rebuild; its records carry it in the
+	// msgx-rebuild header and the manifest in "generation".
+	Generation int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// operator is who asked for the rebuild.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason is why.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// requested_at is when the rebuild was enqueued.
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// flights is the number of flight-state records enqueued: active plus
+	// deleted.
+	Flights int64 `protobuf:"varint,5,opt,name=flights,proto3" json:"flights,omitempty"`
+	// active is the number of ACTIVE flights (records with the document).
+	Active int64 `protobuf:"varint,6,opt,name=active,proto3" json:"active,omitempty"`
+	// deleted is the number of DELETED flights (tombstones).
+	Deleted int64 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// max_msg_id is the largest flight.last_msg_id the rebuild saw.
+	MaxMsgId int64 `protobuf:"varint,8,opt,name=max_msg_id,json=maxMsgId,proto3" json:"max_msg_id,omitempty"`
+	// manifest_outbox_id is the outbox row of the manifest.
+	ManifestOutboxId int64 `protobuf:"varint,9,opt,name=manifest_outbox_id,json=manifestOutboxId,proto3" json:"manifest_outbox_id,omitempty"`
+	// delivery is how far the dispatcher got; only in GetRebuild.
+	Delivery      *RebuildDelivery `protobuf:"bytes,10,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectionRebuild) Reset() {
+	*x = ProjectionRebuild{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectionRebuild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectionRebuild) ProtoMessage() {}
+
+func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
+func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ProjectionRebuild) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetFlights() int64 {
+	if x != nil {
+		return x.Flights
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetActive() int64 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetMaxMsgId() int64 {
+	if x != nil {
+		return x.MaxMsgId
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetManifestOutboxId() int64 {
+	if x != nil {
+		return x.ManifestOutboxId
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetDelivery() *RebuildDelivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+// RebuildDelivery counts a rebuild's flight-state outbox rows by delivery
+// state. Whether the projector finished is in its log and in the metric
+// msgx_projector_rebuilds_total.
+type RebuildDelivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pending counts the rows still to be delivered (or in backoff).
+	Pending int64 `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`
+	// sent counts the rows delivered to msgx.flight-state.
+	Sent int64 `protobuf:"varint,2,opt,name=sent,proto3" json:"sent,omitempty"`
+	// dead counts the rows that ran out of attempts (re-queue them with
+	// RequeueOutbox).
+	Dead int64 `protobuf:"varint,3,opt,name=dead,proto3" json:"dead,omitempty"`
+	// cleaned_up counts rows already deleted by the processor's record
+	// cleanup (delivered long ago).
+	CleanedUp int64 `protobuf:"varint,4,opt,name=cleaned_up,json=cleanedUp,proto3" json:"cleaned_up,omitempty"`
+	// manifest_state is the delivery state of the manifest's row;
+	// UNSPECIFIED when it was cleaned up.
+	ManifestState OutboxState `protobuf:"varint,5,opt,name=manifest_state,json=manifestState,proto3,enum=msgx.control.v1.OutboxState" json:"manifest_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildDelivery) Reset() {
+	*x = RebuildDelivery{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildDelivery) ProtoMessage() {}
+
+func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildDelivery.ProtoReflect.Descriptor instead.
+func (*RebuildDelivery) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RebuildDelivery) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *RebuildDelivery) GetSent() int64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *RebuildDelivery) GetDead() int64 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
+func (x *RebuildDelivery) GetCleanedUp() int64 {
+	if x != nil {
+		return x.CleanedUp
+	}
+	return 0
+}
+
+func (x *RebuildDelivery) GetManifestState() OutboxState {
+	if x != nil {
+		return x.ManifestState
+	}
+	return OutboxState_OUTBOX_STATE_UNSPECIFIED
+}
+
 var File_msgx_control_v1_admin_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_admin_proto_rawDesc = "" +
@@ -1857,7 +2270,40 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x1a\n" +
 	"\battempts\x18\x06 \x01(\x05R\battempts\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\a \x01(\tR\tlastError*\xcd\x01\n" +
+	"last_error\x18\a \x01(\tR\tlastError\"N\n" +
+	"\x18RebuildProjectionRequest\x12\x1a\n" +
+	"\boperator\x18\x01 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"Y\n" +
+	"\x19RebuildProjectionResponse\x12<\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"3\n" +
+	"\x11GetRebuildRequest\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\"R\n" +
+	"\x12GetRebuildResponse\x12<\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"\xfc\x02\n" +
+	"\x11ProjectionRebuild\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12=\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x18\n" +
+	"\aflights\x18\x05 \x01(\x03R\aflights\x12\x16\n" +
+	"\x06active\x18\x06 \x01(\x03R\x06active\x12\x18\n" +
+	"\adeleted\x18\a \x01(\x03R\adeleted\x12\x1c\n" +
+	"\n" +
+	"max_msg_id\x18\b \x01(\x03R\bmaxMsgId\x12,\n" +
+	"\x12manifest_outbox_id\x18\t \x01(\x03R\x10manifestOutboxId\x12<\n" +
+	"\bdelivery\x18\n" +
+	" \x01(\v2 .msgx.control.v1.RebuildDeliveryR\bdelivery\"\xb7\x01\n" +
+	"\x0fRebuildDelivery\x12\x18\n" +
+	"\apending\x18\x01 \x01(\x03R\apending\x12\x12\n" +
+	"\x04sent\x18\x02 \x01(\x03R\x04sent\x12\x12\n" +
+	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12\x1d\n" +
+	"\n" +
+	"cleaned_up\x18\x04 \x01(\x03R\tcleanedUp\x12C\n" +
+	"\x0emanifest_state\x18\x05 \x01(\x0e2\x1c.msgx.control.v1.OutboxStateR\rmanifestState*\xcd\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x19\n" +
@@ -1884,7 +2330,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x14OUTBOX_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
-	"\x16OUTBOX_STATE_ABANDONED\x10\x042\xc2\x04\n" +
+	"\x16OUTBOX_STATE_ABANDONED\x10\x042\x85\x06\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -1894,7 +2340,10 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponse\x12^\n" +
 	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12y\n" +
-	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12j\n" +
+	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12U\n" +
+	"\n" +
+	"GetRebuild\x12\".msgx.control.v1.GetRebuildRequest\x1a#.msgx.control.v1.GetRebuildResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_admin_proto_rawDescOnce sync.Once
@@ -1909,7 +2358,7 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
@@ -1932,54 +2381,69 @@ var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(*ListAbandonedBackfillsRequest)(nil),  // 18: msgx.control.v1.ListAbandonedBackfillsRequest
 	(*ListAbandonedBackfillsResponse)(nil), // 19: msgx.control.v1.ListAbandonedBackfillsResponse
 	(*AbandonedBackfill)(nil),              // 20: msgx.control.v1.AbandonedBackfill
-	(*timestamppb.Timestamp)(nil),          // 21: google.protobuf.Timestamp
+	(*RebuildProjectionRequest)(nil),       // 21: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),      // 22: msgx.control.v1.RebuildProjectionResponse
+	(*GetRebuildRequest)(nil),              // 23: msgx.control.v1.GetRebuildRequest
+	(*GetRebuildResponse)(nil),             // 24: msgx.control.v1.GetRebuildResponse
+	(*ProjectionRebuild)(nil),              // 25: msgx.control.v1.ProjectionRebuild
+	(*RebuildDelivery)(nil),                // 26: msgx.control.v1.RebuildDelivery
+	(*timestamppb.Timestamp)(nil),          // 27: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	21, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	21, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	21, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	21, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	21, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	21, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	21, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	21, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	27, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	27, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	27, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	27, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	27, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	27, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	27, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	21, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	27, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	21, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	21, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	27, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	27, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	21, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	21, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	21, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	27, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	27, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	27, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	20, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
-	21, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
-	21, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
-	4,  // 28: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	7,  // 29: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
-	10, // 30: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	13, // 31: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
-	16, // 32: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
-	18, // 33: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
-	5,  // 34: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 35: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 36: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 37: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	17, // 38: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
-	19, // 39: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	27, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	27, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	25, // 28: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	25, // 29: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	27, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	26, // 31: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
+	3,  // 32: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
+	4,  // 33: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	7,  // 34: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
+	10, // 35: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	13, // 36: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
+	16, // 37: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
+	18, // 38: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	21, // 39: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	23, // 40: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
+	5,  // 41: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 42: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 43: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 44: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 45: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	19, // 46: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	22, // 47: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	24, // 48: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_admin_proto_init() }
@@ -1993,7 +2457,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,10 +7,11 @@
 // msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
 // the pipeline: the processing state of one mailbox message, the processing
 // backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows and the abandoned backfills), and one
-// audited repair: re-queueing outbox rows the dispatcher gave up on. Every
-// figure comes straight from the system's own PostgreSQL, which is the only
-// authority (INV-11b).
+// (including its dead-letter rows and the abandoned backfills), and two
+// audited repairs: re-queueing outbox rows the dispatcher gave up on, and
+// rebuilding the Redis projection from PostgreSQL. Every figure comes
+// straight from the system's own PostgreSQL, which is the only authority
+// (INV-11b).
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // (R-F3); the standard gRPC health and reflection services are the only
@@ -37,6 +38,8 @@ const (
 	AdminService_ListOutbox_FullMethodName             = "/msgx.control.v1.AdminService/ListOutbox"
 	AdminService_RequeueOutbox_FullMethodName          = "/msgx.control.v1.AdminService/RequeueOutbox"
 	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
+	AdminService_RebuildProjection_FullMethodName      = "/msgx.control.v1.AdminService/RebuildProjection"
+	AdminService_GetRebuild_FullMethodName             = "/msgx.control.v1.AdminService/GetRebuild"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -44,8 +47,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox, and re-queues the dead-letter queue (R-F1
-// "Admin").
+// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin")
+// and rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4).
 type AdminServiceClient interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -78,6 +81,22 @@ type AdminServiceClient interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error)
+	// RebuildProjection rebuilds the whole Redis projection from PostgreSQL
+	// (R-E4, INV-11b). In one transaction it reads every flight and enqueues,
+	// through the outbox, one msgx.flight-state record per flight carrying
+	// its current state (ACTIVE: the flight-state JSON; DELETED: a
+	// tombstone), each with the header msgx-rebuild = the generation, then
+	// one manifest on msgx.projection-control listing every flight's
+	// version, and records the rebuild in projection_rebuild. The projector
+	// applies the records (repairing the versions it already holds), waits
+	// until Redis holds every listed version, and removes the flights
+	// PostgreSQL does not have (stale keys); it reports the outcome in its
+	// log and metrics. Redis is never written by the control plane (INV-24).
+	// INVALID_ARGUMENT when operator or reason is missing.
+	RebuildProjection(ctx context.Context, in *RebuildProjectionRequest, opts ...grpc.CallOption) (*RebuildProjectionResponse, error)
+	// GetRebuild returns one projection rebuild with the delivery state of
+	// its outbox rows. NOT_FOUND when no rebuild has that generation.
+	GetRebuild(ctx context.Context, in *GetRebuildRequest, opts ...grpc.CallOption) (*GetRebuildResponse, error)
 }
 
 type adminServiceClient struct {
@@ -148,13 +167,33 @@ func (c *adminServiceClient) ListAbandonedBackfills(ctx context.Context, in *Lis
 	return out, nil
 }
 
+func (c *adminServiceClient) RebuildProjection(ctx context.Context, in *RebuildProjectionRequest, opts ...grpc.CallOption) (*RebuildProjectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebuildProjectionResponse)
+	err := c.cc.Invoke(ctx, AdminService_RebuildProjection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetRebuild(ctx context.Context, in *GetRebuildRequest, opts ...grpc.CallOption) (*GetRebuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRebuildResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetRebuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox, and re-queues the dead-letter queue (R-F1
-// "Admin").
+// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin")
+// and rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4).
 type AdminServiceServer interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -187,6 +226,22 @@ type AdminServiceServer interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error)
+	// RebuildProjection rebuilds the whole Redis projection from PostgreSQL
+	// (R-E4, INV-11b). In one transaction it reads every flight and enqueues,
+	// through the outbox, one msgx.flight-state record per flight carrying
+	// its current state (ACTIVE: the flight-state JSON; DELETED: a
+	// tombstone), each with the header msgx-rebuild = the generation, then
+	// one manifest on msgx.projection-control listing every flight's
+	// version, and records the rebuild in projection_rebuild. The projector
+	// applies the records (repairing the versions it already holds), waits
+	// until Redis holds every listed version, and removes the flights
+	// PostgreSQL does not have (stale keys); it reports the outcome in its
+	// log and metrics. Redis is never written by the control plane (INV-24).
+	// INVALID_ARGUMENT when operator or reason is missing.
+	RebuildProjection(context.Context, *RebuildProjectionRequest) (*RebuildProjectionResponse, error)
+	// GetRebuild returns one projection rebuild with the delivery state of
+	// its outbox rows. NOT_FOUND when no rebuild has that generation.
+	GetRebuild(context.Context, *GetRebuildRequest) (*GetRebuildResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -214,6 +269,12 @@ func (UnimplementedAdminServiceServer) RequeueOutbox(context.Context, *RequeueOu
 }
 func (UnimplementedAdminServiceServer) ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAbandonedBackfills not implemented")
+}
+func (UnimplementedAdminServiceServer) RebuildProjection(context.Context, *RebuildProjectionRequest) (*RebuildProjectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebuildProjection not implemented")
+}
+func (UnimplementedAdminServiceServer) GetRebuild(context.Context, *GetRebuildRequest) (*GetRebuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRebuild not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -344,6 +405,42 @@ func _AdminService_ListAbandonedBackfills_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RebuildProjection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebuildProjectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RebuildProjection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RebuildProjection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RebuildProjection(ctx, req.(*RebuildProjectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetRebuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRebuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetRebuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetRebuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetRebuild(ctx, req.(*GetRebuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +471,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAbandonedBackfills",
 			Handler:    _AdminService_ListAbandonedBackfills_Handler,
+		},
+		{
+			MethodName: "RebuildProjection",
+			Handler:    _AdminService_RebuildProjection_Handler,
+		},
+		{
+			MethodName: "GetRebuild",
+			Handler:    _AdminService_GetRebuild_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,52 @@
+package controltest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+)
+
+// MigratedPool creates a new database with the pipeline's schema applied
+// and returns its URL and a pool on it, closed when the test ends.
+func MigratedPool(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return dbURL, pool
+}
+
+// Serve runs a gRPC server on 127.0.0.1:0 with the services that register
+// adds, and returns a plaintext client connection to it. When the test
+// ends the connection is closed, then the server is stopped (in-flight
+// calls are cancelled) and must have served without error.
+func Serve(t testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
+	t.Helper()
+	srv := grpc.NewServer()
+	register(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		require.NoError(t, <-served)
+	})
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}

@@ -1,0 +1,45 @@
+package rpcstatus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrContractMismatch marks a database value that the protobuf contract
+// cannot express (for example a state added to the schema but not to the
+// enum): a deployment bug, reported as codes.Internal by QueryError.
+var ErrContractMismatch = errors.New("database value unknown to the control-plane contract; update proto/msgx/control/v1")
+
+// QueryError turns a database failure of operation op into a gRPC status: a
+// timeout stays a timeout, SQL errors and contract mismatches are internal
+// (logged at error level with attrs), anything else means PostgreSQL cannot
+// be reached and the call may be retried (logged at warning level).
+func QueryError(logger *slog.Logger, op string, err error, attrs ...any) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+	case errors.Is(err, context.Canceled):
+		return status.Errorf(codes.Canceled, "%s: %v", op, err)
+	case errors.As(err, &pgErr), errors.Is(err, ErrContractMismatch):
+		logger.Error(op+" failed", append(attrs, "err", err)...)
+		return status.Errorf(codes.Internal, "%s: %v", op, err)
+	default:
+		logger.Warn(op+" failed", append(attrs, "err", err)...)
+		return status.Errorf(codes.Unavailable, "%s: postgres unavailable: %v", op, err)
+	}
+}
+
+// PositiveID returns nil when id is positive, else an INVALID_ARGUMENT
+// status "<field> <id>: must be a positive <what>".
+func PositiveID(field string, id int64, what string) error {
+	if id > 0 {
+		return nil
+	}
+	return status.Errorf(codes.InvalidArgument, "%s %d: must be a positive %s", field, id, what)
+}

@@ -1,0 +1,56 @@
+package rpcstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"msgexchange/libs/logging"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestQueryError_R_F1_MapsFailuresToCodes: timeouts and cancellations keep
+// their codes, SQL errors and contract mismatches are INTERNAL, anything
+// else is UNAVAILABLE (retryable); the message starts with the operation.
+func TestQueryError_R_F1_MapsFailuresToCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{"Deadline", fmt.Errorf("querying: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "reading flight: querying: context deadline exceeded"},
+		{"Canceled", context.Canceled, codes.Canceled, "reading flight: context canceled"},
+		{"SQLError", fmt.Errorf("scanning: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation missing"}), codes.Internal, "reading flight: scanning: ERROR: relation missing (SQLSTATE 42P01)"},
+		{"ContractMismatch", fmt.Errorf("mapping state: %w", ErrContractMismatch), codes.Internal, "reading flight: mapping state: " + ErrContractMismatch.Error()},
+		{"Unreachable", errors.New("dial tcp: connection refused"), codes.Unavailable, "reading flight: postgres unavailable: dial tcp: connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := status.Convert(QueryError(logging.Discard(), "reading flight", tc.err, "flid", 15))
+			require.Equal(t, tc.code, st.Code())
+			require.Equal(t, tc.msg, st.Message())
+		})
+	}
+}
+
+// TestPositiveID_RejectsZeroAndNegative: only a positive ID passes; the
+// message names the field, the value and what is expected.
+func TestPositiveID_RejectsZeroAndNegative(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, PositiveID("flid", 1, "FLID"))
+	for _, id := range []int64{0, -3} {
+		st := status.Convert(PositiveID("flid", id, "FLID"))
+		require.Equal(t, codes.InvalidArgument, st.Code())
+		require.Equal(t, fmt.Sprintf("flid %d: must be a positive FLID", id), st.Message())
+	}
+}

@@ -1,0 +1,239 @@
+package rebuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/flightstate"
+)
+
+// ServiceName is the lifecycle name of the manifest loop.
+const ServiceName = "projector-rebuild"
+
+// LoopConfig tunes the manifest loop.
+type LoopConfig struct {
+	// Group is the consumer group of msgx.projection-control, shared by
+	// every projector instance so that one of them handles each manifest.
+	Group string
+	// BackoffMax caps the wait (100ms doubling) before a manifest whose
+	// handling failed is handled again.
+	BackoffMax time.Duration
+	// KafkaTimeout bounds one offset commit.
+	KafkaTimeout time.Duration
+	// SessionTimeout is the consumer-group session timeout; zero keeps the
+	// client default.
+	SessionTimeout time.Duration
+	// InstanceID, when set, makes this member a static group member, as
+	// the flight-state consumer is (the groups differ, so the same ID
+	// serves both).
+	InstanceID string
+}
+
+// Loop consumes rebuild manifests and hands each to the Handler, one at a
+// time, committing its offset once handled.
+type Loop struct {
+	cfg     LoopConfig
+	kafka   kafka.Config
+	handler *Handler
+	logger  *slog.Logger
+	base    *slog.Logger
+	rebuilt metric.Int64Counter
+	removed metric.Int64Counter
+
+	mu     sync.Mutex
+	client *kgo.Client
+}
+
+// NewLoop builds the loop; the Kafka client is created when it starts.
+func NewLoop(cfg LoopConfig, kcfg kafka.Config, h *Handler, logger *slog.Logger, meter metric.Meter) (*Loop, error) {
+	rebuilt, err := meter.Int64Counter("msgx_projector_rebuilds_total",
+		metric.WithDescription("projection rebuild manifests handled, by outcome (complete, incomplete, expired, invalid)"))
+	if err != nil {
+		return nil, fmt.Errorf("creating rebuild metrics: %w", err)
+	}
+	removed, err := meter.Int64Counter("msgx_projector_rebuild_stale_removed_total",
+		metric.WithDescription("stale flights removed from Redis by projection rebuilds"))
+	if err != nil {
+		return nil, fmt.Errorf("creating rebuild metrics: %w", err)
+	}
+	return &Loop{cfg: cfg, kafka: kcfg, handler: h, logger: logger.With("component", ServiceName), base: logger,
+		rebuilt: rebuilt, removed: removed}, nil
+}
+
+// Service returns the loop's lifecycle service.
+func (l *Loop) Service() *lifecycle.Service {
+	return lifecycle.NewService(ServiceName, l.starting, l.running, l.stopping)
+}
+
+// Ping reports whether the Kafka cluster answers the loop's client.
+func (l *Loop) Ping(ctx context.Context) error {
+	l.mu.Lock()
+	cl := l.client
+	l.mu.Unlock()
+	if cl == nil {
+		return errors.New("kafka client not started: the projector's rebuild loop is not running")
+	}
+	if err := cl.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging kafka: %w", err)
+	}
+	return nil
+}
+
+func (l *Loop) starting(context.Context) error {
+	opts := append(l.kafka.ClientOpts(l.base, "projector-rebuild"),
+		kgo.ConsumerGroup(l.cfg.Group),
+		kgo.ConsumeTopics(l.kafka.Topics.ProjectionControl),
+		// A new group reads the manifests still retained; the handler
+		// skips those older than the maximum age.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// The offset is committed only after the manifest was handled.
+		kgo.DisableAutoCommit(),
+	)
+	if l.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(l.cfg.SessionTimeout), kgo.HeartbeatInterval(l.cfg.SessionTimeout/10),
+			kgo.RebalanceTimeout(l.cfg.SessionTimeout+5*time.Second))
+	}
+	if l.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(l.cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("creating kafka client: %w", err)
+	}
+	l.mu.Lock()
+	l.client = cl
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Loop) stopping(error) error {
+	l.mu.Lock()
+	cl := l.client
+	l.client = nil
+	l.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+	return nil
+}
+
+func (l *Loop) running(ctx context.Context) error {
+	l.mu.Lock()
+	cl := l.client
+	l.mu.Unlock()
+	fetchWait := newBackoff(l.cfg.BackoffMax)
+	for {
+		fetches := cl.PollRecords(ctx, 1)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		failed := false
+		fetches.EachError(func(topic string, partition int32, err error) {
+			failed = true
+			l.logger.Warn("fetching projection rebuild manifests", "topic", topic, "partition", partition, "err", err)
+		})
+		recs := fetches.Records()
+		for _, r := range recs {
+			if err := l.handle(ctx, r); err != nil {
+				return nil // only the end of ctx stops a manifest; it stays uncommitted
+			}
+		}
+		if failed && len(recs) == 0 {
+			if err := sleep(ctx, fetchWait.next()); err != nil {
+				return nil
+			}
+		} else {
+			fetchWait = newBackoff(l.cfg.BackoffMax)
+		}
+	}
+}
+
+// handle handles one manifest record until it is done, retrying failures
+// with backoff, then commits it. It returns an error only when ctx ended.
+func (l *Loop) handle(ctx context.Context, r *kgo.Record) error {
+	m, err := flightstate.DecodeManifest(r.Value)
+	if err != nil {
+		l.logger.Error("skipping a projection-control record that is not a rebuild manifest",
+			"partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
+		l.rebuilt.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(Invalid))))
+		l.commit(ctx, r)
+		return nil
+	}
+	retry := newBackoff(l.cfg.BackoffMax)
+	for attempt := 1; ; attempt++ {
+		res, err := l.handler.Handle(ctx, m)
+		if err == nil {
+			l.rebuilt.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(res.Outcome))))
+			l.removed.Add(ctx, int64(res.Removed))
+			level := slog.LevelInfo
+			if res.Outcome != Complete {
+				level = slog.LevelWarn
+			}
+			l.logger.Log(ctx, level, "projection rebuild handled", "generation", res.Generation, "outcome", string(res.Outcome),
+				"operator", m.Operator, "stale_removed", res.Removed, "kept", res.Kept, "missing", res.Missing, "waited", res.Waited.String())
+			l.commit(ctx, r)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		d := retry.next()
+		l.logger.Warn("handling projection rebuild failed; retrying", "generation", m.Generation, "attempt", attempt,
+			"retry_in", d.String(), "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+// commit commits a handled manifest, even when shutdown has begun. A
+// failed commit is logged: the manifest is handled again later, harmlessly.
+func (l *Loop) commit(ctx context.Context, r *kgo.Record) {
+	l.mu.Lock()
+	cl := l.client
+	l.mu.Unlock()
+	if cl == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.KafkaTimeout)
+	defer cancel()
+	if err := cl.CommitRecords(cctx, r); err != nil {
+		l.logger.Warn("committing projection rebuild offset failed; the manifest will be handled again, harmlessly",
+			"offset", r.Offset, "err", err)
+	}
+}
+
+// backoff is a capped exponential delay: 100ms, doubling, at most max.
+type backoff struct{ cur, max time.Duration }
+
+func newBackoff(maxDelay time.Duration) *backoff {
+	return &backoff{cur: min(100*time.Millisecond, maxDelay), max: maxDelay}
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	return d
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
