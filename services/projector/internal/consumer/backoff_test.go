@@ -32,7 +32,7 @@ func TestBackoffDoublesFrom100msToCap(t *testing.T) {
 			t.Parallel()
 			b := newBackoff(tc.max)
 			for i, w := range tc.want {
-				require.Equal(t, w*time.Millisecond, b.delay(), "attempt %d", i+1)
+				require.Equal(t, w*time.Millisecond, b.Next(), "attempt %d", i+1)
 			}
 		})
 	}

@@ -220,7 +220,7 @@ func (c *Consumer) running(ctx context.Context) error {
 		}
 		cl.AllowRebalance()
 		if fetchErr != nil && len(recs) == 0 {
-			if err := waitFor(ctx, fetchBackoff.delay()); err != nil {
+			if err := waitFor(ctx, fetchBackoff.Next()); err != nil {
 				return nil
 			}
 		}
@@ -286,7 +286,7 @@ func (c *Consumer) apply(ctx context.Context, updates []store.Update) ([]store.O
 			failingSince = c.clock.Now()
 		}
 		c.metrics.redisErrors.Add(ctx, 1)
-		d := b.delay()
+		d := b.Next()
 		c.logger.Warn("writing flight batch to redis failed; retrying, nothing is acked or committed until it succeeds",
 			"records", len(updates), "attempt", attempt, "retry_in", d.String(), "err", err)
 		if err := waitFor(ctx, d); err != nil {
@@ -343,7 +343,7 @@ func (c *Consumer) produceAcks(ctx context.Context, cl *kgo.Client, updates []st
 			return context.Cause(ctx)
 		}
 		c.metrics.ackErrors.Add(ctx, 1)
-		d := b.delay()
+		d := b.Next()
 		c.logger.Warn("producing projection acks failed; retrying before committing",
 			"failed", len(failed), "acks", total, "attempt", attempt, "retry_in", d.String(), "err", firstErr)
 		if err := waitFor(ctx, d); err != nil {

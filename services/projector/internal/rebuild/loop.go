@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/flightstate"
@@ -131,7 +132,7 @@ func (l *Loop) running(ctx context.Context) error {
 	l.mu.Lock()
 	cl := l.client
 	l.mu.Unlock()
-	fetchWait := newBackoff(l.cfg.BackoffMax)
+	fetchWait := backoff.New(100*time.Millisecond, l.cfg.BackoffMax)
 	for {
 		fetches := cl.PollRecords(ctx, 1)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
@@ -149,11 +150,11 @@ func (l *Loop) running(ctx context.Context) error {
 			}
 		}
 		if failed && len(recs) == 0 {
-			if err := sleep(ctx, fetchWait.next()); err != nil {
+			if err := backoff.Sleep(ctx, fetchWait.Next()); err != nil {
 				return nil
 			}
 		} else {
-			fetchWait = newBackoff(l.cfg.BackoffMax)
+			fetchWait = backoff.New(100*time.Millisecond, l.cfg.BackoffMax)
 		}
 	}
 }
@@ -169,7 +170,7 @@ func (l *Loop) handle(ctx context.Context, r *kgo.Record) error {
 		l.commit(ctx, r)
 		return nil
 	}
-	retry := newBackoff(l.cfg.BackoffMax)
+	retry := backoff.New(100*time.Millisecond, l.cfg.BackoffMax)
 	for attempt := 1; ; attempt++ {
 		res, err := l.handler.Handle(ctx, m)
 		if err == nil {
@@ -187,10 +188,10 @@ func (l *Loop) handle(ctx context.Context, r *kgo.Record) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		d := retry.next()
+		d := retry.Next()
 		l.logger.Warn("handling projection rebuild failed; retrying", "generation", m.Generation, "attempt", attempt,
 			"retry_in", d.String(), "err", err)
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -210,30 +211,5 @@ func (l *Loop) commit(ctx context.Context, r *kgo.Record) {
 	if err := cl.CommitRecords(cctx, r); err != nil {
 		l.logger.Warn("committing projection rebuild offset failed; the manifest will be handled again, harmlessly",
 			"offset", r.Offset, "err", err)
-	}
-}
-
-// backoff is a capped exponential delay: 100ms, doubling, at most max.
-type backoff struct{ cur, max time.Duration }
-
-func newBackoff(maxDelay time.Duration) *backoff {
-	return &backoff{cur: min(100*time.Millisecond, maxDelay), max: maxDelay}
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	return d
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
 }
