@@ -30,11 +30,12 @@ type Config struct {
 
 // PipelineConfig holds the retry and poison parameters (R-B5, R-B9).
 type PipelineConfig struct {
-	MaxAttempts  int           `yaml:"max_attempts"`
-	Backoff      string        `yaml:"backoff"`
-	BackoffCap   time.Duration `yaml:"backoff_cap"`
-	HeadDeadline time.Duration `yaml:"head_deadline"`
-	IgnoreTypes  string        `yaml:"ignore_types"`
+	MaxAttempts   int           `yaml:"max_attempts"`
+	Backoff       string        `yaml:"backoff"`
+	BackoffCap    time.Duration `yaml:"backoff_cap"`
+	HeadDeadline  time.Duration `yaml:"head_deadline"`
+	SnapshotBatch int           `yaml:"snapshot_batch"`
+	IgnoreTypes   string        `yaml:"ignore_types"`
 	// RecordRetention: finished, backfilled records are deleted this long
 	// after they finished (R-B10).
 	RecordRetention time.Duration `yaml:"record_retention"`
@@ -71,6 +72,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "1s,2s,4s,8s,16s", "retry backoff per attempt; the last value repeats")
 	fs.DurationVar(&c.Pipeline.BackoffCap, prefix+"pipeline.backoff-cap", 60*time.Second, "upper bound of any retry backoff")
 	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
+	fs.IntVar(&c.Pipeline.SnapshotBatch, prefix+"pipeline.snapshot-batch", 200, "records of a daily snapshot (SCHD DNLD/RESP) written per transaction (R-C6)")
 	fs.StringVar(&c.Pipeline.IgnoreTypes, prefix+"pipeline.ignore-types", "LDM,REGN,RSTA,EROR", "message TYPEs that are SKIPPED with a reason and backfilled")
 	fs.BoolVar(&c.Identity.IncludeDayBoundary, prefix+"identity.include-day-boundary", false, "add the DTTM day to the identity key SNDR|TYPE|STYP|SEQN")
 	fs.StringVar(&c.OpDay.Zone, prefix+"operation-day.zone", "Asia/Shanghai", "airport time zone for operation days")
@@ -97,6 +99,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.HeadDeadline <= 0 {
 		errs = append(errs, errors.New("pipeline.head-deadline: must be positive"))
+	}
+	if c.Pipeline.SnapshotBatch < 1 {
+		errs = append(errs, errors.New("pipeline.snapshot-batch: must be at least 1 (default 200)"))
 	}
 	if _, err := time.LoadLocation(c.OpDay.Zone); err != nil {
 		errs = append(errs, fmt.Errorf("operation-day.zone: %w", err))
@@ -186,6 +191,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		Backoff:              backoff,
 		BackoffCap:           cfg.Pipeline.BackoffCap,
 		HeadDeadline:         cfg.Pipeline.HeadDeadline,
+		SnapshotBatch:        cfg.Pipeline.SnapshotBatch,
 		IgnoreTypes:          ignore,
 		IncludeDayBoundary:   cfg.Identity.IncludeDayBoundary,
 		Zone:                 zone,
