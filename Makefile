@@ -43,7 +43,7 @@ chaos: deps ## crash-test harness: 3000 messages through every service while 40 
 	cd services && MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_KILLS=$${MSGX_CHAOS_KILLS:-40} $(GO) test -race -count=1 -timeout 20m -run TestChaos -v ./e2e/
 
 bench-e2e: deps ## measure end-to-end latency (p50/p99) and throughput through every service as processes (~5 min)
-	cd services && MSGX_PERF=1 $(GO) test -count=1 -v -timeout 30m -run '^TestPerf_EndToEnd$$' ./e2e/
+	cd services && $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkEndToEnd$$' -benchtime=1x ./e2e/
 
 bench: deps ## run the Go benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem work

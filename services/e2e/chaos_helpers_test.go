@@ -23,7 +23,7 @@ import (
 type chaosParams struct {
 	Messages int   // mailbox rows, the snapshot included
 	Kills    int   // SIGKILLs, all while messages are still being inserted
-	Seed     int64 // drives the workload, the victims and every pause
+	Seed     int64 // drives the workload, the victims and the kill moments
 }
 
 // Defaults of the bounded run that `make test` executes.

@@ -56,24 +56,14 @@ func TestChaos_KillRandomServicesMidStream(t *testing.T) {
 			ids = append(ids, s.insert(w.Msgs[len(ids)].Body))
 		}
 	}
-	between := func(minMS, maxMS int) time.Duration {
-		return time.Duration(minMS+rng.IntN(maxMS-minMS+1)) * time.Millisecond
-	}
-	// trickle inserts n messages spread evenly over d, so that rows keep
-	// arriving during the whole interval (workload pacing, not a wait for
-	// a condition).
-	trickle := func(n int, d time.Duration) {
-		if n <= 0 {
-			time.Sleep(d)
-			return
-		}
-		step := d / time.Duration(n)
-		next := time.Now()
-		for ; n > 0; n-- {
-			insertNext(1)
-			next = next.Add(step)
-			time.Sleep(time.Until(next))
-		}
+	// markedAtLeast waits (with a deadline) until goal mailbox rows carry
+	// their marker: kills are timed by the pipeline's progress, not by the
+	// wall clock, so every run kills mid-stream whatever the machine's speed.
+	markedAtLeast := func(goal int) {
+		waitFor(t, 120*time.Second, fmt.Sprintf("%d mailbox rows marked", goal), func() (bool, error) {
+			u, err := s.unmarked()
+			return len(ids)-u >= goal, err
+		})
 	}
 
 	// Some messages wait in the mailbox before anything runs. The control
@@ -86,28 +76,23 @@ func TestChaos_KillRandomServicesMidStream(t *testing.T) {
 	watcher := watchMarkers(s)
 
 	// The rest flows in K+1 segments with a kill after each of the first
-	// K, so every kill happens while rows are still arriving. A segment
-	// trickles in during the random gap before its kill and the random
-	// down time after it; one in four arrives as a burst shortly before the
-	// kill, which leaves a backlog in the pipeline when the victim dies.
-	// The first kills visit every service once, in a random order.
+	// K. A segment is inserted, then the victim is killed once a seeded
+	// share of the rows in flight has been marked — so it dies with a
+	// backlog behind it — and a seeded part of the next rows arrives while
+	// it is down. The first kills visit every service once, in a random
+	// order.
 	rest := len(w.Msgs) - len(ids)
 	order := append([]string(nil), chaosTargets...)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	kills := map[string]int{}
 	var exited, timeline []string
+	marked := 0
 	for k := 0; k < p.Kills; k++ {
 		segment := rest / (p.Kills + 1)
-		gap, down := between(200, 1500), between(0, 400)
-		during := segment * int(gap) / int(gap+down)
-		if rng.IntN(4) == 0 {
-			lead := between(0, 300)
-			time.Sleep(max(gap-lead, 0))
-			insertNext(during)
-			time.Sleep(min(lead, gap))
-		} else {
-			trickle(during, gap)
-		}
+		insertNext(segment)
+		inFlight := len(ids) - marked
+		marked += 1 + rng.IntN(max(inFlight*3/4, 1))
+		markedAtLeast(marked)
 		target := chaosTargets[rng.IntN(len(chaosTargets))]
 		if k < len(order) {
 			target = order[k]
@@ -116,10 +101,10 @@ func TestChaos_KillRandomServicesMidStream(t *testing.T) {
 		exited = append(exited, chaosKill(s, target)...)
 		kills[target]++
 		timeline = append(timeline, fmt.Sprintf("%s@%s/%d", target, time.Since(began).Round(100*time.Millisecond), backlog))
-		trickle(segment-during, down)
+		insertNext(rng.IntN(segment/4 + 1)) // arrives while the victim is down
 		s.start(target, chaosFlags[target]...)
 	}
-	trickle(len(w.Msgs)-len(ids), between(200, 1500))
+	insertNext(len(w.Msgs) - len(ids))
 	killed := time.Since(began)
 	t.Logf("chaos: %d rows inserted, kills %v, kill phase done after %s; kills (service@time/unmarked rows): %s", len(ids), kills, killed.Round(time.Millisecond), strings.Join(timeline, " "))
 

@@ -88,7 +88,7 @@ func retarget(msg string, flid int64, seqn int) string {
 
 // stack is one isolated environment: databases, Redis prefix, broker.
 type stack struct {
-	t       *testing.T
+	t       testing.TB
 	pgURL   string
 	dsn     string
 	redisP  string
@@ -117,7 +117,7 @@ type proc struct {
 	http string
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{t: t, procs: map[string]*proc{}, controlAddr: freeAddr(t)}
 	s.pgURL = pgtest.NewDatabase(t)

@@ -18,7 +18,7 @@ import (
 )
 
 // perfCommand reproduces the measurement (make bench-e2e runs it).
-const perfCommand = `cd services && MSGX_PERF=1 go test -count=1 -v -timeout 30m -run '^TestPerf_EndToEnd$' ./e2e/`
+const perfCommand = `cd services && go test -count=1 -v -timeout 30m -run '^$' -bench '^BenchmarkEndToEnd$' -benchtime=1x ./e2e/`
 
 // perfParams size the workload; each has an MSGX_PERF_* override.
 type perfParams struct {
@@ -29,7 +29,7 @@ type perfParams struct {
 	chunk    int           // rows per multi-row INSERT (MSGX_PERF_CHUNK)
 }
 
-func perfParamsFromEnv(t *testing.T) perfParams {
+func perfParamsFromEnv(t testing.TB) perfParams {
 	t.Helper()
 	get := func(key string, def int) int {
 		v := os.Getenv(key)
@@ -112,10 +112,10 @@ type perfScenarioResult struct {
 	throughput *perfThroughput
 }
 
-// TestPerf_EndToEnd measures the delivery path with every service as its
+// BenchmarkEndToEnd measures the delivery path with every service as its
 // own process ("Delivery and requests": mailbox insert → msg event latency
 // p50/p99 and sustained end-to-end throughput). It is a measurement, not a
-// check, so it runs only with MSGX_PERF=1 and keeps `make test` fast.
+// check, so it is a benchmark and `make test` does not run it.
 //
 // It is a test rather than a Benchmark because the workload is fixed and
 // paced by the wall clock (a latency phase at a set rate, a backlog of a set
@@ -134,10 +134,12 @@ type perfScenarioResult struct {
 //   - throughput: inserts MSGX_PERF_MESSAGES FLOP STND in multi-row
 //     INSERTs as fast as MySQL takes them and reports when the last
 //     message passed each stage, hence messages per second end to end.
-func TestPerf_EndToEnd(t *testing.T) {
-	if os.Getenv("MSGX_PERF") != "1" {
-		t.Skip("performance measurement: set MSGX_PERF=1 (make bench-e2e)")
-	}
+//
+// It is a benchmark, so `go test` never runs it by itself (make bench-e2e
+// does); the workload is fixed and paced, so b.N is not used and one run
+// (-benchtime=1x) is the measurement.
+func BenchmarkEndToEnd(b *testing.B) {
+	t := b
 	p := perfParamsFromEnv(t)
 	began := time.Now()
 	load := loadAvg()
@@ -147,7 +149,7 @@ func TestPerf_EndToEnd(t *testing.T) {
 	}
 	var results []perfScenarioResult
 	for _, sc := range scenarios {
-		ok := t.Run(sc.name, func(t *testing.T) {
+		ok := b.Run(sc.name, func(t *testing.B) {
 			results = append(results, runPerfScenario(t, p, sc))
 		})
 		if !ok {
@@ -161,7 +163,7 @@ func TestPerf_EndToEnd(t *testing.T) {
 	}
 }
 
-func runPerfScenario(t *testing.T, p perfParams, sc perfScenario) perfScenarioResult {
+func runPerfScenario(t testing.TB, p perfParams, sc perfScenario) perfScenarioResult {
 	res := perfScenarioResult{scenario: sc, loadStart: loadAvg()}
 	s := newStack(t)
 	for _, target := range []string{"processor", "dispatcher", "projector"} {
@@ -245,7 +247,7 @@ func runPerfScenario(t *testing.T, p perfParams, sc perfScenario) perfScenarioRe
 // pace calls insert rate times per second for the phase's duration and
 // returns what was inserted. A slow insert delays the next one (ticks are
 // dropped), so the achieved rate is reported.
-func pace(t *testing.T, p perfParams, insert func() perfSent) []perfSent {
+func pace(t testing.TB, p perfParams, insert func() perfSent) []perfSent {
 	t.Helper()
 	n := int(p.duration.Seconds() * float64(p.rate))
 	tick := time.NewTicker(time.Second / time.Duration(p.rate))
@@ -258,7 +260,7 @@ func pace(t *testing.T, p perfParams, insert func() perfSent) []perfSent {
 	return sent
 }
 
-func latencyOf(t *testing.T, s *stack, w *perfWatch, entry string, sent []perfSent, p perfParams, allMarked func(time.Duration)) perfLatency {
+func latencyOf(t testing.TB, s *stack, w *perfWatch, entry string, sent []perfSent, p perfParams, allMarked func(time.Duration)) perfLatency {
 	t.Helper()
 	w.waitAll(t, idsOf(sent), 2*time.Minute)
 	allMarked(2 * time.Minute)
@@ -283,7 +285,7 @@ func latencyOf(t *testing.T, s *stack, w *perfWatch, entry string, sent []perfSe
 	return l
 }
 
-func throughputOf(t *testing.T, s *stack, w *perfWatch, p perfParams, next func() (int64, int), allMarked func(time.Duration)) *perfThroughput {
+func throughputOf(t testing.TB, s *stack, w *perfWatch, p perfParams, next func() (int64, int), allMarked func(time.Duration)) *perfThroughput {
 	t.Helper()
 	ctx := context.Background()
 	var before int64
@@ -403,7 +405,7 @@ func formatPerfReport(p perfParams, began time.Time, load string, results []perf
 	var b bytes.Buffer
 	line := strings.Repeat("=", 78)
 	fmt.Fprintln(&b, line)
-	fmt.Fprintln(&b, "msgexchange end-to-end performance (TestPerf_EndToEnd)")
+	fmt.Fprintln(&b, "msgexchange end-to-end performance (BenchmarkEndToEnd)")
 	fmt.Fprintf(&b, "date          %s\n", began.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "machine       nproc %d, %s; load average at start %s\n", runtime.NumCPU(), cpuModel(), load)
 	fmt.Fprintf(&b, "toolchain     %s\n", goVersion())

@@ -89,7 +89,7 @@ type perfWatch struct {
 	done      sync.WaitGroup
 }
 
-func newPerfWatch(t *testing.T, s *stack) *perfWatch {
+func newPerfWatch(t testing.TB, s *stack) *perfWatch {
 	t.Helper()
 	w := &perfWatch{received: map[int64]time.Time{}, events: map[int64]int{}, published: map[int64]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -159,7 +159,7 @@ func (w *perfWatch) onInbox(r *kgo.Record, at time.Time) {
 }
 
 // waitAll waits until every ID has produced at least one msg event.
-func (w *perfWatch) waitAll(t *testing.T, ids []int64, timeout time.Duration) {
+func (w *perfWatch) waitAll(t testing.TB, ids []int64, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, timeout, fmt.Sprintf("msg events of %d messages", len(ids)), func() (bool, error) {
 		w.mu.Lock()
@@ -204,7 +204,7 @@ type perfTimes struct {
 }
 
 // perfStages reads the stage times of the given messages.
-func perfStages(t *testing.T, s *stack, w *perfWatch, sent []perfSent) []perfTimes {
+func perfStages(t testing.TB, s *stack, w *perfWatch, sent []perfSent) []perfTimes {
 	t.Helper()
 	ids := make([]int64, len(sent))
 	for i, m := range sent {
@@ -393,7 +393,7 @@ func perfCPU(s *stack) map[string]time.Duration {
 }
 
 // waitReady waits until a process answers /readyz with 200.
-func waitReady(t *testing.T, p *proc, what string) {
+func waitReady(t testing.TB, p *proc, what string) {
 	t.Helper()
 	cl := &http.Client{Timeout: 2 * time.Second}
 	waitFor(t, 60*time.Second, what+" ready", func() (bool, error) {
@@ -415,7 +415,7 @@ func goVersion() string {
 // the stack's PostgreSQL and MySQL databases: the cost of one durable
 // commit (WAL / redo log flush) on this machine, for comparing with the
 // per-message cost of the serial executor.
-func perfProbe(t *testing.T, s *stack, n int) (pg, my time.Duration) {
+func perfProbe(t testing.TB, s *stack, n int) (pg, my time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -440,7 +440,7 @@ func perfProbe(t *testing.T, s *stack, n int) (pg, my time.Duration) {
 
 // pgBackendCPU returns the CPU time used so far by each PostgreSQL client
 // backend connected to the stack's database, by PID.
-func pgBackendCPU(t *testing.T, s *stack) map[int]time.Duration {
+func pgBackendCPU(t testing.TB, s *stack) map[int]time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -469,7 +469,7 @@ func cpuSince(before, after map[int]time.Duration) time.Duration {
 
 // scrapeSumCount reads the _sum and _count of a histogram from a process's
 // /metrics (summed over label sets).
-func scrapeSumCount(t *testing.T, p *proc, name string) (sum float64, count float64) {
+func scrapeSumCount(t testing.TB, p *proc, name string) (sum float64, count float64) {
 	t.Helper()
 	cl := &http.Client{Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + p.http + "/metrics")
