@@ -85,14 +85,11 @@ func (f fencedDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 // single makes a target's service single-active: it runs the service's
 // loop only while holding the target's lease, and each term starts the loop
 // afresh. Without an elector the service runs as it is.
-func (r *Relay) single(target string, svc *lifecycle.Service, build func() *lifecycle.Service) *lifecycle.Service {
+func (r *Relay) single(target string, build func() *lifecycle.Service) *lifecycle.Service {
 	if r.opt.Elector == nil {
-		return svc
+		return build()
 	}
-	holder := r.opt.Holder
-	if holder == "" {
-		holder = lease.Holder()
-	}
+	holder := r.holder()
 	return lifecycle.NewService("dispatcher-"+target+"-leader", nil, func(ctx context.Context) error {
 		return r.opt.Elector.Run(ctx, LeaseName(target), holder, func(ctx context.Context, token int64) error {
 			r.terms.set(target, token)
@@ -103,4 +100,16 @@ func (r *Relay) single(target string, svc *lifecycle.Service, build func() *life
 			return err
 		})
 	}, nil)
+}
+
+// holder names this instance in every target's lease: one name per
+// process, so `msgxctl lease list` shows which instance holds what.
+func (r *Relay) holder() string {
+	r.holderOnce.Do(func() {
+		r.holderName = r.opt.Holder
+		if r.holderName == "" {
+			r.holderName = lease.Holder()
+		}
+	})
+	return r.holderName
 }

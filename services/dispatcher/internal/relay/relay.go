@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,15 +65,18 @@ type Options struct {
 
 // Relay owns the loops.
 type Relay struct {
-	opt     Options
-	log     *slog.Logger
-	mu      sync.Mutex
-	wakers  []chan struct{}
-	terms   terms
-	sent    metric.Int64Counter
-	failed  metric.Int64Counter
-	dead    metric.Int64Counter
-	markers metric.Int64Counter
+	opt    Options
+	log    *slog.Logger
+	mu     sync.Mutex
+	wakers []chan struct{}
+	terms  terms
+
+	holderOnce sync.Once
+	holderName string
+	sent       metric.Int64Counter
+	failed     metric.Int64Counter
+	dead       metric.Int64Counter
+	markers    metric.Int64Counter
 }
 
 // New builds a Relay.
@@ -104,9 +108,7 @@ func targetAttr(t string) metric.AddOption {
 
 // Services returns the listener and the per-target loops.
 func (r *Relay) Services() []*lifecycle.Service {
-	one := func(target string, build func() *lifecycle.Service) *lifecycle.Service {
-		return r.single(target, build(), build)
-	}
+	one := r.single
 	svcs := []*lifecycle.Service{
 		r.listenService(),
 		one(TargetFlightState, func() *lifecycle.Service { return r.kafkaService(TargetFlightState, r.opt.Kafka.Topics.FlightState) }),
@@ -125,12 +127,18 @@ func (r *Relay) Services() []*lifecycle.Service {
 	return svcs
 }
 
-func (r *Relay) newWaker() chan struct{} {
+// newWaker registers a loop's wake-up channel; the returned func
+// unregisters it when the loop ends (each lease term starts a new loop).
+func (r *Relay) newWaker() (chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	r.mu.Lock()
 	r.wakers = append(r.wakers, ch)
 	r.mu.Unlock()
-	return ch
+	return ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.wakers = slices.DeleteFunc(r.wakers, func(c chan struct{}) bool { return c == ch })
+	}
 }
 
 func (r *Relay) wakeAll() {
@@ -194,7 +202,8 @@ func (r *Relay) listen(ctx context.Context) error {
 // loop runs drain until ctx ends, waiting between drains for a wake-up, the
 // next due row, or a safety interval.
 func (r *Relay) loop(ctx context.Context, target string, drain func(context.Context) (bool, error)) error {
-	wake := r.newWaker()
+	wake, done := r.newWaker()
+	defer done()
 	for ctx.Err() == nil {
 		more, err := drain(ctx)
 		if ctx.Err() != nil {
