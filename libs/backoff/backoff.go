@@ -38,3 +38,26 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Retry calls fn until it succeeds or ctx ends, waiting b's delays between
+// attempts; onRetry (optional) hears each failure and the wait before the
+// next attempt. It returns nil on success and the context's cause when ctx
+// ended first.
+func Retry(ctx context.Context, b *Backoff, fn func() error, onRetry func(err error, wait time.Duration)) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		wait := b.Next()
+		if onRetry != nil {
+			onRetry(err, wait)
+		}
+		if err := Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}

@@ -31,3 +31,24 @@ func TestSleep_EndsWithTheContext(t *testing.T) {
 	require.ErrorIs(t, Sleep(ctx, time.Hour), stop)
 	require.NoError(t, Sleep(context.Background(), time.Nanosecond))
 }
+
+func TestRetry_UntilSuccessOrContextEnd(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	var waits []time.Duration
+	err := Retry(context.Background(), New(time.Microsecond, 4*time.Microsecond), func() error {
+		calls++
+		if calls < 4 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, func(_ error, w time.Duration) { waits = append(waits, w) })
+	require.NoError(t, err)
+	require.Equal(t, 4, calls)
+	require.Equal(t, []time.Duration{time.Microsecond, 2 * time.Microsecond, 4 * time.Microsecond}, waits)
+
+	stop := errors.New("stopping")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	require.ErrorIs(t, Retry(ctx, New(time.Hour, time.Hour), func() error { return errors.New("down") }, nil), stop)
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/logging"
 )
 
@@ -118,7 +119,7 @@ func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx cont
 			return err
 		}
 		e.term(ctx, name, holder, g, sent, fn, log)
-		if !sleep(ctx, e.opt.Retry) {
+		if backoff.Sleep(ctx, e.opt.Retry) != nil {
 			return nil
 		}
 	}
@@ -152,7 +153,7 @@ func (e *Elector) acquire(ctx context.Context, name, holder string, log *slog.Lo
 		default:
 			log.Warn("acquiring lease failed; retrying", "err", err, "retry", e.opt.Retry)
 		}
-		if !sleep(ctx, e.opt.Retry) {
+		if backoff.Sleep(ctx, e.opt.Retry) != nil {
 			return Grant{}, time.Time{}, ctx.Err()
 		}
 	}
@@ -228,17 +229,5 @@ func (e *Elector) renew(tctx context.Context, cancel context.CancelCauseFunc, na
 			log.Warn("renewing lease failed; retrying", "token", token, "err", err, "deadline_in", time.Until(deadline))
 			next.Reset(max(e.opt.RenewInterval/4, time.Millisecond))
 		}
-	}
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

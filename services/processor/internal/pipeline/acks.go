@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -65,19 +66,11 @@ func (e *Engine) acksService() *lifecycle.Service {
 				if len(next) == 0 {
 					continue
 				}
-				wait := 100 * time.Millisecond
-				for {
-					err := e.applyAcks(ctx, acks, topic, next)
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					e.log.Warn("applying projection acks; retrying", "err", err)
-					select {
-					case <-ctx.Done():
-					case <-time.After(wait):
-					}
-					wait = min(wait*2, 5*time.Second)
-				}
+				_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
+					return e.applyAcks(ctx, acks, topic, next)
+				}, func(err error, wait time.Duration) {
+					e.log.Warn("applying projection acks; retrying", "err", err, "retry_in", wait)
+				}) // fails only when stopping; the acks are consumed again after a restart
 			}
 		},
 		func(error) error {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -57,7 +58,7 @@ func (w *writer) load(ctx context.Context, flid int64) (*flightRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading flight %d: %w", flid, err)
 	}
-	if err := jsonUnmarshal(doc, &r.Doc); err != nil {
+	if err := json.Unmarshal(doc, &r.Doc); err != nil {
 		return nil, fmt.Errorf("reading flight %d document: %w", flid, err)
 	}
 	return &r, nil

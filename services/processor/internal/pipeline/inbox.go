@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -82,23 +83,12 @@ func (e *Engine) loadOffset(ctx context.Context, topic string) (int64, error) {
 // registerWithRetry registers a fetched batch; a database outage pauses the
 // consumer (the records stay in Kafka) until PostgreSQL answers again.
 func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kgo.Record) error {
-	wait := 100 * time.Millisecond
-	for {
-		err := e.register(ctx, topic, recs)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
+	_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
+		return e.register(ctx, topic, recs)
+	}, func(err error, wait time.Duration) {
 		e.log.Warn("registering inbox records; retrying", "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 5*time.Second)
-	}
+	}) // fails only when stopping; nothing was registered, the records are fetched again
+	return nil
 }
 
 // register stores each record once (INV-9) and the consumer position in one

@@ -1,5 +1,0 @@
-package pipeline
-
-import "sort"
-
-func sortStrings(s []string) { sort.Strings(s) }
