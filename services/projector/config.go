@@ -31,7 +31,7 @@ type Config struct {
 	// member takes them over.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// InstanceID makes the projector a static consumer-group member
-	// (default: the host name; "" disables): restarted under the same ID it
+	// ("" = the host name; "none" = a dynamic member): restarted under the same ID it
 	// takes its partitions back at once.
 	InstanceID string `yaml:"instance_id"`
 	// RebuildWait is the longest a projection rebuild manifest (R-E4) waits
@@ -53,8 +53,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatch, prefix+"max-batch", 1000, "most flight-state records per poll, Redis round trip and offset commit")
 	fs.DurationVar(&c.RedisTimeout, prefix+"redis-timeout", 5*time.Second, "timeout of one Redis call (batch write or HTTP read)")
 	fs.DurationVar(&c.KafkaTimeout, prefix+"kafka-timeout", 30*time.Second, "timeout of one ack produce, offset commit or lag query")
-	host, _ := os.Hostname()
-	fs.StringVar(&c.InstanceID, prefix+"instance-id", host, "static consumer-group member ID (default the host name, unique per pod; empty = dynamic member): a restarted projector takes its partitions back at once")
+	fs.StringVar(&c.InstanceID, prefix+"instance-id", "", `static consumer-group member ID; empty means the host name (unique per pod), "none" a dynamic member: a restarted projector takes its partitions back at once`)
 	fs.DurationVar(&c.RebuildWait, prefix+"rebuild-wait", 10*time.Minute, "longest a projection rebuild waits for Redis to hold every flight version of its manifest before it removes the stale flights anyway and reports the rebuild incomplete")
 	fs.DurationVar(&c.RebuildMaxAge, prefix+"rebuild-max-age", time.Hour, "projection rebuild manifests created longer ago are skipped (the consumer group <group>-control reading old manifests)")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
@@ -88,4 +87,16 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("projector.kafka-timeout: %s must be positive (default 30s)", c.KafkaTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// memberID resolves InstanceID: the host name when empty, none for "none".
+func (c *Config) memberID() string {
+	switch c.InstanceID {
+	case "none":
+		return ""
+	case "":
+		host, _ := os.Hostname()
+		return host
+	}
+	return c.InstanceID
 }

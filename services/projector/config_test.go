@@ -1,7 +1,6 @@
 package projector_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 	var c projector.Config
 	fs := newFlagSet()
 	c.RegisterFlags("projector.", fs)
-	host, _ := os.Hostname()
 	require.Equal(t, projector.Config{
 		Group:          "msgx-projector",
 		BackoffMax:     5 * time.Second,
@@ -23,7 +21,6 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		RedisTimeout:   5 * time.Second,
 		KafkaTimeout:   30 * time.Second,
 		SessionTimeout: 10 * time.Second,
-		InstanceID:     host,
 		RebuildWait:    10 * time.Minute,
 		RebuildMaxAge:  time.Hour,
 	}, c)
@@ -34,7 +31,6 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
 		SessionTimeout: 10 * time.Second,
-		InstanceID:     host,
 		RebuildWait:    30 * time.Second,
 		RebuildMaxAge:  2 * time.Hour,
 	}, c)

@@ -97,7 +97,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		RedisTimeout:   cfg.RedisTimeout,
 		KafkaTimeout:   cfg.KafkaTimeout,
 		SessionTimeout: cfg.SessionTimeout,
-		InstanceID:     cfg.InstanceID,
+		InstanceID:     cfg.memberID(),
 		OnApplied:      bc.Notify,
 	}, deps.Kafka, st, deps.Logger, deps.Clock, deps.Meter)
 	if err != nil {
@@ -108,7 +108,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffMax:     cfg.BackoffMax,
 		KafkaTimeout:   cfg.KafkaTimeout,
 		SessionTimeout: cfg.SessionTimeout,
-		InstanceID:     cfg.InstanceID,
+		InstanceID:     cfg.memberID(),
 	}, deps.Kafka, rebuild.NewHandler(st, deps.Logger.With("component", rebuild.ServiceName), deps.Clock, rebuild.Options{
 		Wait:          cfg.RebuildWait,
 		Poll:          rebuildPoll,

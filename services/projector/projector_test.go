@@ -22,6 +22,8 @@ func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOn
 
 // R-E1: a flight-state document lands in Redis with its version and is
 // acknowledged; the offset is committed after the ack.
+//
+// Also names G-REDIS-PROJECTION, INV-24.
 func TestProjector_R_E1_AppliesDocumentAndAcks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -23,6 +23,8 @@ const requiredXML = "<FLID>15</FLID><ALCD>YG</ALCD><FLNO>YG9028</FLNO><MVIN>A</M
 // document: every element, attribute and repeated structure is kept, known
 // lists are arrays even with one member, and unknown repeated elements too;
 // the ROUT time the flight state does not keep (R-C4) stays under VERBATIM.
+//
+// Also names G-FLOP-UNMAPPED, US-05.
 func TestFromFLTR_R_C6_C1_KeepsEveryElement(t *testing.T) {
 	t.Parallel()
 	m := decodeBody(t, "SCHD", "DNLD", "<SCHD><RECS>1</RECS><FLTR>"+requiredXML+

@@ -220,6 +220,8 @@ func TestApplyFLOP_R_C4_AttributeAndTextSubtypes(t *testing.T) {
 // element clears.
 //
 // Validation 001§6 INV-14b "FLOP 逐类空标签语义".
+//
+// Also names G-SRVT-VIPF, US-05, INV-14b.
 func TestApplyFLOP_R_C4_ListSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase

@@ -65,6 +65,8 @@ func (b *testBundle) backfilledAt(t *testing.T, msgID int64) *time.Time {
 //
 // Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 // Validation 002§8 "回填公平性".
+//
+// Also names C-5, C-15, INV-7.
 func TestMailbox_R_D4_Outcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

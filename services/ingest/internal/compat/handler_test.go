@@ -117,6 +117,8 @@ func (b *testBundle) row(t *testing.T, id int64) storedRow {
 // R-A7 (C-28, US-02): the three media types are accepted; the row holds
 // the message, airport-local receive time and VALID, nothing else; the
 // answer is the row's ID; the scanner is woken once per insert.
+//
+// Also names G-COMPAT-HTTP, US-02, C-28.
 func TestCompat_R_A7_AcceptsTheThreeMediaTypes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -98,6 +98,8 @@ func (b *testBundle) round(t *testing.T) scanner.Round {
 // them all, in ID order, with the documented record format.
 //
 // Validation 001§6 INV-2b "谓词扫描与批次上限".
+//
+// Also names C-30, G-SCAN-PREDICATE, US-01, INV-2b.
 func TestScanner_R_A1_PublishesAllPagesInIDOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -440,6 +442,8 @@ func TestScanner_R_A1_RunScansAtStartAndOnWake(t *testing.T) {
 // R-A8: the scanner works with a database user that may only SELECT and
 // INSERT on CMINMSGS, so it cannot write markers, and leaves every marker
 // and status as it found them.
+//
+// Also names C-14 (ingest holds only SELECT and INSERT on the mailbox: no DDL, no marker).
 //
 // Validation 001§6 INV-1 "五事实互不替代".
 func TestScanner_R_A8_NeverWritesMarkers(t *testing.T) {

@@ -32,6 +32,8 @@ func (h *harness) lastEvent(flid string, id int64) Event {
 // verbatim and ignored.
 //
 // Validation 001§6 INV-21 "MAFL 投影".
+//
+// Also names G-MAFL, INV-21.
 func TestMAFL_R_C8_INV21_DerivedFromActiveChildren(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

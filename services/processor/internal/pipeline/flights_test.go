@@ -256,6 +256,8 @@ func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
 // code-share children (MAID = master) in the same transaction.
 //
 // Validation 001§6 INV-22 "子航班集合变化".
+//
+// Also names C-25, US-06.
 func TestFDEL_R_C5_C25_DeletesWithCodeShareChildren(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -16,6 +16,8 @@ import (
 //
 // Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 // Validation 001§6 INV-9 "同身份多条记录、失败后重试、清理后重复"; 002§8 "同身份多条记录、失败后重试、归档后重复".
+//
+// Also names C-4, C-20, C-22.
 func TestIdentity_R_B4_SecondMessageWithSameIdentityIsSkipped(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

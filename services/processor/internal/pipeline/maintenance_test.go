@@ -191,6 +191,8 @@ func (h *harness) historySweep() HistoryResult {
 // of later days stay; a second run changes nothing.
 //
 // Validation 001§6 INV-28 "历史先行".
+//
+// Also names US-14, G-FLIGHT-HIST-RETENTION.
 func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t)

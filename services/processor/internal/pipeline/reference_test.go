@@ -12,6 +12,8 @@ import (
 //
 // Validation 001§6 INV-17b "同事务提交、晚于 Redis、日计划分批".
 // Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
+//
+// Also names G-REF-DATA, US-03, US-13, C-31, INV-26, INV-27.
 func TestReference_R_C10_DNLDReplacesTheWholeType(t *testing.T) {
 	t.Parallel()
 	for _, styp := range []string{"DNLD", "RESP"} {

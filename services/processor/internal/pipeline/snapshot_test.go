@@ -13,6 +13,8 @@ import (
 // snapshot are cleared; unchanged flights keep their version.
 //
 // Validation 001§6 INV-15b "快照缺席航班删除、未携带字段清除".
+//
+// Also names C-26, US-07.
 func TestSnapshot_R_C6_C26_ReplacesDocumentsAndClearsAbsentFields(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

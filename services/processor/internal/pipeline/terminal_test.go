@@ -131,6 +131,8 @@ func TestTerminal_R_B6_FinishInMovesOpenStates(t *testing.T) {
 // backfill intent, whatever its layout; unknown types are not ignored.
 //
 // Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
+//
+// Also names US-04.
 func TestIgnore_R_B9_IgnoredTypesAreSkippedWithReason(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
