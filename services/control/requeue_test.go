@@ -173,6 +173,8 @@ func TestAdmin_R_D2_R_D4_RequeueOutbox(t *testing.T) {
 // that were missing) with its times and outcome, paged by ID (R-D4, R-F1).
 //
 // Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
+//
+// Also names C-16 (the abandoned list stays queryable), CLM-4.
 func TestAdmin_R_D4_ListAbandonedBackfills(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -80,6 +80,8 @@ func (b *bundle) state(t *testing.T, id int64) (state, closedReason string) {
 // TestSend_R_D5_G_REQ_TRACK_RegistersRequestAndOutboxRow: a send records the
 // request REGISTERED with the encoded XML, the operator and the reason, and
 // queues exactly that XML for COUTMSGS in the same transaction.
+//
+// Also names US-09.
 func TestSend_R_D5_G_REQ_TRACK_RegistersRequestAndOutboxRow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
