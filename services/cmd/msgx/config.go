@@ -48,6 +48,7 @@ type cliOptions struct {
 	cfg     config.Options
 	list    bool
 	docFlag bool
+	version bool
 	fs      *flag.FlagSet
 }
 
@@ -89,6 +90,7 @@ func loadConfig(args []string) (*Config, *cliOptions, error) {
 	fs := flag.NewFlagSet("msgx", flag.ContinueOnError)
 	opts.cfg.RegisterFlags(fs)
 	fs.BoolVar(&opts.list, "list-targets", false, "print the targets and their dependencies and exit")
+	fs.BoolVar(&opts.version, "version", false, "print the version, commit and build date and exit")
 	fs.BoolVar(&opts.docFlag, "doc.configuration", false, "print the configuration reference (every flag, its YAML key and default) as Markdown and exit")
 	opts.fs = fs
 	cfg.registerFlags(fs)
@@ -195,7 +197,7 @@ func printConfigDoc(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "`ingest.pipeline.poll-interval` is `ingest: {pipeline: {poll_interval: …}}`.")
 	fmt.Fprintln(w, "The one exception is `-http.addr`, whose YAML key is `http_addr`. Flags of the")
 	fmt.Fprintln(w, "command line only (`-config.*`, `-print-config`, `-verify-config`, `-list-targets`,")
-	fmt.Fprintln(w, "`-doc.configuration`) have no YAML key. `msgx -print-config` prints the effective")
+	fmt.Fprintln(w, "`-doc.configuration`, `-version`) have no YAML key. `msgx -print-config` prints the effective")
 	fmt.Fprintln(w, "configuration.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| flag | default | meaning |")

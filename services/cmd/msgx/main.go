@@ -30,6 +30,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.version {
+		printVersion(os.Stdout, currentBuild())
+		return nil
+	}
 	if opts.docFlag {
 		printConfigDoc(os.Stdout, opts.fs)
 		return nil
