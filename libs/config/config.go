@@ -41,7 +41,7 @@ type Options struct {
 // -verify-config.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.File, "config.file", "", "YAML configuration file; explicit flags override it")
-	fs.BoolVar(&o.ExpandEnv, "config.expand-env", false, "expand ${VAR} references in the configuration file from the environment")
+	fs.BoolVar(&o.ExpandEnv, "config.expand-env", false, "expand ${VAR} references in the configuration file from the environment, and ${file:PATH} from the file PATH (a mounted secret; trailing line breaks dropped)")
 	fs.BoolVar(&o.PrintConfig, "print-config", false, "print the effective configuration as YAML and exit")
 	fs.BoolVar(&o.VerifyConfig, "verify-config", false, "validate the configuration and exit")
 }
@@ -57,7 +57,9 @@ func Load(fs *flag.FlagSet, args []string, cfg any, opts *Options) error {
 			return fmt.Errorf("reading config file: %w", err)
 		}
 		if expand {
-			data = []byte(os.ExpandEnv(string(data)))
+			if data, err = Expand(data); err != nil {
+				return fmt.Errorf("expanding config file %s: %w", file, err)
+			}
 		}
 		if err := Unmarshal(data, cfg); err != nil {
 			return fmt.Errorf("parsing config file %s: %w", file, err)
@@ -67,6 +69,37 @@ func Load(fs *flag.FlagSet, args []string, cfg any, opts *Options) error {
 		return fmt.Errorf("parsing flags: %w", err)
 	}
 	return nil
+}
+
+// filePrefix marks a reference to a file's content: ${file:/etc/msgx/secrets/KEY}.
+const filePrefix = "file:"
+
+// Expand replaces $VAR and ${VAR} with the environment variable VAR and
+// ${file:PATH} with the content of the file PATH, less trailing line breaks
+// (as `kubectl create secret --from-file` and editors leave them). Files
+// let a Kubernetes Secret be mounted as a volume instead of being copied
+// into the environment of the process, where every child process and a
+// crash report would see it. A file that cannot be read is an error, so a
+// missing secret refuses to start rather than expanding to nothing; the
+// error names the path, never the content.
+func Expand(data []byte) ([]byte, error) {
+	var errs []error
+	out := os.Expand(string(data), func(name string) string {
+		path, isFile := strings.CutPrefix(name, filePrefix)
+		if !isFile {
+			return os.Getenv(name)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading secret file %s: %w", path, err))
+			return ""
+		}
+		return strings.TrimRight(string(b), "\r\n")
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return []byte(out), nil
 }
 
 // Unmarshal decodes YAML strictly: unknown keys are errors, so a typo in a
