@@ -72,7 +72,7 @@ func prepare(raw []byte, isText bool) (prepared, *Error) {
 			return prepared{}, malformed("malformed XML declaration %q", truncate(string(rest[:end+2]), 80))
 		}
 		if version != "" && version != "1.0" {
-			return prepared{}, codecError("XML version %q is not supported, only 1.0", version)
+			return prepared{}, codecError("XML version %q is not supported, only 1.0", truncate(version, 40))
 		}
 		declared = strings.TrimSpace(enc)
 		lines += bytes.Count(rest[:end+2], []byte("\n"))
@@ -87,18 +87,18 @@ func prepare(raw []byte, isText bool) (prepared, *Error) {
 		return prepared{body: rest, lines: lines}, nil
 	case sig == sigUTF16:
 		if declared != "" && !isUTF16Name(declared) {
-			return prepared{}, codecError("byte order mark says UTF-16 but the declaration says %q", declared)
+			return prepared{}, codecError("byte order mark says UTF-16 but the declaration says %q", truncate(declared, 40))
 		}
 		return prepared{body: rest, lines: lines}, nil
 	case declared == "" || isUTF8Name(declared):
 		if !utf8.Valid(rest) {
-			return prepared{}, codecError("bytes are not valid UTF-8 (declared %s)", orDefault(declared, "UTF-8 by default"))
+			return prepared{}, codecError("bytes are not valid UTF-8 (declared %s)", orDefault(truncate(declared, 40), "UTF-8 by default"))
 		}
 		return prepared{body: rest, lines: lines}, nil
 	case sig == sigUTF8BOM:
-		return prepared{}, codecError("byte order mark says UTF-8 but the declaration says %q", declared)
+		return prepared{}, codecError("byte order mark says UTF-8 but the declaration says %q", truncate(declared, 40))
 	case isUTF16Name(declared):
-		return prepared{}, codecError("declared encoding %q but the document has no UTF-16 byte order mark and reads as 8-bit text", declared)
+		return prepared{}, codecError("declared encoding %q but the document has no UTF-16 byte order mark and reads as 8-bit text", truncate(declared, 40))
 	}
 
 	enc, err := lookupEncoding(declared)
@@ -110,7 +110,7 @@ func prepare(raw []byte, isText bool) (prepared, *Error) {
 		return prepared{}, err
 	}
 	if !utf8.Valid(body) {
-		return prepared{}, codecError("converting from declared encoding %s gave invalid UTF-8", declared)
+		return prepared{}, codecError("converting from declared encoding %s gave invalid UTF-8", truncate(declared, 40))
 	}
 	return prepared{body: body, lines: lines}, nil
 }
@@ -263,15 +263,15 @@ func lookupEncoding(name string) (encoding.Encoding, *Error) {
 	if err != nil || enc == nil {
 		enc, err = htmlindex.Get(name)
 		if err != nil || enc == nil {
-			return nil, codecError("declared encoding %q is unknown or not supported; send UTF-8 or add the charset to the codec", name)
+			return nil, codecError("declared encoding %q is unknown or not supported; send UTF-8 or add the charset to the codec", truncate(name, 40))
 		}
 		if canonical, _ := htmlindex.Name(enc); canonical == "replacement" {
-			return nil, codecError("declared encoding %q is not supported; send UTF-8", name)
+			return nil, codecError("declared encoding %q is not supported; send UTF-8", truncate(name, 40))
 		}
 	}
 	probe, perr := enc.NewEncoder().String(asciiProbe)
 	if perr != nil || probe != asciiProbe {
-		return nil, codecError("declared encoding %q is not ASCII-compatible, so its declaration cannot be read; send UTF-8", name)
+		return nil, codecError("declared encoding %q is not ASCII-compatible, so its declaration cannot be read; send UTF-8", truncate(name, 40))
 	}
 	return enc, nil
 }
@@ -282,7 +282,7 @@ func lookupEncoding(name string) (encoding.Encoding, *Error) {
 func decodeStrict(enc encoding.Encoding, name string, b []byte) ([]byte, *Error) {
 	out, err := enc.NewDecoder().Bytes(b)
 	if err != nil {
-		return nil, &Error{Class: ClassCodec, Reason: "converting from declared encoding " + name, Err: err}
+		return nil, &Error{Class: ClassCodec, Reason: "converting from declared encoding " + truncate(name, 40), Err: err}
 	}
 	replaced := bytes.Count(out, []byte(string(utf8.RuneError)))
 	if replaced == 0 {
@@ -290,7 +290,7 @@ func decodeStrict(enc encoding.Encoding, name string, b []byte) ([]byte, *Error)
 	}
 	rep, err := enc.NewEncoder().Bytes([]byte(string(utf8.RuneError)))
 	if err != nil || len(rep) == 0 || bytes.Count(b, rep) < replaced {
-		return nil, codecError("bytes are not valid in the declared encoding %s", name)
+		return nil, codecError("bytes are not valid in the declared encoding %s", truncate(name, 40))
 	}
 	return out, nil
 }

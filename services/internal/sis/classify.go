@@ -88,39 +88,39 @@ func route(meta Meta) (Classification, *Error) {
 	switch {
 	case typ == typeFLOP:
 		if !slices.Contains(flopSubtypes, styp) {
-			return Classification{}, unsupported("FLOP subtype %q is not on the FLOP whitelist of the catalogue", styp)
+			return Classification{}, unsupported("FLOP subtype %q is not on the FLOP whitelist of the catalogue", truncate(styp, 40))
 		}
 		return Classification{Kind: KindFlightOperation, Handler: "FLOP_" + styp}, nil
 	case typ == typeSCHD:
 		if slices.Contains(schdPeerOnlySubtypes, styp) {
-			return Classification{}, unsupported("SCHD subtype %q is accepted by the AODB peer but not handled by this gateway yet", styp)
+			return Classification{}, unsupported("SCHD subtype %q is accepted by the AODB peer but not handled by this gateway yet", truncate(styp, 40))
 		}
 		if !slices.Contains(schdSubtypes, styp) {
-			return Classification{}, unsupported("SCHD has no subtype %q", styp)
+			return Classification{}, unsupported("SCHD has no subtype %q", truncate(styp, 40))
 		}
 		return Classification{Kind: KindFlightSnapshot, Handler: "SCHD_" + styp}, nil
 	case typ == typeSCHS:
 		if !slices.Contains(snapshotSubtypes, styp) {
-			return Classification{}, unsupported("SCHS has no subtype %q", styp)
+			return Classification{}, unsupported("SCHS has no subtype %q", truncate(styp, 40))
 		}
 		return Classification{Kind: KindSeasonSchedule, Handler: "SCHS_" + styp}, nil
 	case IsReferenceType(typ):
 		if !slices.Contains(referenceSubtypes, styp) {
-			return Classification{}, unsupported("reference type %s has no subtype %q (expected one of %s)", typ, styp, strings.Join(referenceSubtypes, ", "))
+			return Classification{}, unsupported("reference type %s has no subtype %q (expected one of %s)", typ, truncate(styp, 40), strings.Join(referenceSubtypes, ", "))
 		}
 		return Classification{Kind: KindReference, Handler: "REF_" + typ}, nil
 	case typ == typeRQRD:
 		if !IsReferenceType(styp) {
-			return Classification{}, unsupported("RQRD subtype %q is not a reference type", styp)
+			return Classification{}, unsupported("RQRD subtype %q is not a reference type", truncate(styp, 40))
 		}
 		return Classification{Kind: KindRequest, Handler: "REQ_" + typ}, nil
 	case typ == typeRQFD:
 		if styp != rqfdSubtype {
-			return Classification{}, unsupported("RQFD subtype %q is not %s", styp, rqfdSubtype)
+			return Classification{}, unsupported("RQFD subtype %q is not %s", truncate(styp, 40), rqfdSubtype)
 		}
 		return Classification{Kind: KindRequest, Handler: "REQ_" + typ}, nil
 	}
-	return Classification{}, unsupported("message type %q is not in the SIS catalogue", typ)
+	return Classification{}, unsupported("message type %q is not in the SIS catalogue", truncate(typ, 40))
 }
 
 // checkPayload enforces the "missing payload" rules (MALFORMED):

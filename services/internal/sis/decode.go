@@ -6,20 +6,21 @@ import (
 	"strings"
 )
 
-// maxDepth is the deepest element nesting the codec represents. SIS
-// messages nest five levels at most; deeper input is refused as a codec
-// limit (CODEC_ERROR) rather than risking unbounded recursion later.
+// maxDepth is the deepest element nesting the codec represents, in the
+// decoder ([DefaultMaxDepth]) and in [Encode]. SIS messages nest five levels
+// at most.
 const maxDepth = 128
 
 // Decode parses one raw SIS message into a lossless [Node] tree and reads its
-// envelope. Errors are always *[Error], of class [ClassMalformed] or
-// [ClassCodec]; see the package documentation for the exact rules.
+// envelope, under [DefaultLimits]. Errors are always *[Error], of class
+// [ClassMalformed] or [ClassCodec]; see the package documentation for the
+// exact rules.
 //
 // Decode tolerates junk after the root element as long as it consists only
 // of white space, end tags, comments and processing instructions (a real
 // AODB message carries a stray second </MSG>); the junk is dropped.
 func Decode(raw []byte) (*Message, error) {
-	return decode(raw, false)
+	return decode(raw, false, DefaultLimits())
 }
 
 // DecodeText decodes a message that is already Unicode text, as read from
@@ -28,15 +29,18 @@ func Decode(raw []byte) (*Message, error) {
 // UTF-8 before storing), so the encoding named in the XML declaration no
 // longer describes the bytes and is ignored. Everything else is as Decode.
 func DecodeText(text string) (*Message, error) {
-	return decode([]byte(text), true)
+	return DefaultLimits().DecodeText(text)
 }
 
-func decode(raw []byte, isText bool) (*Message, error) {
+func decode(raw []byte, isText bool, lim Limits) (*Message, error) {
+	if len(raw) > lim.MaxBytes {
+		return nil, sizeExceeded(lim.MaxBytes, len(raw))
+	}
 	in, perr := prepare(raw, isText)
 	if perr != nil {
 		return nil, perr
 	}
-	root, perr := parseTree(in)
+	root, perr := parseTree(in, lim)
 	if perr != nil {
 		return nil, perr
 	}
@@ -52,13 +56,21 @@ func decode(raw []byte, isText bool) (*Message, error) {
 // tolerated junk. Character data only ever accumulates in the innermost open
 // element, so one shared run buffer is enough: a child start or an end tag
 // flushes it.
+//
+// It also enforces the [Limits] that bound the tree (elements, depth,
+// attributes, names, texts) before the tree grows past them, and keeps the
+// per-element cost low: nodes are carved out of shared chunks and each
+// element's children get one exact allocation.
 type treeBuilder struct {
-	stack []frame
-	kids  []*Node // children of all open elements, innermost last
-	root  *Node
-	done  bool   // the root element has been closed
-	run   []byte // character data since the last tag of the innermost element
-	slab  []Node // nodes are carved out of a few allocations
+	lim      Limits
+	stack    []frame
+	kids     []*Node // children of all open elements, innermost last
+	root     *Node
+	done     bool                // the root element has been closed
+	run      []byte              // character data since the last tag of the innermost element
+	slab     []Node              // nodes are carved out of chunks of growing size
+	elements int                 // elements started so far
+	seen     map[string]struct{} // attribute names of one element, for large attribute lists
 }
 
 type frame struct {
@@ -68,9 +80,18 @@ type frame struct {
 	hasChild bool
 }
 
-func newTreeBuilder(body []byte) treeBuilder {
+// Node chunks grow from minChunk to maxChunk nodes: a small message costs one
+// small allocation, a large one a few hundred, and at most one chunk (under
+// 100 KB) is ever left partly unused. The size is never guessed from the
+// input, which a hostile message could inflate (a comment full of "</").
+const (
+	minChunk = 16
+	maxChunk = 1024
+)
+
+func newTreeBuilder(lim Limits) treeBuilder {
 	return treeBuilder{
-		slab:  make([]Node, 0, bytes.Count(body, []byte("</"))+1),
+		lim:   lim.resolved(),
 		stack: make([]frame, 0, 8),
 		kids:  make([]*Node, 0, 32),
 	}
@@ -79,6 +100,9 @@ func newTreeBuilder(body []byte) treeBuilder {
 // charData takes decoded character data (entities and CR/LF resolved).
 func (b *treeBuilder) charData(text []byte) *Error {
 	if len(b.stack) > 0 {
+		if len(text) > b.textBudget() {
+			return b.textLimit()
+		}
 		b.run = append(b.run, text...)
 		return nil
 	}
@@ -90,6 +114,20 @@ func (b *treeBuilder) charData(text []byte) *Error {
 		where = "after"
 	}
 	return malformed("text %q %s the root element", truncate(string(text), 40), where)
+}
+
+// textBudget is how many more bytes of character data the innermost open
+// element may take under the text limit (its kept text and the current
+// run count against it).
+func (b *treeBuilder) textBudget() int {
+	if len(b.stack) == 0 {
+		return b.lim.MaxTextBytes
+	}
+	return max(b.lim.MaxTextBytes-len(b.run)-len(b.stack[len(b.stack)-1].mixed), 0)
+}
+
+func (b *treeBuilder) textLimit() *Error {
+	return textExceeded(b.lim.MaxTextBytes, b.stack[len(b.stack)-1].node.Name)
 }
 
 // procInst checks a processing instruction; PIs are not data and are
@@ -109,16 +147,55 @@ func (b *treeBuilder) directive(body []byte) *Error {
 	return malformed("unexpected markup <!%s>", truncate(string(body), 40))
 }
 
+// admit checks that one more element may start: the root is not closed yet,
+// and the element and depth limits leave room. The scanner calls it before
+// reading the element's attributes, so nothing is allocated for an element
+// past a limit.
+func (b *treeBuilder) admit(name string) *Error {
+	switch {
+	case b.done:
+		return malformed("element <%s> after the end of the root element", truncate(name, 40))
+	case b.elements >= b.lim.MaxElements:
+		return elementsExceeded(b.lim.MaxElements)
+	case len(b.stack) >= b.lim.MaxDepth:
+		return depthExceeded(b.lim.MaxDepth, name)
+	}
+	return nil
+}
+
+// checkName enforces the name limit on an element or attribute name as
+// read by the scanner, before it is copied.
+func (b *treeBuilder) checkName(name []byte) *Error {
+	if len(name) > b.lim.MaxNameBytes {
+		return nameExceeded(b.lim.MaxNameBytes, string(name[:min(len(name), 64)]))
+	}
+	return nil
+}
+
 func (b *treeBuilder) start(name string, attrs []Attr) *Error {
-	if b.done {
-		return malformed("element <%s> after the end of the root element", name)
+	if err := b.admit(name); err != nil {
+		return err
 	}
-	if len(b.stack) >= maxDepth {
-		return codecError("elements nest deeper than %d levels", maxDepth)
+	// The scanner has checked these while reading; the checks here make the
+	// encoding/xml reference the tests compare it with apply the same limits.
+	if len(name) > b.lim.MaxNameBytes {
+		return nameExceeded(b.lim.MaxNameBytes, name)
 	}
-	if dup, ok := repeatedAttr(attrs); ok {
-		return malformed("attribute %s repeated in element <%s>", dup, name)
+	if len(attrs) > b.lim.MaxAttrs {
+		return attrsExceeded(b.lim.MaxAttrs, name)
 	}
+	for _, a := range attrs {
+		if len(a.Name) > b.lim.MaxNameBytes {
+			return nameExceeded(b.lim.MaxNameBytes, a.Name)
+		}
+		if len(a.Value) > b.lim.MaxTextBytes {
+			return attrValueExceeded(b.lim.MaxTextBytes, a.Name, name)
+		}
+	}
+	if dup, ok := b.repeatedAttr(attrs); ok {
+		return malformed("attribute %s repeated in element <%s>", truncate(dup, 40), truncate(name, 40))
+	}
+	b.elements++
 	n := b.newNode()
 	n.Name = name
 	n.Attrs = attrs
@@ -134,17 +211,23 @@ func (b *treeBuilder) start(name string, attrs []Attr) *Error {
 	return nil
 }
 
+// closes reports whether name is the name of the innermost open element,
+// which was checked when the element started.
+func (b *treeBuilder) closes(name []byte) bool {
+	return len(b.stack) > 0 && string(name) == b.stack[len(b.stack)-1].node.Name
+}
+
 func (b *treeBuilder) end(name []byte) *Error {
 	if b.done {
 		return nil // trailing junk after the root element: ignored by design
 	}
 	if len(b.stack) == 0 {
-		return malformed("end tag </%s> without a start tag", name)
+		return malformed("end tag </%s> without a start tag", truncate(string(name), 40))
 	}
 	top := &b.stack[len(b.stack)-1]
 	n := top.node
 	if string(name) != n.Name {
-		return malformed("end tag </%s> does not match <%s>", name, n.Name)
+		return malformed("end tag </%s> does not match <%s>", truncate(string(name), 40), truncate(n.Name, 40))
 	}
 	if top.hasChild {
 		b.flushRun(top)
@@ -161,6 +244,7 @@ func (b *treeBuilder) end(name []byte) *Error {
 	b.stack = b.stack[:len(b.stack)-1]
 	if len(b.stack) == 0 {
 		b.done = true
+		b.kids = nil
 	}
 	return nil
 }
@@ -179,17 +263,37 @@ func (b *treeBuilder) finish() (*Node, *Error) {
 	case b.root == nil:
 		return nil, malformed("no root element: expected <MSG>")
 	case !b.done:
-		return nil, malformed("unexpected end of input: element <%s> is not closed", b.stack[len(b.stack)-1].node.Name)
+		return nil, malformed("unexpected end of input: element <%s> is not closed", truncate(b.stack[len(b.stack)-1].node.Name, 40))
 	}
 	return b.root, nil
 }
 
 func (b *treeBuilder) newNode() *Node {
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]Node, 0, 16)
+		b.slab = make([]Node, 0, min(max(2*cap(b.slab), minChunk), maxChunk))
 	}
 	b.slab = b.slab[:len(b.slab)+1]
 	return &b.slab[len(b.slab)-1]
+}
+
+// repeatedAttr is [repeatedAttr] with the set of names kept from one
+// element to the next, so that a message of elements with many attributes
+// does not allocate a set per element.
+func (b *treeBuilder) repeatedAttr(attrs []Attr) (string, bool) {
+	if len(attrs) <= 8 {
+		return repeatedAttr(attrs)
+	}
+	if b.seen == nil {
+		b.seen = make(map[string]struct{}, len(attrs))
+	}
+	clear(b.seen)
+	for _, a := range attrs {
+		if _, dup := b.seen[a.Name]; dup {
+			return a.Name, true
+		}
+		b.seen[a.Name] = struct{}{}
+	}
+	return "", false
 }
 
 // repeatedAttr returns the first attribute name that occurs twice.

@@ -52,6 +52,20 @@
 // white space, end tags, comments or processing instructions. Anything else
 // after the root (text, another element, broken markup) is MALFORMED.
 //
+// # Bounded work
+//
+// [Limits] bound what one message may cost (requirement R-H2): its size
+// (10 MiB), its elements (1,000,000), the attributes of one element (64),
+// the nesting depth (128), the length of a name (128 bytes) and of one
+// element's text or one attribute value (64 KiB). The defaults admit every
+// message shape of the SIS catalogue with a wide margin, a daily snapshot
+// of 20,000 flights included. Each limit is checked while scanning, before
+// the tree grows past it, so a hostile message (millions of empty elements,
+// a comment full of "</", deep nesting, a giant text) fails fast as
+// MALFORMED instead of exhausting memory; see [Limits] for the heap bound
+// this gives. Every reason quotes message text cut short, and an error's
+// text is at most 2 KB.
+//
 // # Error classes
 //
 // Every error from [Decode] and [Classify] is an *[Error] whose [Class]
@@ -60,15 +74,17 @@
 //   - [ClassMalformed] — the input is not a SIS message and never will be:
 //     empty input, not well-formed XML (including a misplaced XML
 //     declaration, a repeated attribute, or a character outside the XML
-//     Char range), a root other than MSG, a missing
+//     Char range), a message over one of the [Limits] (size, elements,
+//     attributes per element, depth, name or text size; the reason names
+//     the limit and its value), a root other than MSG, a missing
 //     or repeated META, an empty or missing SNDR, SEQN, TYPE or STYP, a SEQN
 //     that is not a decimal integer, or a missing payload (see Classify).
 //     Final: the message goes DEAD at once, because retrying cannot help.
 //   - [ClassCodec] — the input may be fine but this codec cannot read it
 //     yet: an unknown or unsupported declared encoding (or one that
 //     contradicts the byte order mark), bytes invalid in the declared
-//     encoding, UTF-32, XML versions other than 1.0, a DOCTYPE, or nesting
-//     deeper than 128 levels. Retryable: the fault is ours, so the message
+//     encoding, UTF-32, XML versions other than 1.0, or a DOCTYPE.
+//     Retryable: the fault is ours, so the message
 //     waits with backoff and can be replayed after a fix instead of being
 //     thrown away.
 //   - [ClassUnsupported] — well-formed and legal, but a TYPE or TYPE/STYP

@@ -3,6 +3,8 @@ package sis
 import (
 	"errors"
 	"fmt"
+
+	"msgexchange/libs/clip"
 )
 
 // Class is the error class of a decode or classification failure. It tells
@@ -48,12 +50,15 @@ type Error struct {
 	Err error
 }
 
-// Error implements error as "sis: CLASS: reason[: cause]".
+// Error implements error as "sis: CLASS: reason[: cause]", cut to
+// [clip.Max] bytes: the processor stores it as the message's reason and logs
+// it, and a reason must never carry a hostile message's text in bulk
+// (R-H2).
 func (e *Error) Error() string {
 	if e.Err == nil {
-		return "sis: " + string(e.Class) + ": " + e.Reason
+		return clip.Text("sis: " + string(e.Class) + ": " + e.Reason)
 	}
-	return "sis: " + string(e.Class) + ": " + e.Reason + ": " + e.Err.Error()
+	return clip.Text("sis: " + string(e.Class) + ": " + e.Reason + ": " + e.Err.Error())
 }
 
 // Unwrap returns the underlying cause.
@@ -93,14 +98,18 @@ func ClassOf(err error) (Class, bool) {
 	return "", false
 }
 
+// The constructors cut the reason to [clip.Max] bytes. Every value quoted
+// from a message is cut much shorter where it is formatted (truncate); the
+// cut here bounds the reason even so.
+
 func malformed(format string, args ...any) *Error {
-	return &Error{Class: ClassMalformed, Reason: fmt.Sprintf(format, args...)}
+	return &Error{Class: ClassMalformed, Reason: clip.Text(fmt.Sprintf(format, args...))}
 }
 
 func codecError(format string, args ...any) *Error {
-	return &Error{Class: ClassCodec, Reason: fmt.Sprintf(format, args...)}
+	return &Error{Class: ClassCodec, Reason: clip.Text(fmt.Sprintf(format, args...))}
 }
 
 func unsupported(format string, args ...any) *Error {
-	return &Error{Class: ClassUnsupported, Reason: fmt.Sprintf(format, args...)}
+	return &Error{Class: ClassUnsupported, Reason: clip.Text(fmt.Sprintf(format, args...))}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,11 @@ import (
 // character reference to a UTF-16 surrogate (&#xD800;) is rejected instead
 // of being replaced by U+FFFD, which would lose data.
 //
+// It applies the limits of the tree builder while reading: a name is read
+// no further than the name limit, attributes are counted as they are read,
+// and character data is decoded no further than the text limit, so nothing
+// past a limit is ever copied.
+//
 // The input is valid UTF-8 (prepareInput guarantees it).
 type scanner struct {
 	src     []byte
@@ -25,11 +31,17 @@ type scanner struct {
 	lines   int    // line feeds consumed before src
 	scratch []byte // decoded text when it needs rewriting
 	attrs   []Attr // attributes of the current start tag
+	names   map[string]string
+	probe   nameProbe
 }
 
-func parseTree(in prepared) (*Node, *Error) {
-	s := scanner{src: in.body, lines: in.lines}
-	b := newTreeBuilder(in.body)
+// maxInterned bounds the interned names of one message. A SIS message uses
+// a few dozen distinct names; past the bound, names are simply copied.
+const maxInterned = 1024
+
+func parseTree(in prepared, lim Limits) (*Node, *Error) {
+	s := scanner{src: in.body, lines: in.lines, names: make(map[string]string, 64)}
+	b := newTreeBuilder(lim)
 	for s.pos < len(s.src) {
 		var err *Error
 		if s.src[s.pos] == '<' {
@@ -64,7 +76,7 @@ func (s *scanner) text(b *treeBuilder) *Error {
 	} else {
 		end += s.pos
 	}
-	data, err := s.decode(s.pos, end, modeText)
+	data, err := s.decode(s.pos, end, modeText, b.textBudget())
 	if err != nil {
 		return err
 	}
@@ -109,9 +121,15 @@ func (s *scanner) markup(b *treeBuilder) *Error {
 
 func (s *scanner) startTag(b *treeBuilder) *Error {
 	s.pos++ // '<'
-	name, ok := s.name(true)
+	name, ok, err := s.qualifiedName(b)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return s.syntaxError("expected element name after <")
+	}
+	if err := b.admit(name); err != nil {
+		return err
 	}
 	s.attrs = s.attrs[:0]
 	for {
@@ -129,15 +147,18 @@ func (s *scanner) startTag(b *treeBuilder) *Error {
 				return s.syntaxError("expected /> in element")
 			}
 			s.pos++
-			if err := b.start(string(name), s.takeAttrs()); err != nil {
+			if err := b.start(name, s.takeAttrs()); err != nil {
 				return err
 			}
-			return b.end(name)
+			return b.end([]byte(name))
 		case '>':
 			s.pos++
-			return b.start(string(name), s.takeAttrs())
+			return b.start(name, s.takeAttrs())
 		}
-		attr, err := s.attribute()
+		if len(s.attrs) >= b.lim.MaxAttrs {
+			return attrsExceeded(b.lim.MaxAttrs, name)
+		}
+		attr, err := s.attribute(b, name)
 		if err != nil {
 			return err
 		}
@@ -154,8 +175,11 @@ func (s *scanner) takeAttrs() []Attr {
 	return append([]Attr(nil), s.attrs...)
 }
 
-func (s *scanner) attribute() (Attr, *Error) {
-	name, ok := s.name(true)
+func (s *scanner) attribute(b *treeBuilder, element string) (Attr, *Error) {
+	name, ok, perr := s.qualifiedName(b)
+	if perr != nil {
+		return Attr{}, perr
+	}
 	if !ok {
 		return Attr{}, s.syntaxError("expected attribute name in element")
 	}
@@ -190,18 +214,27 @@ func (s *scanner) attribute() (Attr, *Error) {
 		return Attr{}, s.eof()
 	}
 	end += start
-	value, err := s.decode(start, end, modeAttr)
+	value, err := s.decode(start, end, modeAttr, b.lim.MaxTextBytes)
 	if err != nil {
 		return Attr{}, err
 	}
+	if len(value) > b.lim.MaxTextBytes {
+		return Attr{}, attrValueExceeded(b.lim.MaxTextBytes, name, element)
+	}
 	s.pos = end + 1
-	return Attr{Name: string(name), Value: string(value)}, nil
+	return Attr{Name: name, Value: string(value)}, nil
 }
 
 func (s *scanner) endTag(b *treeBuilder) *Error {
 	s.pos += 2 // "</"
-	name, ok := s.name(true)
-	if !ok {
+	name, colons := s.nameRun(b.lim.MaxNameBytes)
+	if err := b.checkName(name); err != nil {
+		return err
+	}
+	// The name of the open element has been checked when it started; only a
+	// name that does not match it (an error, or junk after the root) needs
+	// checking here.
+	if !b.closes(name) && !s.validName(name, colons) {
 		return s.syntaxError("expected element name after </")
 	}
 	s.skipSpace()
@@ -209,7 +242,7 @@ func (s *scanner) endTag(b *treeBuilder) *Error {
 		return s.eof()
 	}
 	if s.src[s.pos] != '>' {
-		return s.syntaxError("invalid characters between </" + string(name) + " and >")
+		return s.syntaxError("invalid characters between </" + truncate(string(name), 40) + " and >")
 	}
 	s.pos++
 	return b.end(name)
@@ -217,8 +250,11 @@ func (s *scanner) endTag(b *treeBuilder) *Error {
 
 func (s *scanner) procInst(b *treeBuilder) *Error {
 	s.pos += 2 // "<?"
-	target, ok := s.name(false)
-	if !ok {
+	target, _ := s.nameRun(b.lim.MaxNameBytes)
+	if err := b.checkName(target); err != nil {
+		return err
+	}
+	if !isName(target, &s.probe) {
 		if s.pos >= len(s.src) {
 			return s.eof()
 		}
@@ -254,7 +290,7 @@ func (s *scanner) cdata(b *treeBuilder) *Error {
 		s.pos = len(s.src)
 		return s.syntaxError("unexpected EOF in CDATA section")
 	}
-	data, err := s.decode(s.pos, s.pos+i, modeCDATA)
+	data, err := s.decode(s.pos, s.pos+i, modeCDATA, b.textBudget())
 	if err != nil {
 		return err
 	}
@@ -268,13 +304,13 @@ func (s *scanner) skipSpace() {
 	}
 }
 
-// name reads a maximal run of name bytes (ASCII name characters and any
-// non-ASCII byte, as encoding/xml does) and reports whether it is an XML
-// name. Element and attribute names (qualified) may hold at most one colon.
-func (s *scanner) name(qualified bool) ([]byte, bool) {
+// nameRun reads a run of name bytes (ASCII name characters and any
+// non-ASCII byte, as encoding/xml does) and counts its colons. It reads at
+// most limit+1 bytes: a longer run is over the name limit whatever follows.
+func (s *scanner) nameRun(limit int) ([]byte, int) {
 	start := s.pos
 	colons := 0
-	for s.pos < len(s.src) {
+	for s.pos < len(s.src) && s.pos-start <= limit {
 		c := s.src[s.pos]
 		if c < utf8.RuneSelf && !isNameByte(c) {
 			break
@@ -284,11 +320,41 @@ func (s *scanner) name(qualified bool) ([]byte, bool) {
 		}
 		s.pos++
 	}
-	n := s.src[start:s.pos]
-	if qualified && colons > 1 {
-		return n, false
+	return s.src[start:s.pos], colons
+}
+
+// qualifiedName reads an element or attribute name under the name limit
+// and returns it interned; ok is false when it is not an XML name with at
+// most one colon. Names seen before in the message are neither checked nor
+// copied again.
+func (s *scanner) qualifiedName(b *treeBuilder) (string, bool, *Error) {
+	n, colons := s.nameRun(b.lim.MaxNameBytes)
+	if err := b.checkName(n); err != nil {
+		return "", false, err
 	}
-	return n, isName(n)
+	if name, ok := s.names[string(n)]; ok {
+		return name, true, nil
+	}
+	if !s.validName(n, colons) {
+		return "", false, nil
+	}
+	name := string(n)
+	if len(s.names) < maxInterned {
+		s.names[name] = name
+	}
+	return name, true, nil
+}
+
+// validName reports whether a run read by nameRun is an element or
+// attribute name: an XML name with at most one colon.
+func (s *scanner) validName(n []byte, colons int) bool {
+	if colons > 1 {
+		return false
+	}
+	if _, ok := s.names[string(n)]; ok {
+		return true
+	}
+	return isName(n, &s.probe)
 }
 
 func isNameByte(c byte) bool {
@@ -297,30 +363,78 @@ func isNameByte(c byte) bool {
 }
 
 // isName reports whether n is an XML name. ASCII names are checked here;
-// the rare non-ASCII name is checked by encoding/xml itself so that both
-// agree exactly on its Unicode tables.
-func isName(n []byte) bool {
+// the rare non-ASCII name is checked by encoding/xml itself (through probe)
+// so that both agree exactly on its Unicode tables.
+func isName(n []byte, probe *nameProbe) bool {
 	if len(n) == 0 {
 		return false
 	}
-	ascii := true
 	for _, c := range n {
 		if c >= utf8.RuneSelf {
-			ascii = false
-			break
+			return probe.isName(n)
 		}
 	}
-	if ascii {
-		c := n[0]
-		return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '_' || c == ':'
+	c := n[0]
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '_' || c == ':'
+}
+
+// nameProbe checks non-ASCII names with encoding/xml. One decoder serves a
+// whole message: it reads each probe "<name>" as one start element from a
+// reader that is refilled for every name, so a message of many distinct
+// non-ASCII names costs one small string per name instead of a decoder per
+// name. A failed probe may leave the decoder in error; it is then dropped.
+type nameProbe struct {
+	in  probeReader
+	dec *xml.Decoder
+}
+
+func (p *nameProbe) isName(n []byte) bool {
+	p.in.buf = append(p.in.buf[:0], '<')
+	for _, c := range n {
+		if c == ':' {
+			c = '_' // RawToken would split a prefix off
+		}
+		p.in.buf = append(p.in.buf, c)
 	}
-	probe := make([]byte, 0, len(n)+3)
-	probe = append(probe, '<')
-	probe = append(probe, bytes.ReplaceAll(n, []byte(":"), []byte("_"))...)
-	probe = append(probe, '/', '>')
-	tok, err := xml.NewDecoder(bytes.NewReader(probe)).RawToken()
+	p.in.buf = append(p.in.buf, '>')
+	p.in.pos = 0
+	if p.dec == nil {
+		p.dec = xml.NewDecoder(&p.in)
+	}
+	tok, err := p.dec.RawToken()
 	se, ok := tok.(xml.StartElement)
-	return err == nil && ok && se.Name.Space == "" && len(se.Name.Local) == len(n)
+	valid := err == nil && ok && se.Name.Space == "" && len(se.Name.Local) == len(n) && len(se.Attr) == 0 &&
+		p.in.pos == len(p.in.buf)
+	if !valid {
+		p.dec = nil
+	}
+	return valid
+}
+
+// probeReader is the refillable input of a nameProbe. It is an
+// io.ByteReader, so encoding/xml reads it byte by byte without a buffer of
+// its own and never reads past the probe's closing '>'.
+type probeReader struct {
+	buf []byte
+	pos int
+}
+
+func (r *probeReader) Read(p []byte) (int, error) {
+	if r.pos >= len(r.buf) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.buf[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+func (r *probeReader) ReadByte() (byte, error) {
+	if r.pos >= len(r.buf) {
+		return 0, io.EOF
+	}
+	c := r.buf[r.pos]
+	r.pos++
+	return c, nil
 }
 
 // decodeMode says which rules apply to a run of character data.
@@ -335,8 +449,10 @@ const (
 // decode returns the character data of src[start:end]: references
 // resolved (not in CDATA), CR LF and lone CR turned into LF, every
 // character checked against the XML Char range. When nothing needs
-// rewriting it returns the input slice itself.
-func (s *scanner) decode(start, end int, mode decodeMode) ([]byte, *Error) {
+// rewriting it returns the input slice itself. It stops as soon as the
+// result is longer than budget and returns that much: the caller refuses
+// it under the text limit, so nothing more is decoded or copied.
+func (s *scanner) decode(start, end int, mode decodeMode, budget int) ([]byte, *Error) {
 	raw := s.src[start:end]
 	if mode == modeText {
 		if i := bytes.Index(raw, cdataEnd); i >= 0 {
@@ -353,11 +469,15 @@ func (s *scanner) decode(start, end int, mode decodeMode) ([]byte, *Error) {
 		}
 		i++
 	}
-	if i == len(raw) {
-		return raw, nil
+	if i == len(raw) || i > budget {
+		return raw[:i], nil
 	}
 	out := append(s.scratch[:0], raw[:i]...)
 	for i < len(raw) {
+		if len(out) > budget {
+			s.scratch = out
+			return out, nil
+		}
 		c := raw[i]
 		switch {
 		case c == '&' && mode != modeCDATA:
@@ -412,15 +532,15 @@ func (s *scanner) reference(at, limit int) (rune, int, *Error) {
 				break
 			}
 			if v = v*base + d; v > utf8.MaxRune {
-				return fail("invalid character entity " + string(raw[:min(j+1, len(raw))]) + "…")
+				return fail("invalid character entity " + truncate(string(raw[:min(j+1, len(raw), 40)]), 40) + "…")
 			}
 		}
 		if j == digits || j >= len(raw) || raw[j] != ';' {
-			return fail("invalid character entity " + string(raw[:min(j+1, len(raw))]))
+			return fail("invalid character entity " + truncate(string(raw[:min(j+1, len(raw), 41)]), 40))
 		}
 		r := rune(v)
 		if 0xD800 <= r && r <= 0xDFFF {
-			return fail("invalid character entity " + string(raw[:j+1]) + ": character reference to a UTF-16 surrogate")
+			return fail("invalid character entity " + truncate(string(raw[:min(j+1, 41)]), 40) + ": character reference to a UTF-16 surrogate")
 		}
 		if !isXMLChar(r) {
 			return fail("illegal character code " + unicodeName(r))
@@ -445,7 +565,7 @@ func (s *scanner) reference(at, limit int) (rune, int, *Error) {
 	for j < len(raw) && (raw[j] >= utf8.RuneSelf || isNameByte(raw[j])) {
 		j++
 	}
-	return fail("invalid character entity " + string(raw[:min(j+1, len(raw))]))
+	return fail("invalid character entity " + truncate(string(raw[:min(j+1, len(raw), 41)]), 40))
 }
 
 func digitValue(c byte, base uint64) (uint64, bool) {
