@@ -70,6 +70,10 @@ func TestAuth_R_F3_RefusesUnauthenticatedCalls(t *testing.T) {
 		requireCode(t, codes.Unauthenticated, err)
 		_, err = client.ListOutbox(ctx, &controlv1.ListOutboxRequest{})
 		requireCode(t, codes.Unauthenticated, err)
+		_, err = client.ListMessages(ctx, &controlv1.ListMessagesRequest{})
+		requireCode(t, codes.Unauthenticated, err)
+		_, err = client.EndMessage(ctx, &controlv1.EndMessageRequest{MsgId: 1, Operator: "mallory", Reason: "x"})
+		requireCode(t, codes.Unauthenticated, err)
 	})
 	t.Run("RightTokenAccepted", func(t *testing.T) {
 		t.Parallel()

@@ -118,6 +118,10 @@ func (a *app) describe(err error) string {
 		return "invalid request: " + msg
 	case codes.Canceled:
 		return "cancelled: " + msg
+	case codes.FailedPrecondition:
+		return "refused: " + msg
+	case codes.Aborted:
+		return "aborted, retry: " + msg
 	default:
 		return fmt.Sprintf("%s: %s", strings.ToLower(st.Code().String()), msg)
 	}

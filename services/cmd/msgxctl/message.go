@@ -9,7 +9,8 @@ import (
 )
 
 // messageCommand is the "message" group: processing state of mailbox
-// messages.
+// messages, listing them (message_list.go) and ending a stuck one
+// (message_dead.go).
 func messageCommand() *command {
 	return &command{
 		name: "message",
@@ -30,7 +31,7 @@ func messageCommand() *command {
 					return a.messageGet(ctx, id, *raw)
 				}
 			},
-		}},
+		}, messageListCommand(), messageDeadCommand()},
 	}
 }
 

@@ -62,3 +62,27 @@ func outboxStateToDB(s controlv1.OutboxState) (string, error) {
 	}
 	return strings.TrimPrefix(name, outboxStatePrefix), nil
 }
+
+// messageStateToDB returns the database text of a state filter; UNSPECIFIED
+// and numbers outside the enum are errors (a filter names a real state).
+func messageStateToDB(s controlv1.MessageState) (string, error) {
+	name, known := controlv1.MessageState_name[int32(s)]
+	if !known || s == controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED {
+		return "", fmt.Errorf("states: %d is not a message state (PENDING, APPLIED, SUCCEEDED, SKIPPED, FAILED, DEAD)", int32(s))
+	}
+	return strings.TrimPrefix(name, messageStatePrefix), nil
+}
+
+// errorClassToDB returns the database text of a class filter: "" for
+// UNSPECIFIED (no class recorded, NULL), an error for a number outside the
+// enum.
+func errorClassToDB(c controlv1.ErrorClass) (string, error) {
+	name, known := controlv1.ErrorClass_name[int32(c)]
+	if !known {
+		return "", fmt.Errorf("error_classes: %d is not an error class", int32(c))
+	}
+	if c == controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
+		return "", nil
+	}
+	return strings.TrimPrefix(name, errorClassPrefix), nil
+}

@@ -16,18 +16,33 @@ import (
 	"msgexchange/services/control/internal/nullable"
 )
 
-// queryMessage reads one proc_state row; pgx.ErrNoRows when absent. The raw
-// XML is selected only when asked for, so that a status query never moves
-// up to 10 MB.
-func queryMessage(ctx context.Context, db *pgxpool.Pool, msgID int64, includeRaw bool) (*controlv1.Message, error) {
-	const q = `
-SELECT msg_id, state, error_class, reason, attempts, next_attempt_at,
+// messageColumns are the proc_state columns of a Message, in the order
+// scanMessage reads them; the raw XML is last and selected only when asked
+// for, so that a status query never moves up to 10 MB.
+const messageColumns = `msg_id, state, error_class, reason, attempts, next_attempt_at,
        processing_started_at, identity_key, sndr, msg_type, msg_styp, seqn,
        dttm, received_at, registered_at, applied_at, finished_at,
-       backfilled_at, updated_at, kafka_offset,
-       CASE WHEN $2::boolean THEN raw END
-FROM proc_state
-WHERE msg_id = $1`
+       backfilled_at, updated_at, kafka_offset`
+
+// scanner is a row that can be read: pgx.Row or pgx.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// rowQuerier is the part of a pool or transaction a single-row read uses.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queryMessage reads one proc_state row; pgx.ErrNoRows when absent.
+func queryMessage(ctx context.Context, db rowQuerier, msgID int64, includeRaw bool) (*controlv1.Message, error) {
+	q := `SELECT ` + messageColumns + `, CASE WHEN $2::boolean THEN raw END FROM proc_state WHERE msg_id = $1`
+	return scanMessage(db.QueryRow(ctx, q, msgID, includeRaw), true)
+}
+
+// scanMessage reads the messageColumns of one row, and the raw XML after
+// them when withRaw is set.
+func scanMessage(row scanner, withRaw bool) (*controlv1.Message, error) {
 	var (
 		m                                                  controlv1.Message
 		state                                              string
@@ -37,15 +52,19 @@ WHERE msg_id = $1`
 		registered, updated                                time.Time
 		applied, finished, backfilled                      *time.Time
 	)
-	err := db.QueryRow(ctx, q, msgID, includeRaw).Scan(
+	dest := []any{
 		&m.MsgId, &state, &errorClass, &reason, &m.Attempts, &nextAttempt,
 		&started, &identity, &sndr, &typ, &styp, &seqn,
 		&dttm, &received, &registered, &applied, &finished,
 		&backfilled, &updated, &m.KafkaOffset,
-		&raw)
-	if err != nil {
+	}
+	if withRaw {
+		dest = append(dest, &raw)
+	}
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
+	var err error
 	if m.State, err = messageStateFromDB(state); err != nil {
 		return nil, err
 	}

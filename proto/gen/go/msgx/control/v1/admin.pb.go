@@ -5,11 +5,12 @@
 // source: msgx/control/v1/admin.proto
 
 // msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
-// the pipeline: the processing state of one mailbox message, the processing
-// backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows and the abandoned backfills), and two
-// audited repairs: re-queueing outbox rows the dispatcher gave up on, and
-// rebuilding the Redis projection from PostgreSQL. Every figure comes
+// the pipeline: the processing state of mailbox messages (one, or a
+// filtered list), the processing backlog, the authoritative state of one
+// flight and the delivery outbox (including its dead-letter rows and the
+// abandoned backfills), and three audited repairs: re-queueing outbox rows
+// the dispatcher gave up on, rebuilding the Redis projection from
+// PostgreSQL, and ending an unfinished message (a stuck FIFO head) as DEAD. Every figure comes
 // straight from the system's own PostgreSQL, which is the only authority
 // (INV-11b).
 //
@@ -55,8 +56,9 @@ const (
 	// MESSAGE_STATE_FAILED: the last attempt failed; retried after
 	// next_attempt_at. Holds its place at the head of the FIFO (INV-3).
 	MessageState_MESSAGE_STATE_FAILED MessageState = 5
-	// MESSAGE_STATE_DEAD: given up (malformed, protocol violation or
-	// exhausted retries); terminal, replayable for some error classes.
+	// MESSAGE_STATE_DEAD: given up (malformed, protocol violation,
+	// exhausted retries, or ended by an operator); terminal, replayable for
+	// some error classes.
 	MessageState_MESSAGE_STATE_DEAD MessageState = 6
 )
 
@@ -129,6 +131,10 @@ const (
 	ErrorClass_ERROR_CLASS_PROTOCOL ErrorClass = 5
 	// ERROR_CLASS_EXHAUSTED: retries or the head deadline ran out.
 	ErrorClass_ERROR_CLASS_EXHAUSTED ErrorClass = 6
+	// ERROR_CLASS_OPERATOR: an operator ended the unfinished message with
+	// AdminService.EndMessage (R-H3); the reason names the operator, the
+	// message_end_audit row holds the details. Not replayable.
+	ErrorClass_ERROR_CLASS_OPERATOR ErrorClass = 7
 )
 
 // Enum value maps for ErrorClass.
@@ -141,6 +147,7 @@ var (
 		4: "ERROR_CLASS_INFRA",
 		5: "ERROR_CLASS_PROTOCOL",
 		6: "ERROR_CLASS_EXHAUSTED",
+		7: "ERROR_CLASS_OPERATOR",
 	}
 	ErrorClass_value = map[string]int32{
 		"ERROR_CLASS_UNSPECIFIED": 0,
@@ -150,6 +157,7 @@ var (
 		"ERROR_CLASS_INFRA":       4,
 		"ERROR_CLASS_PROTOCOL":    5,
 		"ERROR_CLASS_EXHAUSTED":   6,
+		"ERROR_CLASS_OPERATOR":    7,
 	}
 )
 
@@ -2146,6 +2154,414 @@ func (x *RebuildDelivery) GetManifestState() OutboxState {
 	return OutboxState_OUTBOX_STATE_UNSPECIFIED
 }
 
+// ListMessagesRequest filters and pages the processing records. Filters
+// combine with AND; an empty filter keeps everything.
+type ListMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// states keeps only messages in one of these states; empty means every
+	// state. UNSPECIFIED is refused.
+	States []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=msgx.control.v1.MessageState" json:"states,omitempty"`
+	// error_classes keeps only messages with one of these error classes;
+	// UNSPECIFIED in the list matches messages without a recorded class.
+	// Empty means any class, or none.
+	ErrorClasses []ErrorClass `protobuf:"varint,2,rep,packed,name=error_classes,json=errorClasses,proto3,enum=msgx.control.v1.ErrorClass" json:"error_classes,omitempty"`
+	// from keeps only messages whose time is at or after it. A message's
+	// time is when the mailbox received it (received_at), or when the
+	// processor registered it (registered_at) where the mailbox gave no
+	// time: the same time GetBacklog's oldest unfinished message is aged by.
+	// Absent means no lower bound.
+	From *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// to keeps only messages whose time is before it (exclusive); absent
+	// means no upper bound.
+	To *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// limit is the maximum number of messages returned: 0 means 100, larger
+	// values than 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// after_msg_id returns only messages with a larger mailbox ID; pass the
+	// previous response's next_after_msg_id to read the following page.
+	AfterMsgId    int64 `protobuf:"varint,6,opt,name=after_msg_id,json=afterMsgId,proto3" json:"after_msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesRequest) ProtoMessage() {}
+
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListMessagesRequest) GetStates() []MessageState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetErrorClasses() []ErrorClass {
+	if x != nil {
+		return x.ErrorClasses
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetAfterMsgId() int64 {
+	if x != nil {
+		return x.AfterMsgId
+	}
+	return 0
+}
+
+// ListMessagesResponse is one page of processing records.
+type ListMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// messages are in ascending mailbox ID; raw is never set.
+	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// next_after_msg_id is the after_msg_id of the next page; 0 when this
+	// page is the last.
+	NextAfterMsgId int64 `protobuf:"varint,2,opt,name=next_after_msg_id,json=nextAfterMsgId,proto3" json:"next_after_msg_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesResponse) ProtoMessage() {}
+
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListMessagesResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetNextAfterMsgId() int64 {
+	if x != nil {
+		return x.NextAfterMsgId
+	}
+	return 0
+}
+
+// EndMessageRequest names the message to end and who ends it, and why.
+type EndMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// msg_id is the mailbox ID (CMINMSGS_ID); must be positive.
+	MsgId int64 `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// operator names who ends the message; required, at most 500
+	// characters, recorded in the audit and in the message's reason.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, at most 500 characters, recorded in the
+	// audit and in the message's reason.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndMessageRequest) Reset() {
+	*x = EndMessageRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndMessageRequest) ProtoMessage() {}
+
+func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndMessageRequest.ProtoReflect.Descriptor instead.
+func (*EndMessageRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *EndMessageRequest) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *EndMessageRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *EndMessageRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// EndMessageResponse is the ended message and its audit row.
+type EndMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is the processing record after the call: DEAD, error class
+	// OPERATOR, finished_at set; raw is not set.
+	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// audit is the message_end_audit row written by the call.
+	Audit         *MessageEndAudit `protobuf:"bytes,2,opt,name=audit,proto3" json:"audit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndMessageResponse) Reset() {
+	*x = EndMessageResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndMessageResponse) ProtoMessage() {}
+
+func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndMessageResponse.ProtoReflect.Descriptor instead.
+func (*EndMessageResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EndMessageResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *EndMessageResponse) GetAudit() *MessageEndAudit {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
+// MessageEndAudit records one EndMessage call (a message_end_audit row).
+type MessageEndAudit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id identifies the audit row.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// msg_id is the ended message.
+	MsgId int64 `protobuf:"varint,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// operator is who ended it.
+	Operator string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason is why.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// previous_state is the state it left: PENDING, FAILED or APPLIED.
+	PreviousState MessageState `protobuf:"varint,5,opt,name=previous_state,json=previousState,proto3,enum=msgx.control.v1.MessageState" json:"previous_state,omitempty"`
+	// previous_class is the error class it had; UNSPECIFIED when none.
+	PreviousClass ErrorClass `protobuf:"varint,6,opt,name=previous_class,json=previousClass,proto3,enum=msgx.control.v1.ErrorClass" json:"previous_class,omitempty"`
+	// previous_attempts is its attempts count (kept on the message).
+	PreviousAttempts int32 `protobuf:"varint,7,opt,name=previous_attempts,json=previousAttempts,proto3" json:"previous_attempts,omitempty"`
+	// previous_reason is the outcome detail it had; empty when none.
+	PreviousReason string `protobuf:"bytes,8,opt,name=previous_reason,json=previousReason,proto3" json:"previous_reason,omitempty"`
+	// at is when it was ended (its finished_at).
+	At *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=at,proto3" json:"at,omitempty"`
+	// backfill_outbox_id is the outbox row of its mailbox marker (target
+	// mailbox), delivered by the dispatcher like every backfill.
+	BackfillOutboxId int64 `protobuf:"varint,10,opt,name=backfill_outbox_id,json=backfillOutboxId,proto3" json:"backfill_outbox_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MessageEndAudit) Reset() {
+	*x = MessageEndAudit{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageEndAudit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageEndAudit) ProtoMessage() {}
+
+func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageEndAudit.ProtoReflect.Descriptor instead.
+func (*MessageEndAudit) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MessageEndAudit) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MessageEndAudit) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *MessageEndAudit) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *MessageEndAudit) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MessageEndAudit) GetPreviousState() MessageState {
+	if x != nil {
+		return x.PreviousState
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *MessageEndAudit) GetPreviousClass() ErrorClass {
+	if x != nil {
+		return x.PreviousClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *MessageEndAudit) GetPreviousAttempts() int32 {
+	if x != nil {
+		return x.PreviousAttempts
+	}
+	return 0
+}
+
+func (x *MessageEndAudit) GetPreviousReason() string {
+	if x != nil {
+		return x.PreviousReason
+	}
+	return ""
+}
+
+func (x *MessageEndAudit) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *MessageEndAudit) GetBackfillOutboxId() int64 {
+	if x != nil {
+		return x.BackfillOutboxId
+	}
+	return 0
+}
+
 var File_msgx_control_v1_admin_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_admin_proto_rawDesc = "" +
@@ -2303,7 +2719,37 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12\x1d\n" +
 	"\n" +
 	"cleaned_up\x18\x04 \x01(\x03R\tcleanedUp\x12C\n" +
-	"\x0emanifest_state\x18\x05 \x01(\x0e2\x1c.msgx.control.v1.OutboxStateR\rmanifestState*\xcd\x01\n" +
+	"\x0emanifest_state\x18\x05 \x01(\x0e2\x1c.msgx.control.v1.OutboxStateR\rmanifestState\"\xa2\x02\n" +
+	"\x13ListMessagesRequest\x125\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x1d.msgx.control.v1.MessageStateR\x06states\x12@\n" +
+	"\rerror_classes\x18\x02 \x03(\x0e2\x1b.msgx.control.v1.ErrorClassR\ferrorClasses\x12.\n" +
+	"\x04from\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12 \n" +
+	"\fafter_msg_id\x18\x06 \x01(\x03R\n" +
+	"afterMsgId\"w\n" +
+	"\x14ListMessagesResponse\x124\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.msgx.control.v1.MessageR\bmessages\x12)\n" +
+	"\x11next_after_msg_id\x18\x02 \x01(\x03R\x0enextAfterMsgId\"^\n" +
+	"\x11EndMessageRequest\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x80\x01\n" +
+	"\x12EndMessageResponse\x122\n" +
+	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x126\n" +
+	"\x05audit\x18\x02 \x01(\v2 .msgx.control.v1.MessageEndAuditR\x05audit\"\xa6\x03\n" +
+	"\x0fMessageEndAudit\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
+	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12D\n" +
+	"\x0eprevious_state\x18\x05 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\rpreviousState\x12B\n" +
+	"\x0eprevious_class\x18\x06 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\rpreviousClass\x12+\n" +
+	"\x11previous_attempts\x18\a \x01(\x05R\x10previousAttempts\x12'\n" +
+	"\x0fprevious_reason\x18\b \x01(\tR\x0epreviousReason\x12*\n" +
+	"\x02at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12,\n" +
+	"\x12backfill_outbox_id\x18\n" +
+	" \x01(\x03R\x10backfillOutboxId*\xcd\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x19\n" +
@@ -2311,7 +2757,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x17MESSAGE_STATE_SUCCEEDED\x10\x03\x12\x19\n" +
 	"\x15MESSAGE_STATE_SKIPPED\x10\x04\x12\x18\n" +
 	"\x14MESSAGE_STATE_FAILED\x10\x05\x12\x16\n" +
-	"\x12MESSAGE_STATE_DEAD\x10\x06*\xca\x01\n" +
+	"\x12MESSAGE_STATE_DEAD\x10\x06*\xe4\x01\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -2320,7 +2766,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x17ERROR_CLASS_UNSUPPORTED\x10\x03\x12\x15\n" +
 	"\x11ERROR_CLASS_INFRA\x10\x04\x12\x18\n" +
 	"\x14ERROR_CLASS_PROTOCOL\x10\x05\x12\x19\n" +
-	"\x15ERROR_CLASS_EXHAUSTED\x10\x06*^\n" +
+	"\x15ERROR_CLASS_EXHAUSTED\x10\x06\x12\x18\n" +
+	"\x14ERROR_CLASS_OPERATOR\x10\a*^\n" +
 	"\vFlightState\x12\x1c\n" +
 	"\x18FLIGHT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FLIGHT_STATE_ACTIVE\x10\x01\x12\x18\n" +
@@ -2330,7 +2777,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x14OUTBOX_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
-	"\x16OUTBOX_STATE_ABANDONED\x10\x042\x85\x06\n" +
+	"\x16OUTBOX_STATE_ABANDONED\x10\x042\xb9\a\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -2343,7 +2790,10 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12j\n" +
 	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12U\n" +
 	"\n" +
-	"GetRebuild\x12\".msgx.control.v1.GetRebuildRequest\x1a#.msgx.control.v1.GetRebuildResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"GetRebuild\x12\".msgx.control.v1.GetRebuildRequest\x1a#.msgx.control.v1.GetRebuildResponse\x12[\n" +
+	"\fListMessages\x12$.msgx.control.v1.ListMessagesRequest\x1a%.msgx.control.v1.ListMessagesResponse\x12U\n" +
+	"\n" +
+	"EndMessage\x12\".msgx.control.v1.EndMessageRequest\x1a#.msgx.control.v1.EndMessageResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_admin_proto_rawDescOnce sync.Once
@@ -2358,7 +2808,7 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
@@ -2387,63 +2837,82 @@ var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(*GetRebuildResponse)(nil),             // 24: msgx.control.v1.GetRebuildResponse
 	(*ProjectionRebuild)(nil),              // 25: msgx.control.v1.ProjectionRebuild
 	(*RebuildDelivery)(nil),                // 26: msgx.control.v1.RebuildDelivery
-	(*timestamppb.Timestamp)(nil),          // 27: google.protobuf.Timestamp
+	(*ListMessagesRequest)(nil),            // 27: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),           // 28: msgx.control.v1.ListMessagesResponse
+	(*EndMessageRequest)(nil),              // 29: msgx.control.v1.EndMessageRequest
+	(*EndMessageResponse)(nil),             // 30: msgx.control.v1.EndMessageResponse
+	(*MessageEndAudit)(nil),                // 31: msgx.control.v1.MessageEndAudit
+	(*timestamppb.Timestamp)(nil),          // 32: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	27, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	27, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	27, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	27, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	27, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	27, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	27, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	27, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	32, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	32, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	32, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	32, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	32, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	32, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	32, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	32, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	27, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	32, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	27, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	27, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	32, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	27, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	27, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	27, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	32, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	32, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	32, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	20, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
-	27, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
-	27, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	32, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	32, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
 	25, // 28: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
 	25, // 29: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	27, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	32, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
 	26, // 31: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
 	3,  // 32: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
-	4,  // 33: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	7,  // 34: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
-	10, // 35: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	13, // 36: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
-	16, // 37: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
-	18, // 38: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
-	21, // 39: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	23, // 40: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
-	5,  // 41: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 42: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 43: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 44: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	17, // 45: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
-	19, // 46: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
-	22, // 47: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	24, // 48: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
-	41, // [41:49] is the sub-list for method output_type
-	33, // [33:41] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	32, // 35: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
+	32, // 36: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
+	6,  // 37: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	6,  // 38: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
+	31, // 39: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
+	0,  // 40: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
+	1,  // 41: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
+	32, // 42: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
+	4,  // 43: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	7,  // 44: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
+	10, // 45: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	13, // 46: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
+	16, // 47: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
+	18, // 48: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	21, // 49: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	23, // 50: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
+	27, // 51: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	29, // 52: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
+	5,  // 53: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 54: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 55: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 56: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 57: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	19, // 58: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	22, // 59: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	24, // 60: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
+	28, // 61: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	30, // 62: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_admin_proto_init() }
@@ -2457,7 +2926,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,11 +5,12 @@
 // source: msgx/control/v1/admin.proto
 
 // msgx.control.v1 is the operators' control plane of msgexchange. AdminService gives inspection of
-// the pipeline: the processing state of one mailbox message, the processing
-// backlog, the authoritative state of one flight and the delivery outbox
-// (including its dead-letter rows and the abandoned backfills), and two
-// audited repairs: re-queueing outbox rows the dispatcher gave up on, and
-// rebuilding the Redis projection from PostgreSQL. Every figure comes
+// the pipeline: the processing state of mailbox messages (one, or a
+// filtered list), the processing backlog, the authoritative state of one
+// flight and the delivery outbox (including its dead-letter rows and the
+// abandoned backfills), and three audited repairs: re-queueing outbox rows
+// the dispatcher gave up on, rebuilding the Redis projection from
+// PostgreSQL, and ending an unfinished message (a stuck FIFO head) as DEAD. Every figure comes
 // straight from the system's own PostgreSQL, which is the only authority
 // (INV-11b).
 //
@@ -40,6 +41,8 @@ const (
 	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
 	AdminService_RebuildProjection_FullMethodName      = "/msgx.control.v1.AdminService/RebuildProjection"
 	AdminService_GetRebuild_FullMethodName             = "/msgx.control.v1.AdminService/GetRebuild"
+	AdminService_ListMessages_FullMethodName           = "/msgx.control.v1.AdminService/ListMessages"
+	AdminService_EndMessage_FullMethodName             = "/msgx.control.v1.AdminService/EndMessage"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -47,8 +50,9 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin")
-// and rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4).
+// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin"),
+// rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4) and ends
+// unfinished messages as DEAD (R-H3).
 type AdminServiceClient interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -97,6 +101,30 @@ type AdminServiceClient interface {
 	// GetRebuild returns one projection rebuild with the delivery state of
 	// its outbox rows. NOT_FOUND when no rebuild has that generation.
 	GetRebuild(ctx context.Context, in *GetRebuildRequest, opts ...grpc.CallOption) (*GetRebuildResponse, error)
+	// ListMessages lists processing records (proc_state rows, without their
+	// raw XML) filtered by state, error class and time, in ascending mailbox
+	// ID, paged by ID (R-H3). It changes nothing and needs no replay preview.
+	// INVALID_ARGUMENT for an unknown state or class, a negative limit or
+	// after_msg_id, or a time range whose from is not before its to.
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// EndMessage is the operators' escape hatch (R-H3): it ends one
+	// unfinished message (PENDING, FAILED or APPLIED), typically a FIFO head
+	// that blocks every later message, as DEAD with error class OPERATOR and
+	// a reason naming the operator. In one transaction it locks the
+	// proc_state row (waiting for a processor transaction that holds it),
+	// writes the terminal state and its backfill intent (an outbox row of
+	// target mailbox, exactly as the processor writes every terminal state,
+	// INV-8), drops what the message still waited for (its pending
+	// projections and the progress of a snapshot written in batches; batches
+	// already committed stay committed), and records a message_end_audit row
+	// with the previous state. The processor then moves on to the next
+	// message; the dispatcher writes the mailbox marker like for any DEAD
+	// message. INVALID_ARGUMENT when msg_id is not positive or operator or
+	// reason is missing; NOT_FOUND for an unknown message;
+	// FAILED_PRECONDITION, naming the state, for a message that is already
+	// terminal (SUCCEEDED, SKIPPED, DEAD: use ReplayService to reprocess one);
+	// ABORTED when the processor kept the row locked for too long (retry).
+	EndMessage(ctx context.Context, in *EndMessageRequest, opts ...grpc.CallOption) (*EndMessageResponse, error)
 }
 
 type adminServiceClient struct {
@@ -187,13 +215,34 @@ func (c *adminServiceClient) GetRebuild(ctx context.Context, in *GetRebuildReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) EndMessage(ctx context.Context, in *EndMessageRequest, opts ...grpc.CallOption) (*EndMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndMessageResponse)
+	err := c.cc.Invoke(ctx, AdminService_EndMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
 // AdminService answers operators' questions about messages, the backlog,
-// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin")
-// and rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4).
+// flights and the outbox, re-queues the dead-letter queue (R-F1 "Admin"),
+// rebuilds the Redis projection (R-F1 "Projection rebuild", R-E4) and ends
+// unfinished messages as DEAD (R-H3).
 type AdminServiceServer interface {
 	// GetMessage returns the processing state of one mailbox message
 	// (its proc_state row). NOT_FOUND when the processor has never registered
@@ -242,6 +291,30 @@ type AdminServiceServer interface {
 	// GetRebuild returns one projection rebuild with the delivery state of
 	// its outbox rows. NOT_FOUND when no rebuild has that generation.
 	GetRebuild(context.Context, *GetRebuildRequest) (*GetRebuildResponse, error)
+	// ListMessages lists processing records (proc_state rows, without their
+	// raw XML) filtered by state, error class and time, in ascending mailbox
+	// ID, paged by ID (R-H3). It changes nothing and needs no replay preview.
+	// INVALID_ARGUMENT for an unknown state or class, a negative limit or
+	// after_msg_id, or a time range whose from is not before its to.
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// EndMessage is the operators' escape hatch (R-H3): it ends one
+	// unfinished message (PENDING, FAILED or APPLIED), typically a FIFO head
+	// that blocks every later message, as DEAD with error class OPERATOR and
+	// a reason naming the operator. In one transaction it locks the
+	// proc_state row (waiting for a processor transaction that holds it),
+	// writes the terminal state and its backfill intent (an outbox row of
+	// target mailbox, exactly as the processor writes every terminal state,
+	// INV-8), drops what the message still waited for (its pending
+	// projections and the progress of a snapshot written in batches; batches
+	// already committed stay committed), and records a message_end_audit row
+	// with the previous state. The processor then moves on to the next
+	// message; the dispatcher writes the mailbox marker like for any DEAD
+	// message. INVALID_ARGUMENT when msg_id is not positive or operator or
+	// reason is missing; NOT_FOUND for an unknown message;
+	// FAILED_PRECONDITION, naming the state, for a message that is already
+	// terminal (SUCCEEDED, SKIPPED, DEAD: use ReplayService to reprocess one);
+	// ABORTED when the processor kept the row locked for too long (retry).
+	EndMessage(context.Context, *EndMessageRequest) (*EndMessageResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -275,6 +348,12 @@ func (UnimplementedAdminServiceServer) RebuildProjection(context.Context, *Rebui
 }
 func (UnimplementedAdminServiceServer) GetRebuild(context.Context, *GetRebuildRequest) (*GetRebuildResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRebuild not implemented")
+}
+func (UnimplementedAdminServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedAdminServiceServer) EndMessage(context.Context, *EndMessageRequest) (*EndMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndMessage not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -441,6 +520,42 @@ func _AdminService_GetRebuild_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_EndMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).EndMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_EndMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).EndMessage(ctx, req.(*EndMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -479,6 +594,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRebuild",
 			Handler:    _AdminService_GetRebuild_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _AdminService_ListMessages_Handler,
+		},
+		{
+			MethodName: "EndMessage",
+			Handler:    _AdminService_EndMessage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
