@@ -4,7 +4,7 @@
 // old the backlog is, what the authoritative state of a flight is, what sits
 // in the outbox's dead-letter queue and which backfills were abandoned — and
 // where they make audited repairs such as re-queueing dead-letter rows
-// (R-F1).
+// (R-F1) or ending a message that blocks the FIFO (R-H3).
 //
 // Why a separate service: every other service is a pipeline stage that must
 // not be slowed or destabilised by ad-hoc operator traffic, and operators
@@ -12,8 +12,9 @@
 // from any projection. The control plane therefore reads PostgreSQL
 // directly and owns no pipeline state of its own; its repairs change
 // pipeline rows only the way the owning stage would (a re-queued outbox row
-// is a PENDING row the dispatcher delivers as usual) and leave an audit
-// row.
+// is a PENDING row the dispatcher delivers as usual; an ended message is
+// DEAD with the backfill intent the processor writes with every terminal
+// state) and leave an audit row.
 //
 // Security (R-F3): every call must carry "authorization: Bearer <token>"
 // matching control.auth-token; the check is an interceptor, so no method can

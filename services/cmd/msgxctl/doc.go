@@ -4,6 +4,8 @@
 //
 //	msgxctl [-addr HOST:PORT] [-token T] [-json] [-timeout D] COMMAND ...
 //	msgxctl message get 42 --raw
+//	msgxctl message list --state pending,failed --limit 5
+//	msgxctl message dead 42 --operator alice --reason "blocks the FIFO; AODB resends it"
 //	msgxctl backlog
 //	msgxctl flight get 15
 //	msgxctl outbox list --state dead --limit 20
