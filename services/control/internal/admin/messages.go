@@ -122,7 +122,8 @@ func (s *Server) ListMessages(ctx context.Context, req *controlv1.ListMessagesRe
 //
 // Why one subquery per state: an ordered range of one index per state,
 // each stopping after limit+1 rows, costs O(states × page) however large
-// proc_state is, where one scan with "state = ANY" would walk the primary
+// proc_state is (plus the rows of those states that the class and time
+// filters skip), where one scan with "state = ANY" would walk the primary
 // key through every row of the other states. The states are literals from
 // the enum (never caller text), so each subquery matches its partial index
 // (proc_state_open_idx, proc_state_applied_idx,

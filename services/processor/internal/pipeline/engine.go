@@ -1,16 +1,20 @@
 package pipeline
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/processor/internal/pipeline/fenced"
 )
 
 // Options configure an Engine.
@@ -65,16 +69,33 @@ type Options struct {
 	SnapshotBatch int
 }
 
+// reader is what the pipeline may do on the pool outside a transaction:
+// read. Writes go through db.InTx, the only way to a transaction.
+type reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Engine owns the processor's loops.
 type Engine struct {
-	opt     Options
-	log     *slog.Logger
-	pool    *pgxpool.Pool
+	opt Options
+	log *slog.Logger
+	// pool reads; db writes, each transaction fenced by the processor
+	// lease. The raw pool is not kept: no code of the engine can write
+	// past the fence (R-B8, R-H6).
+	pool    reader
+	db      *fenced.DB
 	clock   clock.Clock
 	opday   flight.OpDay
 	wake    chan struct{}
 	metrics *metrics
-	fencing fencing
+	// instance names this engine's executions in proc_state.executing_by:
+	// unique per engine, so a marker another instance left behind is
+	// recognised as an execution that ended its process (R-H1).
+	instance string
+	// marked is the message whose executing_by this engine set last and
+	// has not cleared; only the executor (Step) touches it.
+	marked int64
 }
 
 // NewEngine builds an engine.
@@ -86,14 +107,20 @@ func NewEngine(opt Options) (*Engine, error) {
 	if err := registerGauges(opt.Meter, opt.Pool, opt.Clock); err != nil {
 		return nil, err
 	}
+	db := fenced.New(opt.Pool, LeaseName, opt.Elector != nil, func(ctx context.Context, o fenced.Outcome) {
+		m.transactions.Add(ctx, 1, outcomeAttr(o))
+	})
+	opt.Pool = nil // reads through pool, writes through db: nothing else
 	return &Engine{
-		opt:     opt,
-		log:     opt.Logger,
-		pool:    opt.Pool,
-		clock:   opt.Clock,
-		opday:   flight.OpDay{Zone: opt.Zone, CutoffHour: opt.CutoffHour},
-		wake:    make(chan struct{}, 1),
-		metrics: m,
+		opt:      opt,
+		log:      opt.Logger,
+		pool:     db,
+		db:       db,
+		clock:    opt.Clock,
+		opday:    flight.OpDay{Zone: opt.Zone, CutoffHour: opt.CutoffHour},
+		wake:     make(chan struct{}, 1),
+		metrics:  m,
+		instance: lease.Holder(),
 	}, nil
 }
 

@@ -29,14 +29,23 @@ func (s *skipError) Error() string { return "skipped: " + s.reason }
 
 // execute runs one message. Domain outcomes are written here; a returned
 // *failure is retryable; any other error is an infrastructure failure.
+// Decoding and handling run inside guard: a panic there is this message's
+// failure (R-H1), its transaction rolls back, and the pipeline goes on.
 func (e *Engine) execute(ctx context.Context, h *head) error {
 	if strings.TrimSpace(h.Raw) == "" {
 		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, "raw message missing")
 	}
-	msg, err := sis.DecodeText(h.Raw)
-	if err != nil {
+	var msg *sis.Message
+	if err := e.guard(ctx, h.MsgID, "decoding", func() (err error) {
+		msg, err = sis.DecodeText(h.Raw)
+		return err
+	}); err != nil {
 		var de *sis.Error
-		if errors.As(err, &de) && de.Class == sis.ClassCodec {
+		var f *failure
+		switch {
+		case errors.As(err, &f):
+			return f
+		case errors.As(err, &de) && de.Class == sis.ClassCodec:
 			return &failure{class: ClassCodec, reason: err.Error()}
 		}
 		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, err.Error())
@@ -45,35 +54,42 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 	if e.opt.IgnoreTypes[msg.Meta.TYPE] {
 		return e.finishNonBusiness(ctx, h.MsgID, meta, StateSkipped, "", "ignored type "+msg.Meta.TYPE+" (pipeline.ignore-types)")
 	}
-	cls, err := sis.Classify(msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
-	if err != nil {
+	var cls sis.Classification
+	if err := e.guard(ctx, h.MsgID, "classifying", func() (err error) {
+		cls, err = sis.Classify(msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
+		return err
+	}); err != nil {
 		var de *sis.Error
-		if errors.As(err, &de) && de.Class == sis.ClassMalformed {
+		var f *failure
+		switch {
+		case errors.As(err, &f):
+			return f
+		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
 			return e.finishNonBusiness(ctx, h.MsgID, meta, StateDead, ClassMalformed, err.Error())
 		}
 		return &failure{class: ClassUnsupported, reason: err.Error()}
 	}
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
-	err = e.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE proc_state SET processing_started_at=COALESCE(processing_started_at, $2) WHERE msg_id=$1`,
-			h.MsgID, h.started()); err != nil {
-			return fmt.Errorf("recording processing start: %w", err)
-		}
+	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
 		if dup, err := e.bindIdentity(ctx, tx, h.MsgID, cls.IdentityKey); err != nil {
-			return err
+			return false, err
 		} else if dup != 0 {
-			return e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", fmt.Sprintf("duplicate-of:%d", dup))
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", fmt.Sprintf("duplicate-of:%d", dup))
 		}
 		sp, err := tx.Begin(ctx) // savepoint: a rejected message keeps nothing but its terminal state
 		if err != nil {
-			return fmt.Errorf("opening savepoint: %w", err)
+			return false, fmt.Errorf("opening savepoint: %w", err)
 		}
 		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now()}
-		out, herr := e.handle(ctx, w, msg, cls)
-		if herr == nil {
-			herr = w.flushMasters(ctx) // code-share masters of what the handler changed (INV-22)
-		}
+		var out outcome
+		herr := e.guard(ctx, h.MsgID, "handling", func() (err error) {
+			out, err = e.handle(ctx, w, msg, cls)
+			if err == nil {
+				err = w.flushMasters(ctx) // code-share masters of what the handler changed (INV-22)
+			}
+			return err
+		})
 		var rej *flight.RejectError
 		var skip *skipError
 		var f *failure
@@ -83,29 +99,29 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 			// One batch of a large package (R-C6): commit it and leave the
 			// message open; the next step goes on with it.
 			if err := sp.Commit(ctx); err != nil {
-				return fmt.Errorf("releasing savepoint: %w", err)
+				return false, fmt.Errorf("releasing savepoint: %w", err)
 			}
 			e.log.Info("snapshot batch committed", "msg_id", h.MsgID, "progress", batch.progress)
-			return nil
+			return true, nil
 		case errors.As(herr, &rej):
 			_ = sp.Rollback(ctx)
-			return e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
 		case errors.As(herr, &skip):
 			_ = sp.Rollback(ctx)
-			return e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.reason)
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.reason)
 		case errors.As(herr, &f):
 			retry = f
-			return herr
+			return false, herr
 		case herr != nil:
-			return herr
+			return false, herr
 		}
 		if err := sp.Commit(ctx); err != nil {
-			return fmt.Errorf("releasing savepoint: %w", err)
+			return false, fmt.Errorf("releasing savepoint: %w", err)
 		}
 		if w.projections > 0 || out.pending {
-			return e.markApplied(ctx, tx, h.MsgID, meta, out.note)
+			return false, e.markApplied(ctx, tx, h.MsgID, meta, out.note)
 		}
-		return e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
+		return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
 	})
 	if retry != nil {
 		return retry

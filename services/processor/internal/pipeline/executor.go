@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -38,16 +42,9 @@ type head struct {
 	ProcessingStartedAt *time.Time
 	ErrorClass          *string
 	Raw                 string
-
-	startAt time.Time // processing start to record: the stored one, or this attempt's
-}
-
-// started is the processing start to record with the attempt's writes.
-func (h *head) started() *time.Time {
-	if h.startAt.IsZero() {
-		return h.ProcessingStartedAt
-	}
-	return &h.startAt
+	// ExecutingBy is the instance whose execution of the message is in
+	// flight (proc_state.executing_by), nil when none is (R-H1).
+	ExecutingBy *string
 }
 
 func (e *Engine) executorService() *lifecycle.Service {
@@ -84,6 +81,17 @@ func (e *Engine) executorService() *lifecycle.Service {
 
 // Step executes the head if it is due. It reports whether a message moved,
 // and otherwise how long until the head is due.
+//
+// Before a head executes, proc_state.executing_by names this engine's
+// instance (R-H1). The marker is normally written, for the next head, by
+// the transaction that finishes the previous one (markNext), so the normal
+// path commits nothing extra; only a head that no such transaction marked
+// — the first one after a start, after idle or after a backoff — gets a
+// transaction of its own (markHead). A head found carrying another
+// instance's marker was being executed when that instance's process ended
+// (panic outside the handler, out-of-memory kill, liveness kill, SIGKILL):
+// that execution counts as a failed attempt, with backoff and max-attempts
+// like any other (recordCrash).
 func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration, err error) {
 	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
 		return false, time.Second, err
@@ -95,49 +103,72 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	if h == nil {
 		return false, 0, nil
 	}
+	if h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
+		return e.settle(ctx, h, e.recordCrash(ctx, h))
+	}
 	now := e.clock.Now()
 	if h.State == StateFailed && h.NextAttemptAt != nil && h.NextAttemptAt.After(now) {
 		return false, h.NextAttemptAt.Sub(now), nil
 	}
 	// Poison: too many attempts, or stuck too long at the head (R-B5).
 	if h.Attempts >= e.opt.MaxAttempts {
-		return true, 0, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
-			fmt.Sprintf("gave up after %d attempts (last: %s)", h.Attempts, deref(h.ErrorClass)))
+		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
+			fmt.Sprintf("gave up after %d attempts (last: %s)", h.Attempts, deref(h.ErrorClass))))
 	}
 	if h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline {
-		return true, 0, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
-			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass)))
+		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
+			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass))))
 	}
-	// The head's first processing start is written with whatever the
-	// attempt writes — its outcome, or its failure — not by a transaction of
-	// its own: one durable commit per message instead of two.
-	if h.ProcessingStartedAt == nil {
-		h.startAt = now
-	} else {
-		h.startAt = *h.ProcessingStartedAt
+	if h.ExecutingBy == nil {
+		if err := e.markHead(ctx, h.MsgID); err != nil {
+			return e.settle(ctx, h, err)
+		}
 	}
 	start := time.Now()
 	err = e.execute(ctx, h)
 	e.metrics.duration.Record(ctx, time.Since(start).Seconds())
+	if err != nil && ctx.Err() != nil {
+		// Stopping, not failing: withdraw the marker so that the next
+		// start does not count this execution as one that ended the
+		// process. A term that lost its lease cannot write it any more;
+		// the next holder then counts the attempt.
+		e.unmark(ctx, h.MsgID)
+		return false, 0, err
+	}
 	var fail *failure
 	if errors.As(err, &fail) {
-		return true, 0, e.recordFailure(ctx, h, fail.class, fail.reason)
+		return e.settle(ctx, h, e.recordFailure(ctx, h, fail.class, fail.reason))
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, 0, err
-		}
-		if isOutage(err) {
-			// The processor's own database is unreachable: that says
-			// nothing about the message, so no attempt is burnt; the
-			// pipeline pauses and the head is tried again (R-B3).
-			return false, time.Second, err
-		}
+	if err != nil && !isOutage(err) && !errors.Is(err, ErrNotOpen) && !errors.Is(err, lease.ErrFenced) {
 		// An error inside the transaction that is not a domain outcome and
 		// not an outage: the attempt counts, with backoff (R-B3 INFRA).
-		return true, 0, e.recordFailure(ctx, h, ClassInfra, err.Error())
+		err = e.recordFailure(ctx, h, ClassInfra, err.Error())
 	}
-	return true, 0, nil
+	return e.settle(ctx, h, err)
+}
+
+// settle turns the result of a write of the executor into Step's result.
+func (e *Engine) settle(ctx context.Context, h *head, err error) (bool, time.Duration, error) {
+	switch {
+	case err == nil:
+		return true, 0, nil
+	case ctx.Err() != nil, errors.Is(err, lease.ErrFenced):
+		// Stopping, or the term is over (R-H6): nothing more is written.
+		return false, 0, err
+	case errors.Is(err, ErrNotOpen):
+		// An operator ended the message while it executed (R-H3): its
+		// transaction rolled back, the operator's outcome stands, and the
+		// pipeline moves on without recording a failure.
+		e.log.Info("message was finished elsewhere while executing; its execution is discarded",
+			"msg_id", h.MsgID, "err", err)
+		return true, 0, nil
+	case isOutage(err):
+		// The processor's own database is unreachable: that says nothing
+		// about the message, so no attempt is burnt; the pipeline pauses
+		// and the head is tried again (R-B3).
+		return false, time.Second, err
+	}
+	return false, time.Second, err
 }
 
 func deref(s *string) string {
@@ -150,9 +181,9 @@ func deref(s *string) string {
 func (e *Engine) loadHead(ctx context.Context) (*head, error) {
 	var h head
 	err := e.pool.QueryRow(ctx, `
-		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw
+		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by
 		FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT 1`).
-		Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw)
+		Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -160,6 +191,142 @@ func (e *Engine) loadHead(ctx context.Context) (*head, error) {
 		return nil, fmt.Errorf("loading FIFO head: %w", err)
 	}
 	return &h, nil
+}
+
+// markHead writes this instance's execution marker on a head that no
+// finishing transaction marked, and its processing start if it has none,
+// in a transaction of its own, before the head executes (R-H1). It is not
+// synchronously committed: the marker guards against the death of the
+// processor, not of PostgreSQL, and any later synchronous commit (the
+// execution's outcome) makes it durable with itself. A PostgreSQL crash
+// that loses it also ends the execution it announced, which then counts
+// as an outage, not an attempt.
+func (e *Engine) markHead(ctx context.Context, msgID int64) error {
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
+			return fmt.Errorf("relaxing marker commit: %w", err)
+		}
+		var marked bool
+		err := tx.QueryRow(ctx, `
+			WITH m AS (
+				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
+					processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
+				WHERE (msg_id = $1 AND state IN ('PENDING', 'FAILED')) OR msg_id = $4
+				RETURNING msg_id, executing_by)
+			SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`,
+			msgID, e.instance, e.clock.Now(), e.marked).Scan(&marked)
+		if err != nil {
+			return fmt.Errorf("marking head %d executing: %w", msgID, err)
+		}
+		if !marked {
+			return fmt.Errorf("marking head %d executing: %w", msgID, ErrNotOpen)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.marked = msgID
+	return nil
+}
+
+// markNext hands the execution marker, inside a transaction that finished
+// (or moved) msgID, to the head that follows — the smallest open message,
+// if it is due now — and sets its processing start if it has none (R-H1).
+// It clears this instance's previous marker. It reports the message it
+// marked (0 for none) and whether msgID itself is still open.
+func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int64, open bool, err error) {
+	rows, err := tx.Query(ctx, `
+		WITH nxt AS (
+			SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT 1
+		), due AS (
+			SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
+			WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
+		)
+		UPDATE proc_state p SET
+			executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END,
+			processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
+				THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
+		WHERE p.msg_id IN ($1, $4) OR p.msg_id IN (SELECT msg_id FROM due)
+		RETURNING p.msg_id, p.executing_by IS NOT NULL, p.state IN ('PENDING', 'FAILED')`,
+		msgID, e.instance, e.clock.Now(), e.marked)
+	if err != nil {
+		return 0, false, fmt.Errorf("marking next head: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var marked, isOpen bool
+		if err := rows.Scan(&id, &marked, &isOpen); err != nil {
+			return 0, false, fmt.Errorf("marking next head: %w", err)
+		}
+		if marked {
+			next = id
+		}
+		if id == msgID {
+			open = isOpen
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("marking next head: %w", err)
+	}
+	return next, open, nil
+}
+
+// finishTx runs fn — a write that finishes msgID or moves it on — in a
+// fenced transaction that ends with markNext, so the next head is marked
+// without a commit of its own. When fn reports that it kept msgID open (a
+// snapshot batch), msgID must still be open at the end — an operator may
+// have ended it meanwhile (R-H3) — or the transaction rolls back with
+// ErrNotOpen.
+func (e *Engine) finishTx(ctx context.Context, msgID int64, fn func(pgx.Tx) (keptOpen bool, err error)) error {
+	var next int64
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		keptOpen, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		n, open, err := e.markNext(ctx, tx, msgID)
+		if err != nil {
+			return err
+		}
+		if keptOpen && !open {
+			return fmt.Errorf("continuing %d: %w", msgID, ErrNotOpen)
+		}
+		next = n
+		return nil
+	})
+	if err == nil {
+		e.marked = next
+	}
+	return err
+}
+
+// unmark withdraws this instance's marker from msgID after an execution
+// that was cut short by stopping, not by a failure of the message. It is
+// best effort and bounded: a marker left behind costs the message one
+// attempt at the next start.
+func (e *Engine) unmark(ctx context.Context, msgID int64) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL WHERE msg_id = $1 AND executing_by = $2`, msgID, e.instance)
+	if err != nil {
+		e.log.Warn("withdrawing execution marker on stop; the next start counts the attempt", "msg_id", msgID, "err", err)
+		return
+	}
+	e.marked = 0
+}
+
+// recordCrash counts the execution of h that another instance announced
+// and never finished: its process ended while it ran (R-H1).
+func (e *Engine) recordCrash(ctx context.Context, h *head) error {
+	e.metrics.crashed.Add(ctx, 1)
+	reason := fmt.Sprintf("execution by %s ended its process before recording an outcome (panic outside the handler, out-of-memory, liveness kill or SIGKILL)",
+		clip.N(*h.ExecutingBy, 256))
+	e.log.Error("previous execution of the head ended its process; counted as a failed attempt",
+		"msg_id", h.MsgID, "executing_by", clip.N(*h.ExecutingBy, 256), "attempt", h.Attempts+1, "max_attempts", e.opt.MaxAttempts,
+		"alert", "processor-crashed-execution")
+	return e.recordFailure(ctx, h, ClassInfra, reason)
 }
 
 // failure is a retryable outcome of an execution.
@@ -170,42 +337,46 @@ type failure struct {
 func (f *failure) Error() string { return f.class + ": " + f.reason }
 
 // recordFailure moves the head to FAILED with backoff, or to
-// DEAD(EXHAUSTED) when this was its last allowed attempt.
+// DEAD(EXHAUSTED) when this was its last allowed attempt; it withdraws the
+// head's execution marker in the same transaction, so a failure is counted
+// once. A head an operator ended meanwhile is left as it is (ErrNotOpen).
 func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason string) error {
 	attempts := h.Attempts + 1
-	e.metrics.failed.Add(ctx, 1, classAttr(class))
+	reason = clip.Text(reason)
 	if attempts >= e.opt.MaxAttempts {
-		_, err := e.exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts)
-		if err != nil {
-			return fmt.Errorf("recording attempt: %w", err)
+		err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
+			if _, err := tx.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts); err != nil {
+				return false, fmt.Errorf("recording attempt: %w", err)
+			}
+			return false, e.finishIn(ctx, tx, h.MsgID, nil, StateDead, ClassExhausted,
+				fmt.Sprintf("gave up after %d attempts (last %s: %s)", attempts, class, reason))
+		})
+		if err == nil {
+			e.metrics.failed.Add(ctx, 1, classAttr(class))
 		}
-		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
-			fmt.Sprintf("gave up after %d attempts (last %s: %s)", attempts, class, reason))
+		return err
 	}
 	now := e.clock.Now()
 	next := now.Add(e.backoff(attempts))
-	_, err := e.exec(ctx, `
-		UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,
-			processing_started_at=COALESCE(processing_started_at, $7)
-		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, truncate(reason), attempts, next, now, h.started())
+	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
+		tag, err := tx.Exec(ctx, `
+			UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,
+				processing_started_at=COALESCE(processing_started_at, $6)
+			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, reason, attempts, next, now)
+		if err != nil {
+			return false, fmt.Errorf("recording failure: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return false, fmt.Errorf("recording failure of %d: %w", h.MsgID, ErrNotOpen)
+		}
+		return false, nil
+	})
 	if err != nil {
-		return fmt.Errorf("recording failure: %w", err)
+		return err
 	}
+	e.metrics.failed.Add(ctx, 1, classAttr(class))
 	e.log.Warn("message failed; will retry", "msg_id", h.MsgID, "class", class, "reason", reason, "attempt", attempts, "next_attempt_at", next)
 	return nil
-}
-
-// truncate bounds a stored reason to 2000 bytes, cutting at a character
-// boundary: PostgreSQL refuses text holding a cut UTF-8 sequence.
-func truncate(s string) string {
-	n := 2000
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // metaCols are the META values written with a state transition.
@@ -215,15 +386,17 @@ type metaCols struct {
 
 // finishNonBusiness writes a terminal state that touches no business table
 // (DEAD, SKIPPED) together with its backfill intent in one statement
-// (INV-8): the outbox row for the mailbox marker is inserted by the same
-// statement that makes the state terminal.
+// (INV-8), and hands the execution marker to the next head.
 func (e *Engine) finishNonBusiness(ctx context.Context, msgID int64, meta *metaCols, state, class, reason string) error {
-	return e.inTx(ctx, func(tx pgx.Tx) error {
-		return e.finishIn(ctx, tx, msgID, meta, state, class, reason)
+	return e.finishTx(ctx, msgID, func(tx pgx.Tx) (bool, error) {
+		return false, e.finishIn(ctx, tx, msgID, meta, state, class, reason)
 	})
 }
 
-// finishIn is finishNonBusiness inside a given transaction or pool.
+// finishIn writes a terminal state inside a given transaction: the outbox
+// row for the mailbox marker is inserted by the same statement that makes
+// the state terminal (INV-8). The reason, often quoting the message, is
+// clipped (R-H2).
 func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *metaCols, state, class, reason string) error {
 	now := e.clock.Now()
 	var m metaCols
@@ -234,10 +407,11 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 	if class != "" {
 		cls = &class
 	}
+	reason = clip.Text(reason)
 	tag, err := q.Exec(ctx, `
 		WITH u AS (
 			UPDATE proc_state SET state=$2, error_class=$3, reason=$4, finished_at=$5, updated_at=$5,
-				next_attempt_at=NULL,
+				next_attempt_at=NULL, executing_by=NULL,
 				sndr=COALESCE(NULLIF($6, ''), sndr), msg_type=COALESCE(NULLIF($7, ''), msg_type),
 				msg_styp=COALESCE(NULLIF($8, ''), msg_styp), seqn=COALESCE(NULLIF($9, ''), seqn),
 				dttm=COALESCE(NULLIF($10, ''), dttm)
@@ -245,7 +419,7 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 			RETURNING msg_id)
 		INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
 		SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM u`,
-		msgID, state, cls, truncate(reason), now, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+		msgID, state, cls, reason, now, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
 	if err != nil {
 		return fmt.Errorf("writing terminal state %s: %w", state, err)
 	}
@@ -259,4 +433,55 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 	}
 	lvl("message finished", "msg_id", msgID, "state", state, "class", class, "reason", reason)
 	return nil
+}
+
+// guard runs one stage of handling message msgID (decoding, classifying,
+// handling) and turns a panic inside it into that message's failure: an
+// INFRA *failure whose reason holds the panic value and a short stack, so
+// the message is retried with backoff and ends DEAD(EXHAUSTED) if it keeps
+// panicking, while the pipeline goes on (R-H1). Only these stages are
+// guarded: a panic in the executor's own loop or database code still
+// crashes the process, loudly, and the crash is then counted by the next
+// start through the execution marker.
+func (e *Engine) guard(ctx context.Context, msgID int64, stage string, fn func() error) (err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		value := clip.N(fmt.Sprint(v), 512)
+		stack := panicStack()
+		e.metrics.panics.Add(ctx, 1)
+		e.log.Error("panic while handling a message; recorded as its failure", "msg_id", msgID, "stage", stage,
+			"panic", value, "stack", stack, "alert", "processor-handler-panic")
+		err = &failure{class: ClassInfra, reason: clip.Text(fmt.Sprintf("panic while %s: %s (at %s)", stage, value, stack))}
+	}()
+	return fn()
+}
+
+// panicStackFrames is how many frames of a panicking stack a reason keeps.
+const panicStackFrames = 8
+
+// panicStack summarises the stack of a panic being recovered — called from
+// the deferred function — as "function (file:line)" frames, innermost
+// first, without the runtime's own frames.
+func panicStack() string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(3, pcs) // skip Callers, panicStack and the deferred function
+	frames := runtime.CallersFrames(pcs[:n])
+	var parts []string
+	for len(parts) < panicStackFrames {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") && f.Function != "" {
+			fn := f.Function
+			if i := strings.LastIndex(fn, "/"); i >= 0 {
+				fn = fn[i+1:]
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s:%d)", fn, filepath.Base(f.File), f.Line))
+		}
+		if !more {
+			break
+		}
+	}
+	return strings.Join(parts, " < ")
 }

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/clip"
 )
 
 // TestStep_R_B1_INV3_FailedHeadBlocksLaterMessages: a FAILED head whose
@@ -351,12 +353,12 @@ func TestStep_R_B1_CancelledContextIsNotAnAttempt(t *testing.T) {
 	require.Equal(t, 0, r.Attempts)
 }
 
-// TestStep_R_B3_LongNonASCIIReasonIsStored: a reason longer than the stored
-// limit is cut at a character boundary, so a rejection quoting Chinese text
+// TestStep_R_B3_R_H2_LongNonASCIIReasonIsStored: a reason longer than the
+// stored limit is cut by libs/clip at a character boundary, so a rejection quoting Chinese text
 // is still written as DEAD(PROTOCOL) at once (PostgreSQL refuses text with
 // a cut UTF-8 sequence, which would turn the outcome into retried INFRA
 // failures).
-func TestStep_R_B3_LongNonASCIIReasonIsStored(t *testing.T) {
+func TestStep_R_B3_R_H2_LongNonASCIIReasonIsStored(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.run(1, schd(1, "DNLD", fltr(15, day23)))
@@ -367,22 +369,7 @@ func TestStep_R_B3_LongNonASCIIReasonIsStored(t *testing.T) {
 	require.Equal(t, ClassProtocol, r.ErrorClass)
 	require.Equal(t, 0, r.Attempts)
 	require.True(t, utf8.ValidString(r.Reason))
-	require.LessOrEqual(t, len(r.Reason), 2000)
+	require.LessOrEqual(t, len(r.Reason), clip.Max)
+	require.Contains(t, r.Reason, "bytes cut]", "the cut is marked")
 	require.True(t, strings.HasPrefix(r.Reason, `FLOP FDIV: DDIR "x中中`), r.Reason[:40])
-}
-
-// TestTruncate_KeepsValidUTF8 pins truncate at and around the limit.
-func TestTruncate_KeepsValidUTF8(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "abc", truncate("abc"))
-	ascii := strings.Repeat("a", 2500)
-	require.Equal(t, ascii[:2000], truncate(ascii))
-	for pad := 0; pad < 3; pad++ {
-		s := strings.Repeat("a", pad) + strings.Repeat("中", 1000)
-		got := truncate(s)
-		require.True(t, utf8.ValidString(got), "pad %d", pad)
-		require.LessOrEqual(t, len(got), 2000)
-		require.GreaterOrEqual(t, len(got), 1998)
-		require.True(t, strings.HasPrefix(s, got))
-	}
 }

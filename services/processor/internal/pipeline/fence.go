@@ -2,15 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
-	"msgexchange/libs/pgxutil"
 )
 
 // LeaseName is the processor's lease: one active processor at a time
@@ -22,22 +20,13 @@ type Elector interface {
 	Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error
 }
 
-// fencing holds the token of the current lease term; 0 outside a term.
-type fencing struct {
-	token atomic.Int64
-}
-
-// inTx runs fn in a transaction that is fenced: the lease check runs inside
-// PostgreSQL as the last statement before COMMIT, so a processor that lost
-// its lease (a paused zombie) can commit nothing (R-B8, CLM-6). Without an
-// elector (tests of the engine alone) there is no lease to check.
+// inTx runs fn in a transaction of the engine's fenced DB: with an elector
+// the lease check runs inside PostgreSQL as the last statement before
+// COMMIT, so a processor that lost its lease (a paused zombie) can commit
+// nothing (R-B8, CLM-6), and a refused check ends the term (R-H6). Without
+// an elector (tests of the engine alone) there is no lease to check.
 func (e *Engine) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgxutil.InTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		return e.fence(ctx, tx)
-	})
+	return e.db.InTx(ctx, fn)
 }
 
 // exec runs one statement in a fenced transaction.
@@ -51,22 +40,17 @@ func (e *Engine) exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	return tag, err
 }
 
-func (e *Engine) fence(ctx context.Context, tx pgx.Tx) error {
-	if e.opt.Elector == nil {
-		return nil
-	}
-	token := e.fencing.token.Load()
-	if token == 0 {
-		return fmt.Errorf("writing without a lease term: %w", lease.ErrFenced)
-	}
-	return lease.Fence(ctx, tx, LeaseName, token)
-}
-
 // Services returns the processor's lifecycle services. With an elector it
 // is one service that waits as standby until it holds the processor lease
 // and then runs every loop for as long as the term lasts; each term starts
 // the loops afresh, so positions are read from PostgreSQL after the lease is
 // won (the previous holder may have moved them).
+//
+// A term ends when the elector loses the lease, and also at once when any
+// transaction of the term is refused by the fence (R-H6): the refusal
+// cancels the term's context, so every loop stops before it can repeat
+// anything under the old token, and the elector goes back to standby and
+// tries to acquire again.
 func (e *Engine) Services() []*lifecycle.Service {
 	if e.opt.Elector == nil {
 		return e.loops()
@@ -77,10 +61,15 @@ func (e *Engine) Services() []*lifecycle.Service {
 	}
 	return []*lifecycle.Service{lifecycle.NewService("processor-leader", nil, func(ctx context.Context) error {
 		return e.opt.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
-			e.fencing.token.Store(token)
-			defer e.fencing.token.Store(0)
+			tctx, end := e.db.StartTerm(ctx, token)
+			defer end()
 			e.log.Info("processor lease acquired; active", "token", token, "holder", holder)
-			err := lifecycle.NewManager(e.log, e.loops()...).Run(ctx)
+			err := lifecycle.NewManager(e.log, e.loops()...).Run(tctx)
+			if cause := context.Cause(tctx); errors.Is(cause, lease.ErrFenced) {
+				e.log.Warn("processor term ended: a fenced write was refused; standby", "token", token, "err", cause,
+					"alert", "processor-fenced")
+				return errors.Join(cause, err)
+			}
 			e.log.Info("processor term ended; standby", "token", token, "err", err)
 			return err
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -180,7 +181,7 @@ func (e *Engine) RunMaintenance(ctx context.Context, scheduledFor time.Time) (Ma
 	runErr := errors.Join(errs...)
 	var errText *string
 	if runErr != nil {
-		s := truncate(runErr.Error())
+		s := clip.Text(runErr.Error())
 		errText = &s
 	}
 	// Recorded with a fresh context: a run cut short by a shutdown still

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"msgexchange/services/processor/internal/pipeline/fenced"
 )
 
 type metrics struct {
@@ -13,6 +16,14 @@ type metrics struct {
 	failed     metric.Int64Counter
 	duration   metric.Float64Histogram
 	acks       metric.Int64Counter
+	// transactions counts the processor's write transactions by outcome
+	// (committed, rolled_back, fenced): the cost of a message in durable
+	// commits, and every refused fence (R-H6).
+	transactions metric.Int64Counter
+	// crashed counts executions found to have ended their process (R-H1).
+	crashed metric.Int64Counter
+	// panics counts panics recovered while handling one message (R-H1).
+	panics metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
@@ -36,5 +47,18 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	if out.acks, err = m.Int64Counter("msgx_processor_projection_acks_total", metric.WithDescription("projection acks applied")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.transactions, err = m.Int64Counter("msgx_processor_transactions_total", metric.WithDescription("write transactions of the processor, by outcome (committed, rolled_back, fenced)")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if out.crashed, err = m.Int64Counter("msgx_processor_crashed_executions_total", metric.WithDescription("executions of a head that ended the process (panic outside the handler, out-of-memory, kill), counted as attempts")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if out.panics, err = m.Int64Counter("msgx_processor_handler_panics_total", metric.WithDescription("panics recovered while decoding or handling one message, recorded as its failure")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	return &out, nil
+}
+
+func outcomeAttr(o fenced.Outcome) metric.AddOption {
+	return metric.WithAttributes(attribute.String("outcome", string(o)))
 }

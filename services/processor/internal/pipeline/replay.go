@@ -86,7 +86,7 @@ func (e *Engine) applyOneReplay(ctx context.Context) (*ReplayResult, error) {
 				FOR UPDATE
 			), upd AS (
 				UPDATE proc_state p SET state='PENDING', error_class=NULL, reason=$3, attempts=0,
-					next_attempt_at=NULL, processing_started_at=NULL, finished_at=NULL, backfilled_at=NULL, updated_at=$4
+					next_attempt_at=NULL, processing_started_at=NULL, executing_by=NULL, finished_at=NULL, backfilled_at=NULL, updated_at=$4
 				FROM old WHERE p.msg_id = old.msg_id
 				RETURNING p.msg_id
 			), aud AS (
