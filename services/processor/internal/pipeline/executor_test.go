@@ -114,7 +114,7 @@ func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
 		{"MissingPayload", envelope(5, "FLOP", "STND", ""), StateDead, ClassMalformed, "missing payload"},
 		{"ReferenceWithoutRecords", envelope(5, "GLST", "ADD", "<RECS>1</RECS>"), StateDead, ClassMalformed, "missing payload"},
 		{"XMLVersion11", codecRaw, StateFailed, ClassCodec, "1.1"},
-		{"NestingTooDeep", envelope(5, "GLST", "ADD", strings.Repeat("<GLST>", 130)+strings.Repeat("</GLST>", 130)), StateFailed, ClassCodec, "deeper"},
+		{"NestingTooDeep", envelope(5, "GLST", "ADD", strings.Repeat("<GLST>", 130)+strings.Repeat("</GLST>", 130)), StateDead, ClassMalformed, "depth limit"}, // R-H2
 		{"Doctype", `<?xml version="1.0"?><!DOCTYPE MSG><MSG/>`, StateFailed, ClassCodec, "DOCTYPE"},
 		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateFailed, ClassUnsupported, "ZZZZ"},
 		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateFailed, ClassUnsupported, "XXXX"},
