@@ -43,7 +43,43 @@ type Config struct {
 	// consumer group reading retained manifests must not redo old
 	// rebuilds); default 1h.
 	RebuildMaxAge time.Duration `yaml:"rebuild_max_age"`
+	// WatchdogInterval is how often the projector checks that Redis still
+	// holds the whole projection, and so the longest it takes to start
+	// rebuilding a lost one from PostgreSQL (R-H5); default 1s. Reads
+	// refuse an incomplete projection at once, whatever the interval.
+	WatchdogInterval time.Duration `yaml:"watchdog_interval"`
+	// PostgresTimeout bounds one PostgreSQL query of a rebuild from
+	// PostgreSQL or of a consistency check; default 30s.
+	PostgresTimeout time.Duration `yaml:"postgres_timeout"`
+	// Consistency tunes the consistency sentinel (R-H5).
+	Consistency ConsistencyConfig `yaml:"consistency"`
 }
+
+// ConsistencyConfig tunes the consistency sentinel, which compares a
+// random sample of PostgreSQL's flights with Redis and repairs what
+// differs (R-H5; seed settings consistency-check.on-startup and
+// daily-sample-ratio).
+type ConsistencyConfig struct {
+	// OnStartup runs a check once the projection is complete after the
+	// start, comparing a whole day's share of flights; default true.
+	OnStartup bool `yaml:"on_startup"`
+	// Interval is the period of the checks after that; default 1h, 0 runs
+	// none.
+	Interval time.Duration `yaml:"interval"`
+	// DailySampleRatio is the share of all flights compared per day,
+	// spread over the day's periodic checks; default 0.01.
+	DailySampleRatio float64 `yaml:"daily_sample_ratio"`
+	// MinSample is the least number of flights one check compares (all,
+	// when there are fewer); default 100.
+	MinSample int `yaml:"min_sample"`
+	// Settle keeps flights changed in PostgreSQL more recently out of the
+	// sample, because their record may still be on its way to Redis;
+	// default 1m.
+	Settle time.Duration `yaml:"settle"`
+}
+
+// enabled reports whether any check runs.
+func (c ConsistencyConfig) enabled() bool { return c.OnStartup || c.Interval > 0 }
 
 // RegisterFlags registers the projector's flags as <prefix>kebab-case with
 // their defaults.
@@ -56,6 +92,13 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.InstanceID, prefix+"instance-id", "", `static consumer-group member ID; empty means the host name (unique per pod), "none" a dynamic member: a restarted projector takes its partitions back at once`)
 	fs.DurationVar(&c.RebuildWait, prefix+"rebuild-wait", 10*time.Minute, "longest a projection rebuild waits for Redis to hold every flight version of its manifest before it removes the stale flights anyway and reports the rebuild incomplete")
 	fs.DurationVar(&c.RebuildMaxAge, prefix+"rebuild-max-age", time.Hour, "projection rebuild manifests created longer ago are skipped (the consumer group <group>-control reading old manifests)")
+	fs.DurationVar(&c.WatchdogInterval, prefix+"watchdog-interval", time.Second, "how often the projector checks that Redis still holds the whole projection; a lost one (Redis restart without persistence, FLUSHALL, failover to an empty replica) is rebuilt from PostgreSQL at the next check, and reads answer 503 meanwhile")
+	fs.DurationVar(&c.PostgresTimeout, prefix+"postgres-timeout", 30*time.Second, "timeout of one PostgreSQL query of a projection rebuild from PostgreSQL or of a consistency check (the projector only reads PostgreSQL)")
+	fs.BoolVar(&c.Consistency.OnStartup, prefix+"consistency.on-startup", true, "run a consistency check of Redis against PostgreSQL once the projection is complete after the start (a whole day's share of flights)")
+	fs.DurationVar(&c.Consistency.Interval, prefix+"consistency.interval", time.Hour, "period of the consistency checks after the start; 0 runs none")
+	fs.Float64Var(&c.Consistency.DailySampleRatio, prefix+"consistency.daily-sample-ratio", 0.01, "share of all flights the consistency checks compare per day (each periodic check compares ratio × flights × interval / 24h)")
+	fs.IntVar(&c.Consistency.MinSample, prefix+"consistency.min-sample", 100, "least number of flights one consistency check compares (all of them when there are fewer)")
+	fs.DurationVar(&c.Consistency.Settle, prefix+"consistency.settle", time.Minute, "flights changed in PostgreSQL more recently are not sampled: their record may still be on its way to Redis")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 
@@ -86,7 +129,39 @@ func (c *Config) Validate() error {
 	if c.KafkaTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("projector.kafka-timeout: %s must be positive (default 30s)", c.KafkaTimeout))
 	}
+	if c.WatchdogInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("projector.watchdog-interval: %s must be at least 10ms (default 1s)", c.WatchdogInterval))
+	}
+	if c.PostgresTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("projector.postgres-timeout: %s must be positive (default 30s)", c.PostgresTimeout))
+	}
+	cc := c.Consistency
+	if cc.Interval < 0 {
+		errs = append(errs, fmt.Errorf("projector.consistency.interval: %s must not be negative (0 runs no periodic check; default 1h)", cc.Interval))
+	}
+	if cc.DailySampleRatio < 0 || cc.DailySampleRatio > 1 || cc.DailySampleRatio != cc.DailySampleRatio {
+		errs = append(errs, fmt.Errorf("projector.consistency.daily-sample-ratio: %v must be between 0 and 1 (default 0.01)", cc.DailySampleRatio))
+	}
+	if cc.MinSample < 0 {
+		errs = append(errs, fmt.Errorf("projector.consistency.min-sample: %d must not be negative (default 100)", cc.MinSample))
+	}
+	if cc.enabled() && cc.DailySampleRatio == 0 && cc.MinSample == 0 {
+		errs = append(errs, errors.New("projector.consistency: daily-sample-ratio and min-sample are both 0, so every check compares nothing; raise one, or turn the checks off with on-startup=false and interval=0"))
+	}
+	if cc.Settle < 0 {
+		errs = append(errs, fmt.Errorf("projector.consistency.settle: %s must not be negative (default 1m)", cc.Settle))
+	}
 	return errors.Join(errs...)
+}
+
+// instanceName names this projector in the projection's completeness
+// marker and rebuild lock: the member ID, else the host name.
+func (c *Config) instanceName() string {
+	if id := c.memberID(); id != "" {
+		return id
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // memberID resolves InstanceID: the host name when empty, none for "none".

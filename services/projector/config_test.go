@@ -23,16 +23,31 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		SessionTimeout: 10 * time.Second,
 		RebuildWait:    10 * time.Minute,
 		RebuildMaxAge:  time.Hour,
+		// R-H5; seed 000 §6 consistency-check.on-startup true,
+		// daily-sample-ratio 0.01.
+		WatchdogInterval: time.Second,
+		PostgresTimeout:  30 * time.Second,
+		Consistency: projector.ConsistencyConfig{
+			OnStartup: true, Interval: time.Hour, DailySampleRatio: 0.01, MinSample: 100, Settle: time.Minute,
+		},
 	}, c)
 	require.NoError(t, c.Validate())
 
 	require.NoError(t, fs.Parse([]string{"-projector.group=site-b", "-projector.backoff-max=1m", "-projector.max-batch=50",
-		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s", "-projector.rebuild-wait=30s", "-projector.rebuild-max-age=2h"}))
+		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s", "-projector.rebuild-wait=30s", "-projector.rebuild-max-age=2h",
+		"-projector.watchdog-interval=250ms", "-projector.postgres-timeout=5s", "-projector.consistency.on-startup=false",
+		"-projector.consistency.interval=6h", "-projector.consistency.daily-sample-ratio=0.5", "-projector.consistency.min-sample=7",
+		"-projector.consistency.settle=10s"}))
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
-		SessionTimeout: 10 * time.Second,
-		RebuildWait:    30 * time.Second,
-		RebuildMaxAge:  2 * time.Hour,
+		SessionTimeout:   10 * time.Second,
+		RebuildWait:      30 * time.Second,
+		RebuildMaxAge:    2 * time.Hour,
+		WatchdogInterval: 250 * time.Millisecond,
+		PostgresTimeout:  5 * time.Second,
+		Consistency: projector.ConsistencyConfig{
+			Interval: 6 * time.Hour, DailySampleRatio: 0.5, MinSample: 7, Settle: 10 * time.Second,
+		},
 	}, c)
 }
 
@@ -48,6 +63,15 @@ func TestConfig_ValidateReportsEveryProblem(t *testing.T) {
 		{name: "ZeroBatch", tweak: func(c *projector.Config) { c.MaxBatch = 0 }, want: []string{"projector.max-batch"}},
 		{name: "ZeroRebuildWait", tweak: func(c *projector.Config) { c.RebuildWait = 0 }, want: []string{"projector.rebuild-wait"}},
 		{name: "RebuildMaxAgeBelowWait", tweak: func(c *projector.Config) { c.RebuildMaxAge = c.RebuildWait / 2 }, want: []string{"projector.rebuild-max-age"}},
+		{name: "WatchdogTooFast", tweak: func(c *projector.Config) { c.WatchdogInterval = time.Millisecond }, want: []string{"projector.watchdog-interval"}},
+		{name: "ZeroPostgresTimeout", tweak: func(c *projector.Config) { c.PostgresTimeout = 0 }, want: []string{"projector.postgres-timeout"}},
+		{name: "NegativeConsistencyInterval", tweak: func(c *projector.Config) { c.Consistency.Interval = -time.Second }, want: []string{"projector.consistency.interval"}},
+		{name: "RatioAboveOne", tweak: func(c *projector.Config) { c.Consistency.DailySampleRatio = 1.5 }, want: []string{"projector.consistency.daily-sample-ratio"}},
+		{name: "NegativeMinSample", tweak: func(c *projector.Config) { c.Consistency.MinSample = -1 }, want: []string{"projector.consistency.min-sample"}},
+		{name: "NegativeSettle", tweak: func(c *projector.Config) { c.Consistency.Settle = -time.Second }, want: []string{"projector.consistency.settle"}},
+		{name: "ChecksThatCompareNothing", tweak: func(c *projector.Config) {
+			c.Consistency.DailySampleRatio, c.Consistency.MinSample = 0, 0
+		}, want: []string{"compares nothing"}},
 		{
 			name: "AllAtOnce",
 			tweak: func(c *projector.Config) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +25,9 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/redisutil"
 	"msgexchange/libs/testutil/kafkatest"
+	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/libs/testutil/redistest"
+	"msgexchange/migrations"
 	"msgexchange/services/projector"
 )
 
@@ -40,6 +43,8 @@ type testBundle struct {
 	kcfg     kafka.Config
 	prefix   string
 	rdb      *redis.Client
+	pgURL    string
+	pg       *pgxpool.Pool
 	reader   *sdkmetric.ManualReader
 	provider *sdkmetric.MeterProvider
 	logger   *slog.Logger
@@ -58,6 +63,13 @@ func setup(t *testing.T) *testBundle {
 	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.rdb.Close() })
+	b.pgURL = pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, migrations.Up(ctx, b.pgURL))
+	b.pg, err = pgxpool.New(ctx, b.pgURL)
+	require.NoError(t, err)
+	t.Cleanup(b.pg.Close)
 	b.reader = sdkmetric.NewManualReader()
 	b.provider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(b.reader))
 	t.Cleanup(func() { _ = b.provider.Shutdown(context.Background()) })
@@ -69,6 +81,7 @@ func setup(t *testing.T) *testBundle {
 	b.acks = newAckLog(t, b.kcfg)
 	b.cfg = defaultConfig()
 	b.cfg.BackoffMax = 200 * time.Millisecond
+	b.cfg.WatchdogInterval = 50 * time.Millisecond
 	return b
 }
 
@@ -102,6 +115,7 @@ func (b *testBundle) newService(rdb *redis.Client) *projector.Service {
 		Clock:     clock.Real{},
 		Meter:     b.provider.Meter("projector"),
 		Redis:     rdb,
+		Postgres:  b.pg,
 		KeyPrefix: b.prefix,
 		Kafka:     b.kcfg,
 	})
@@ -133,6 +147,19 @@ func (b *testBundle) start(rdb *redis.Client) (*projector.Service, func()) {
 	}
 	b.t.Cleanup(stop)
 	return svc, stop
+}
+
+// awaitReady waits until svc is ready: Redis holds the whole projection
+// (the first start builds it from PostgreSQL) and Kafka answers.
+func (b *testBundle) awaitReady(svc *projector.Service) {
+	b.t.Helper()
+	var last error
+	require.Eventually(b.t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		last = svc.Ready(ctx)
+		return last == nil
+	}, waitFor, tick, "projector not ready: %v", &last)
 }
 
 func flightDoc(flid, version int64) []byte {

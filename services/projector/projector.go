@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
@@ -17,7 +18,10 @@ import (
 	"msgexchange/services/projector/internal/board"
 	"msgexchange/services/projector/internal/consumer"
 	"msgexchange/services/projector/internal/httpapi"
+	"msgexchange/services/projector/internal/pgsource"
 	"msgexchange/services/projector/internal/rebuild"
+	"msgexchange/services/projector/internal/recovery"
+	"msgexchange/services/projector/internal/sentinel"
 	"msgexchange/services/projector/internal/store"
 )
 
@@ -33,6 +37,16 @@ const (
 	rebuildProgressEvery = 10 * time.Second
 )
 
+// The projector's own rebuild of a lost projection from PostgreSQL
+// (R-H5): flights per page (one PostgreSQL query and one pipelined Redis
+// round trip; a few MB at typical document sizes) and the time to live of
+// the rebuild lock, renewed every third of it, after which another
+// instance takes over from a dead holder.
+const (
+	recoveryPageSize = 2000
+	recoveryLockTTL  = 30 * time.Second
+)
+
 // Deps are the projector's injected dependencies. All are required.
 type Deps struct {
 	// Logger receives the projector's logs.
@@ -43,6 +57,10 @@ type Deps struct {
 	Meter metric.Meter
 	// Redis holds the projection; the projector is its only writer.
 	Redis *redis.Client
+	// Postgres is the system's database, read (never written) to rebuild a
+	// projection Redis lost and by the consistency sentinel (R-H5); a
+	// read-only role with SELECT on flight is enough.
+	Postgres *pgxpool.Pool
 	// KeyPrefix starts every Redis key (<prefix>flights,
 	// <prefix>flight-versions).
 	KeyPrefix string
@@ -56,6 +74,8 @@ type Deps struct {
 // read the projection, and the web flight board with its broadcaster loop.
 type Service struct {
 	store     *store.Store
+	recovery  *lifecycle.Service
+	sentinel  *lifecycle.Service
 	consumer  *consumer.Consumer
 	rebuild   *rebuild.Loop
 	rebuildLp *lifecycle.Service
@@ -77,6 +97,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		missing bool
 	}{
 		{"Logger", deps.Logger == nil}, {"Clock", deps.Clock == nil}, {"Meter", deps.Meter == nil}, {"Redis", deps.Redis == nil},
+		{"Postgres", deps.Postgres == nil},
 	} {
 		if d.missing {
 			errs = append(errs, fmt.Errorf("%w: Deps.%s is nil", ErrMissingDependency, d.name))
@@ -120,31 +141,70 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
-	return &Service{
+	src := pgsource.New(deps.Postgres, cfg.PostgresTimeout)
+	rec, err := recovery.New(st, src, deps.Logger, deps.Clock, deps.Meter, recovery.Options{
+		Interval:     cfg.WatchdogInterval,
+		PageSize:     recoveryPageSize,
+		LockTTL:      recoveryLockTTL,
+		RedisTimeout: cfg.RedisTimeout,
+		BackoffMax:   cfg.BackoffMax,
+		Instance:     cfg.instanceName(),
+		OnChanged:    bc.Notify,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
+	svc := &Service{
 		store:     st,
+		recovery:  rec.Service(),
 		consumer:  c,
 		rebuild:   rb,
 		rebuildLp: rb.Service(),
 		loop:      c.Service(),
 		http:      httpapi.New(st, deps.Logger, cfg.RedisTimeout),
 		boardLoop: bc.Service(),
-		board:     board.NewHandler(bc, deps.Logger, board.HandlerOptions{}),
-	}, nil
+		board:     board.NewHandler(bc, deps.Logger, board.HandlerOptions{Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout}),
+	}
+	if cfg.Consistency.enabled() {
+		sn, err := sentinel.New(st, src, deps.Logger, deps.Meter, sentinel.Options{
+			OnStartup:        cfg.Consistency.OnStartup,
+			Interval:         cfg.Consistency.Interval,
+			DailySampleRatio: cfg.Consistency.DailySampleRatio,
+			MinSample:        cfg.Consistency.MinSample,
+			Settle:           cfg.Consistency.Settle,
+			Poll:             cfg.WatchdogInterval,
+			RedisTimeout:     cfg.RedisTimeout,
+			BackoffMax:       cfg.BackoffMax,
+			OnChanged:        bc.Notify,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating projector: %w", err)
+		}
+		svc.sentinel = sn.Service()
+	}
+	return svc, nil
 }
 
 // Services returns the projector's long-running loops: the consumer
 // (lifecycle name "projector-consumer"), the projection rebuild loop
 // ("projector-rebuild", R-E4), which completes the control plane's
-// rebuilds in Redis, and the flight board's broadcaster
-// ("projector-board"), which reads Redis only while a board is open. The
-// HTTP routes are served by the process's HTTP server through
-// RegisterRoutes.
+// rebuilds in Redis, the watchdog ("projector-recovery", R-H5), which
+// rebuilds a projection Redis lost from PostgreSQL, the consistency
+// sentinel ("projector-sentinel", R-H5; absent when its checks are off),
+// and the flight board's broadcaster ("projector-board"), which reads
+// Redis only while a board is open. The HTTP routes are served by the
+// process's HTTP server through RegisterRoutes.
 func (s *Service) Services() []*lifecycle.Service {
-	return []*lifecycle.Service{s.loop, s.rebuildLp, s.boardLoop}
+	out := []*lifecycle.Service{s.loop, s.rebuildLp, s.recovery}
+	if s.sentinel != nil {
+		out = append(out, s.sentinel)
+	}
+	return append(out, s.boardLoop)
 }
 
 // RegisterRoutes adds GET /all/flights (every current flight, sorted by
-// FLID; 503 JSON when Redis cannot be read, never an empty list),
+// FLID; 503 JSON when Redis cannot be read or lost the projection, never
+// an empty or partial list),
 // GET /flights/{flid} (one flight; 404 when absent) and the web flight
 // board (GET / and GET /board, its assets under /board/assets/, and its
 // Server-Sent Events stream GET /board/events, R-E3) to mux.
@@ -153,8 +213,9 @@ func (s *Service) RegisterRoutes(mux *http.ServeMux) {
 	s.board.Register(mux)
 }
 
-// Ready reports nil when Redis answers and the Kafka clients of the
-// consumer and the rebuild loop reach the cluster.
+// Ready reports nil when Redis answers and holds the whole projection
+// (not while a lost one is being rebuilt from PostgreSQL, R-H5), and the
+// Kafka clients of the consumer and the rebuild loop reach the cluster.
 func (s *Service) Ready(ctx context.Context) error {
-	return errors.Join(s.store.Ping(ctx), s.consumer.Ping(ctx), s.rebuild.Ping(ctx))
+	return errors.Join(s.store.CheckComplete(ctx), s.consumer.Ping(ctx), s.rebuild.Ping(ctx))
 }

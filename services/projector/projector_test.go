@@ -283,6 +283,7 @@ func TestProjector_R_E2_AllFlightsListsProjection(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	svc, _ := b.start(b.rdb)
+	b.awaitReady(svc)
 	mux := http.NewServeMux()
 	svc.RegisterRoutes(mux)
 
@@ -346,7 +347,8 @@ func TestProjector_R_E2_AllFlightsRedisDownIs503NotEmptyList(t *testing.T) {
 	}
 }
 
-// R-F5: Ready needs Redis and the consumer's Kafka connection.
+// R-F5, R-H5: Ready needs Redis holding the whole projection (built from
+// PostgreSQL at the first start) and the consumer's Kafka connection.
 func TestProjector_ReadyReflectsDependencies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -355,7 +357,7 @@ func TestProjector_ReadyReflectsDependencies(t *testing.T) {
 	notStarted := b.newService(b.rdb)
 	require.Error(t, notStarted.Ready(ctx), "not ready before the consumer runs")
 	svc, _ := b.start(b.rdb)
-	require.NoError(t, svc.Ready(ctx))
+	b.awaitReady(svc)
 }
 
 // R-F4: the projection lag counts the records not yet projected and

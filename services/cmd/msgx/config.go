@@ -61,7 +61,7 @@ func printTargets(w io.Writer) {
 	fmt.Fprintln(w, "  control     postgres (gRPC: Admin, Lease, Replay, Request services)")
 	fmt.Fprintln(w, "  processor   postgres, kafka (msgx.inbox, msgx.projection-acks), lease \"processor\"")
 	fmt.Fprintln(w, "  dispatcher  postgres, mysql, kafka (msgx.flight-state, msg, schd, msgx.projection-control), leases \"dispatcher/<target>\"")
-	fmt.Fprintln(w, "  projector   redis, kafka (msgx.flight-state, msgx.projection-control, msgx.projection-acks)")
+	fmt.Fprintln(w, "  projector   redis, kafka (msgx.flight-state, msgx.projection-control, msgx.projection-acks), postgres (read only: rebuilds a lost projection, consistency checks)")
 	fmt.Fprintln(w, "  ingest      mysql, kafka (msgx.inbox), lease \"ingest-scanner\"")
 	fmt.Fprintln(w, "  all         every target above in one process (all-in-one)")
 }
@@ -149,7 +149,7 @@ func (c *Config) Validate() error {
 			need["pg"], need["mysql"], need["kafka"], need["lease"] = true, true, true, true
 			errs = append(errs, c.Dispatcher.Validate())
 		case "projector":
-			need["redis"], need["kafka"] = true, true
+			need["pg"], need["redis"], need["kafka"] = true, true, true
 			errs = append(errs, c.Projector.Validate())
 		case "ingest":
 			need["mysql"], need["kafka"], need["lease"] = true, true, true

@@ -56,7 +56,7 @@ var moduleDeps = map[string][]string{
 	"migrate":    {"postgres"},
 	"processor":  {"postgres", "kafka", "lease"},
 	"dispatcher": {"postgres", "mysql", "kafka", "lease"},
-	"projector":  {"redis", "kafka"},
+	"projector":  {"postgres", "redis", "kafka"},
 	"ingest":     {"mysql", "kafka", "lease"},
 	"control":    {"postgres"},
 }
@@ -253,6 +253,7 @@ func (a *app) initServices() error {
 	if cfg.has("projector") {
 		s, err := projector.New(cfg.Projector, projector.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("projector"), Redis: a.redis, KeyPrefix: cfg.Redis.KeyPrefix, Kafka: cfg.Kafka,
+			Postgres: a.pg,
 		})
 		if err != nil {
 			return fmt.Errorf("creating projector: %w", err)

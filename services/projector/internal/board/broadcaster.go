@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -68,9 +69,15 @@ type Snapshot struct {
 	Flights []Row `json:"flights"`
 }
 
-// unavailableMessage is shown on the board's banner.
+// unavailableMessage is shown on the board's banner while Redis cannot be
+// read.
 const unavailableMessage = "Projection unavailable: the flight projection cannot be read from Redis. " +
 	"The flights shown are the last known state and may be out of date; nothing is lost, the board catches up when Redis answers again."
+
+// rebuildingMessage is shown on the board's banner while Redis lost the
+// projection and the projector rebuilds it from PostgreSQL (R-H5).
+const rebuildingMessage = "Projection unavailable: Redis lost the flight projection and the projector is rebuilding it from PostgreSQL. " +
+	"The flights shown are the last complete list and may be out of date; nothing is lost, the board catches up when the rebuild is done (seconds)."
 
 // Broadcaster reads the projection and pushes every change to the open
 // boards. Its loop runs as a lifecycle service.
@@ -91,6 +98,7 @@ type Broadcaster struct {
 	goodAt  time.Time
 	down    bool
 	downAt  time.Time
+	downMsg string // unavailableMessage or rebuildingMessage
 }
 
 // subscriber is one open board stream. ch holds at most the latest frame:
@@ -227,9 +235,16 @@ func (b *Broadcaster) refresh(ctx context.Context) {
 	defer b.mu.Unlock()
 	changed := b.seq == 0
 	if err != nil {
+		msg := unavailableMessage
+		if errors.Is(err, store.ErrIncomplete) {
+			msg = rebuildingMessage
+		}
 		if !b.down {
 			b.logger.Warn("flight board cannot read the projection; showing the last known flights as unavailable", "err", err)
 			b.down, b.downAt, changed = true, now, true
+		}
+		if msg != b.downMsg {
+			b.downMsg, changed = msg, true
 		}
 	} else {
 		rows := Rows(flights)
@@ -245,7 +260,7 @@ func (b *Broadcaster) refresh(ctx context.Context) {
 		if b.down || !bytes.Equal(raw, b.goodRaw) {
 			changed = true
 		}
-		b.down = false
+		b.down, b.downMsg = false, ""
 		b.good, b.goodRaw, b.goodAt = rows, raw, now
 	}
 	if changed {
@@ -272,7 +287,7 @@ func (b *Broadcaster) encode() []byte {
 		snap.AsOf = b.goodAt.UTC().Format(time.RFC3339)
 	}
 	if b.down {
-		snap.Message = unavailableMessage
+		snap.Message = b.downMsg
 		snap.UnavailableSince = b.downAt.UTC().Format(time.RFC3339)
 	}
 	data, err := json.Marshal(snap)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +250,44 @@ func TestBroadcaster_R_E3_UnavailableKeepsLastFlights(t *testing.T) {
 	require.Equal(t, map[int64]int64{15: 2}, versions(back))
 }
 
+// R-H5: when Redis lost the projection the store refuses the read, and an
+// open board says the projection is being rebuilt from PostgreSQL, keeping
+// the last complete list greyed out: never an empty or partial one. An
+// outage that turns into a loss (Redis restarted empty) changes the
+// message.
+func TestBroadcaster_R_H5_LostProjectionIsShownAsRebuilding(t *testing.T) {
+	t.Parallel()
+	r := &fakeReader{}
+	r.set(nil, stored(15, 1, flight15), stored(16, 1, `{"FLNO":"YG9061","SODT":"23JAN210325"}`))
+	b := startBroadcaster(t, r, BroadcasterOptions{})
+	ch := subscribe(t, b)
+	good := next(t, ch)
+	require.True(t, good.Available)
+
+	r.set(errRedisDown)
+	b.Notify()
+	down := next(t, ch)
+	require.False(t, down.Available)
+	require.Equal(t, unavailableMessage, down.Message)
+
+	r.set(fmt.Errorf("reading: %w: no completeness marker", store.ErrIncomplete))
+	b.Notify()
+	lost := next(t, ch)
+	require.False(t, lost.Available)
+	require.Equal(t, rebuildingMessage, lost.Message)
+	require.Equal(t, down.UnavailableSince, lost.UnavailableSince, "the same outage")
+	require.Equal(t, good.Flights, lost.Flights, "the last complete list")
+	b.Notify()
+	requireNoFrame(t, ch)
+
+	r.set(nil, stored(15, 2, flight15), stored(16, 1, `{"FLNO":"YG9061","SODT":"23JAN210325"}`))
+	b.Notify()
+	back := next(t, ch)
+	require.True(t, back.Available)
+	require.Empty(t, back.Message)
+	require.Equal(t, map[int64]int64{15: 2, 16: 1}, versions(back))
+}
+
 // R-E3, R-E2 rule: unavailable before any successful read carries no list
 // at all (null), which the page shows as "no data", not "no flights".
 //
@@ -320,6 +359,6 @@ func TestBroadcasterOptions_Defaults(t *testing.T) {
 	require.Equal(t, BroadcasterOptions{ReadTimeout: 5 * time.Second, Refresh: 5 * time.Second, MinGap: 500 * time.Millisecond},
 		BroadcasterOptions{}.withDefaults())
 	require.Equal(t, time.Duration(0), BroadcasterOptions{MinGap: -1}.withDefaults().MinGap)
-	require.Equal(t, HandlerOptions{Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second, Retry: 3 * time.Second},
+	require.Equal(t, HandlerOptions{Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second, Retry: 3 * time.Second, CheckTimeout: 5 * time.Second},
 		HandlerOptions{}.withDefaults())
 }

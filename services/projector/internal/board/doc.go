@@ -40,6 +40,12 @@
 // operations room would read as "no flights" (the rule of R-E2). A lost
 // connection to the projector itself is shown the same way by the page.
 //
+// When Redis answers but lost the projection (R-H5), the store refuses the
+// read, so no empty or partial list ever reaches a board: an open stream
+// reports the projection unavailable ("being rebuilt from PostgreSQL")
+// with the last complete list, greyed out, and a new stream is refused
+// with 503 until the rebuild is done; the page retries by itself.
+//
 // # Why streams watch the server's shutdown
 //
 // http.Server.Shutdown waits for active requests and does not cancel their

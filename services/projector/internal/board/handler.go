@@ -1,6 +1,7 @@
 package board
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"log/slog"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"msgexchange/services/projector/internal/store"
 )
 
 //go:embed assets
@@ -28,6 +31,14 @@ type HandlerOptions struct {
 	// Retry is the reconnection delay the stream asks the browser to use;
 	// default 3s.
 	Retry time.Duration
+	// Complete, when set, is asked before a stream opens: while it reports
+	// store.ErrIncomplete (Redis lost the projection and it is being
+	// rebuilt, R-H5) the stream answers 503 instead of a list. Other
+	// errors (Redis unreachable) open the stream, which then reports the
+	// projection unavailable with the last list, as during any outage.
+	Complete func(ctx context.Context) error
+	// CheckTimeout bounds one call of Complete; default 5s.
+	CheckTimeout time.Duration
 }
 
 func (o HandlerOptions) withDefaults() HandlerOptions {
@@ -39,6 +50,9 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 	}
 	if o.Retry <= 0 {
 		o.Retry = 3 * time.Second
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = 5 * time.Second
 	}
 	return o
 }
@@ -97,6 +111,17 @@ func (h *Handler) asset(name, contentType string) http.Handler {
 // events streams the board's frames until the client leaves, the server
 // shuts down or the broadcaster stops.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Complete != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), h.opts.CheckTimeout)
+		err := h.opts.Complete(ctx)
+		cancel()
+		if errors.Is(err, store.ErrIncomplete) {
+			// The page reconnects by itself after an error status.
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "Redis lost the flight projection; it is being rebuilt from PostgreSQL; retry in a few seconds", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	frames, cancel, err := h.bc.Subscribe()
 	if err != nil {
 		w.Header().Set("Retry-After", "5")

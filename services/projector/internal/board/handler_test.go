@@ -3,10 +3,12 @@ package board
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/logging"
+	"msgexchange/services/projector/internal/store"
 )
 
 // sseEvent is one event or comment read from a stream.
@@ -278,4 +281,46 @@ func TestHandler_StoppedBroadcasterIs503(t *testing.T) {
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/board/events", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.NotEmpty(t, rec.Header().Get("Retry-After"))
+}
+
+// R-H5: a board stream asked for while Redis lost the projection answers
+// 503 (the page retries by itself); a Redis that cannot be read at all
+// still opens the stream, which reports the outage with the last list.
+func TestHandler_R_H5_StreamRefusedWhileProjectionIsIncomplete(t *testing.T) {
+	t.Parallel()
+	r := &fakeReader{}
+	r.set(nil, stored(15, 1, flight15))
+	b := startBroadcaster(t, r, BroadcasterOptions{})
+	var mu sync.Mutex
+	var state error
+	srv := newBoardServer(t, b, HandlerOptions{Complete: func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return state
+	}}, nil)
+	set := func(err error) {
+		mu.Lock()
+		state = err
+		mu.Unlock()
+	}
+
+	set(fmt.Errorf("checking: %w", store.ErrIncomplete))
+	resp, body := get(t, srv.URL+"/board/events")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, body, "being rebuilt from PostgreSQL")
+	page, _ := get(t, srv.URL+"/board")
+	require.Equal(t, http.StatusOK, page.StatusCode, "the page itself loads and retries the stream")
+
+	set(errRedisDown)
+	c := openStream(t, srv.URL)
+	require.Equal(t, http.StatusOK, c.resp.StatusCode)
+	require.True(t, c.nextFlights(t).Available, "the reader answered; the check's outage is not a loss")
+
+	set(nil)
+	c2 := openStream(t, srv.URL)
+	require.Equal(t, http.StatusOK, c2.resp.StatusCode)
+	snap := c2.nextFlights(t)
+	require.True(t, snap.Available)
+	require.Equal(t, 1, snap.Count)
 }

@@ -86,14 +86,26 @@ func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// unavailable answers 503: the projection exists but cannot be read now.
+// unavailable answers 503: the projection cannot be read now, or Redis
+// lost it and it is being rebuilt from PostgreSQL (R-H5). Either way the
+// flights are not lost, and no list is better than an empty or partial
+// one.
 func (h *Handler) unavailable(w http.ResponseWriter, err error) {
-	h.logger.Warn("reading the flight projection failed", "err", err)
-	w.Header().Set("Retry-After", "5")
-	h.writeJSON(w, http.StatusServiceUnavailable, errorResponse{
+	resp := errorResponse{
 		Error:   "projection_unavailable",
 		Message: "the flight projection cannot be read from Redis right now; retry later (the data is not lost)",
-	})
+	}
+	if errors.Is(err, store.ErrIncomplete) {
+		h.logger.Debug("refusing to serve an incomplete flight projection", "err", err)
+		resp = errorResponse{
+			Error:   "projection_rebuilding",
+			Message: "Redis lost the flight projection (or part of it); the projector is rebuilding it from PostgreSQL, retry in a few seconds (the data is not lost)",
+		}
+	} else {
+		h.logger.Warn("reading the flight projection failed", "err", err)
+	}
+	w.Header().Set("Retry-After", "5")
+	h.writeJSON(w, http.StatusServiceUnavailable, resp)
 }
 
 func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {

@@ -18,6 +18,7 @@ import (
 	"msgexchange/libs/redisutil"
 	"msgexchange/libs/testutil/redistest"
 	"msgexchange/services/projector/internal/store"
+	"msgexchange/services/projector/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,6 +60,7 @@ func TestHandler_R_E2_AllFlights(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := liveRedis(t)
 	b := setup(t, rdb, prefix)
+	storetest.Complete(t, b.store)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -81,6 +83,7 @@ func TestHandler_FlightByFLID(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := liveRedis(t)
 	b := setup(t, rdb, prefix)
+	storetest.Complete(t, b.store)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := b.store.Apply(ctx, []store.Update{{FLID: 7, Version: 1, Value: doc(7)}})
@@ -131,6 +134,67 @@ func TestHandler_R_E2_RedisDownIs503(t *testing.T) {
 			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 			require.NotEmpty(t, rec.Header().Get("Retry-After"))
 			require.JSONEq(t, `{"error":"projection_unavailable","message":"the flight projection cannot be read from Redis right now; retry later (the data is not lost)"}`, rec.Body.String())
+		})
+	}
+}
+
+// R-H5: while Redis does not hold the whole projection (lost, partly
+// lost, never built), both routes answer 503 "projection_rebuilding" and
+// never an empty or partial list, nor a 404 for a flight that may only
+// have been lost.
+func TestHandler_R_H5_IncompleteProjectionIs503NeverPartial(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		lose func(t *testing.T, b *testBundle, rdb *redis.Client, prefix string)
+	}{
+		{name: "NeverBuilt", lose: func(*testing.T, *testBundle, *redis.Client, string) {}},
+		{name: "EverythingDeleted", lose: func(t *testing.T, _ *testBundle, rdb *redis.Client, prefix string) {
+			require.NoError(t, rdb.Del(context.Background(), prefix+"flights", prefix+"flight-versions").Err())
+		}},
+		{name: "VersionsHashLost", lose: func(t *testing.T, _ *testBundle, rdb *redis.Client, prefix string) {
+			require.NoError(t, rdb.Del(context.Background(), prefix+"flight-versions").Err())
+		}},
+		{name: "FlightsHashLost", lose: func(t *testing.T, _ *testBundle, rdb *redis.Client, prefix string) {
+			require.NoError(t, rdb.Del(context.Background(), prefix+"flights").Err())
+		}},
+		{name: "OneDocumentLost", lose: func(t *testing.T, _ *testBundle, rdb *redis.Client, prefix string) {
+			require.NoError(t, rdb.HDel(context.Background(), prefix+"flights", "2").Err())
+		}},
+		{name: "WrittenAgainAfterTheLoss", lose: func(t *testing.T, b *testBundle, rdb *redis.Client, prefix string) {
+			require.NoError(t, rdb.Del(context.Background(), prefix+"flights", prefix+"flight-versions").Err())
+			// The consumer goes on writing into the emptied Redis: one
+			// flight of three is not the projection.
+			_, err := b.store.Apply(context.Background(), []store.Update{{FLID: 30, Version: 2, Value: doc(30)}})
+			require.NoError(t, err)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, prefix := liveRedis(t)
+			b := setup(t, rdb, prefix)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := b.store.Apply(ctx, []store.Update{
+				{FLID: 2, Version: 1, Value: doc(2)}, {FLID: 30, Version: 1, Value: doc(30)}, {FLID: 7, Version: 1, Value: doc(7)},
+			})
+			require.NoError(t, err)
+			if tc.name != "NeverBuilt" {
+				storetest.Complete(t, b.store)
+				require.Equal(t, http.StatusOK, b.get("/all/flights").Code)
+			}
+			tc.lose(t, b, rdb, prefix)
+			for _, path := range []string{"/all/flights", "/flights/2", "/flights/7", "/flights/8"} {
+				rec := b.get(path)
+				require.Equal(t, http.StatusServiceUnavailable, rec.Code, path)
+				require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+				require.NotEmpty(t, rec.Header().Get("Retry-After"))
+				var e errorResponse
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+				require.Equal(t, "projection_rebuilding", e.Error, path)
+				require.Contains(t, e.Message, "rebuilding it from PostgreSQL")
+			}
 		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 // implements it.
 type Store interface {
 	States(ctx context.Context, flids []int64) ([]store.State, error)
-	All(ctx context.Context) ([]store.Flight, error)
+	Held(ctx context.Context) ([]store.Flight, error)
 	RemoveStale(ctx context.Context, flid int64, doc []byte, version int64) (bool, error)
 }
 
@@ -238,7 +238,7 @@ type storedFlight struct {
 // list as ACTIVE and that was not written after the rebuild's transaction.
 func (h *Handler) removeStale(ctx context.Context, log *slog.Logger, m flightstate.Manifest) (removed, kept int, err error) {
 	rctx, cancel := context.WithTimeout(ctx, h.opt.RedisTimeout)
-	flights, err := h.store.All(rctx)
+	flights, err := h.store.Held(rctx)
 	cancel()
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the projection for rebuild %d: %w", m.Generation, err)

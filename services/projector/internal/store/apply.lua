@@ -2,12 +2,16 @@
 -- KEYS[1] flights hash, KEYS[2] flight-versions hash.
 -- ARGV[1] FLID, ARGV[2] version (canonical non-negative decimal),
 -- ARGV[3] "set" or "del", ARGV[4] the document (only for "set"),
--- ARGV[5] "repair" for a record of a projection rebuild, else "".
+-- ARGV[5] "repair" for a record of a projection rebuild, else "",
+-- ARGV[6] the flight-versions field counting the documents of KEYS[1].
 -- Returns 1 when written, 0 when the stored version is >= ARGV[2] (no-op).
 -- A repair may also rewrite the stored version itself when the flight is
 -- not what that version says (document lost or different, or present
 -- although deleted): the version's state is immutable in PostgreSQL, so
 -- this restores it; an older version is never written.
+-- The document count moves with every field added to or removed from
+-- KEYS[1], so a reader can tell a whole projection from one that lost
+-- documents (R-H5).
 local function ge(a, b)
   -- canonical non-negative decimals: longer is larger, else compare as text;
   -- exact for every int64, unlike tonumber (a double)
@@ -27,9 +31,13 @@ if cur and ge(cur, ARGV[2]) then
   end
 end
 if ARGV[3] == 'del' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
+  if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+    redis.call('HINCRBY', KEYS[2], ARGV[6], -1)
+  end
 else
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+  if redis.call('HSET', KEYS[1], ARGV[1], ARGV[4]) == 1 then
+    redis.call('HINCRBY', KEYS[2], ARGV[6], 1)
+  end
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return 1

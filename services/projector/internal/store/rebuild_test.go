@@ -68,6 +68,7 @@ func TestStore_R_E4_RepairRewritesOnlyTheHeldVersion(t *testing.T) {
 			require.NoError(t, err)
 			if tc.before != nil {
 				tc.before(b)
+				b.complete(t)
 			}
 			out, err := b.store.Apply(ctx, []Update{tc.u})
 			require.NoError(t, err)
@@ -129,6 +130,7 @@ func TestStore_R_E4_RemoveStale(t *testing.T) {
 	require.NoError(t, err)
 	// A key without a version, as a restored or hand-written Redis has.
 	require.NoError(t, b.rdb.HSet(ctx, b.prefix+"flights", "999", doc(999, 3)).Err())
+	b.complete(t)
 
 	t.Run("ChangedDocumentIsNotRemoved", func(t *testing.T) {
 		removed, err := b.store.RemoveStale(ctx, 7, doc(7, 4), 4)
@@ -158,6 +160,7 @@ func TestStore_R_E4_RemoveStale(t *testing.T) {
 	})
 	t.Run("UnknownVersionKeepsNone", func(t *testing.T) {
 		require.NoError(t, b.rdb.HSet(ctx, b.prefix+"flights", "5", "garbage").Err())
+		b.complete(t)
 		removed, err := b.store.RemoveStale(ctx, 5, []byte("garbage"), 0)
 		require.NoError(t, err)
 		require.True(t, removed)

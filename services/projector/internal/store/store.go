@@ -19,11 +19,42 @@ var applySource string
 //go:embed remove.lua
 var removeSource string
 
-// applyScript and removeScript are shared by every Store: their SHAs are
-// the same for all of them.
+//go:embed rebuild_begin.lua
+var beginSource string
+
+//go:embed rebuild_finish.lua
+var finishSource string
+
+//go:embed lock.lua
+var lockSource string
+
+// The scripts are shared by every Store: their SHAs are the same for all
+// of them.
 var (
 	applyScript  = redis.NewScript(applySource)
 	removeScript = redis.NewScript(removeSource)
+	beginScript  = redis.NewScript(beginSource)
+	finishScript = redis.NewScript(finishSource)
+	lockScript   = redis.NewScript(lockSource)
+)
+
+// Fields of <prefix>flight-versions that are not FLIDs (a FLID is a
+// decimal number, so these never collide with one). They describe the
+// projection as a whole (R-H5) and live in the versions hash because that
+// hash is the projection's own bookkeeping, read by FLID only, while the
+// flights hash is what readers of the projection see.
+const (
+	// CompleteField holds the completeness marker: present only while the
+	// projection holds every flight of PostgreSQL. A rebuild from
+	// PostgreSQL sets it when it finishes; nothing else does.
+	CompleteField = "~complete"
+	// DocsField counts the documents of <prefix>flights. Every script that
+	// adds or removes a document moves it, so a flights hash that lost
+	// documents (deleted, evicted) no longer matches it.
+	DocsField = "~docs"
+	// RebuildField holds the lock token of the rebuild in progress, so
+	// that a versions hash lost during the rebuild keeps it from finishing.
+	RebuildField = "~rebuild"
 )
 
 // Update is one flight-state record to project. A nil Value is a deletion
@@ -73,6 +104,7 @@ type Store struct {
 	remove      *redis.Script
 	flightsKey  string
 	versionsKey string
+	lockKey     string
 }
 
 // New returns a Store on rdb whose keys start with prefix (for example
@@ -88,6 +120,7 @@ func newStore(rdb *redis.Client, prefix string, script *redis.Script) *Store {
 		remove:      removeScript,
 		flightsKey:  prefix + "flights",
 		versionsKey: prefix + "flight-versions",
+		lockKey:     prefix + "projection-rebuild-lock",
 	}
 }
 
@@ -143,24 +176,53 @@ func (s *Store) applyPipelined(ctx context.Context, updates []Update) ([]*redis.
 			mode = "repair"
 		}
 		if u.Value == nil {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "", mode)
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "", mode, DocsField)
 		} else {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value, mode)
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value, mode, DocsField)
 		}
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
 }
 
-// All returns every current flight sorted by FLID. It reads the whole hash
-// with one HGETALL, which Redis executes atomically, so the result is never
-// a partial view of a batch being written. An error means the projection
-// could not be read; it is never turned into an empty result.
+// All returns every current flight sorted by FLID, or ErrIncomplete when
+// the projection is not complete (R-H5). It reads the flights hash and the
+// projection's completeness in one MULTI/EXEC transaction, which Redis
+// executes atomically, so the result is never a partial view of a batch
+// being written, nor of a projection that lost data or is being rebuilt.
+// An error means the projection could not be served; it is never turned
+// into an empty result.
 func (s *Store) All(ctx context.Context) ([]Flight, error) {
+	var all *redis.MapStringStringCmd
+	var meta *redis.SliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		all = p.HGetAll(ctx, s.flightsKey)
+		meta = p.HMGet(ctx, s.versionsKey, CompleteField, DocsField)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.flightsKey, err)
+	}
+	m := all.Val()
+	if err := statusOf(int64(len(m)), meta.Val()).Err(); err != nil {
+		return nil, err
+	}
+	return s.parseFlights(m)
+}
+
+// Held returns every flight document Redis holds, sorted by FLID, whether
+// or not the projection is complete. Maintenance that judges individual
+// flights (stale-key removal of a rebuild manifest) reads it; serving
+// reads All.
+func (s *Store) Held(ctx context.Context) ([]Flight, error) {
 	m, err := s.rdb.HGetAll(ctx, s.flightsKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", s.flightsKey, err)
 	}
+	return s.parseFlights(m)
+}
+
+func (s *Store) parseFlights(m map[string]string) ([]Flight, error) {
 	flights := make([]Flight, 0, len(m))
 	for field, doc := range m {
 		flid, err := strconv.ParseInt(field, 10, 64)
@@ -173,16 +235,34 @@ func (s *Store) All(ctx context.Context) ([]Flight, error) {
 	return flights, nil
 }
 
-// Get returns the stored document of one flight, or ErrNotFound.
+// Get returns the stored document of one flight, ErrNotFound, or
+// ErrIncomplete when the projection is not complete (an absent flight
+// may then be one Redis lost). The document and the completeness are read
+// in one MULTI/EXEC transaction.
 func (s *Store) Get(ctx context.Context, flid int64) (json.RawMessage, error) {
-	doc, err := s.rdb.HGet(ctx, s.flightsKey, strconv.FormatInt(flid, 10)).Bytes()
+	var doc *redis.StringCmd
+	var n *redis.IntCmd
+	var meta *redis.SliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		doc = p.HGet(ctx, s.flightsKey, strconv.FormatInt(flid, 10))
+		n = p.HLen(ctx, s.flightsKey)
+		meta = p.HMGet(ctx, s.versionsKey, CompleteField, DocsField)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("reading flight %d from %s: %w", flid, s.flightsKey, err)
+	}
+	if err := statusOf(n.Val(), meta.Val()).Err(); err != nil {
+		return nil, err
+	}
+	b, err := doc.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading flight %d from %s: %w", flid, s.flightsKey, err)
 	}
-	return json.RawMessage(doc), nil
+	return json.RawMessage(b), nil
 }
 
 // Version returns the last applied version of a flight (kept after its
@@ -266,7 +346,7 @@ func (s *Store) RemoveStale(ctx context.Context, flid int64, doc []byte, version
 		return false, fmt.Errorf("removing flight %d: negative version %d", flid, version)
 	}
 	n, err := s.remove.Run(ctx, s.rdb, []string{s.flightsKey, s.versionsKey},
-		strconv.FormatInt(flid, 10), doc, strconv.FormatInt(version, 10)).Int64()
+		strconv.FormatInt(flid, 10), doc, strconv.FormatInt(version, 10), DocsField).Int64()
 	if err != nil {
 		return false, fmt.Errorf("removing stale flight %d from redis: %w", flid, err)
 	}

@@ -31,7 +31,30 @@ func setup(t testing.TB) *testBundle {
 	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &testBundle{store: New(rdb, prefix), rdb: rdb, prefix: prefix}
+	b := &testBundle{store: New(rdb, prefix), rdb: rdb, prefix: prefix}
+	b.complete(t)
+	return b
+}
+
+// complete marks the projection complete, as a finished rebuild from
+// PostgreSQL does, counting the documents the flights hash holds now; a
+// test that edits the flights hash by hand calls it again afterwards.
+func (b *testBundle) complete(t testing.TB) {
+	t.Helper()
+	ctx := ctxT(t)
+	ok, err := b.store.AcquireRebuildLock(ctx, "test", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	begun, err := b.store.BeginRebuild(ctx, "test")
+	require.NoError(t, err)
+	if begun == BeginAlreadyComplete {
+		require.NoError(t, b.store.ReleaseRebuildLock(ctx, "test"))
+		return
+	}
+	require.Equal(t, BeginStarted, begun)
+	fin, err := b.store.FinishRebuild(ctx, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, FinishCompleted, fin)
 }
 
 func doc(flid, version int64) []byte {
