@@ -31,9 +31,11 @@ var (
 
 // ensureChromium makes sure Debian's chromium is installed, installing it
 // with apt-get when missing (apt-get update runs only when a first install
-// fails). Without it the test fails under CI=true and is skipped elsewhere.
+// fails). Without it the test fails unless skipping was allowed
+// (testutil.Required); under -short it is skipped.
 func ensureChromium(t *testing.T) string {
 	t.Helper()
+	testutil.Integration(t)
 	chromiumOnce.Do(func() {
 		if isExecutable(chromiumPath) {
 			return

@@ -3,38 +3,49 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
 // chaosParams are the knobs of one chaos run, read from the environment so
 // that `make chaos` can run a longer stream than `make test`.
 type chaosParams struct {
 	Messages int   // mailbox rows, the snapshot included
-	Kills    int   // SIGKILLs, all while messages are still being inserted
-	Seed     int64 // drives the workload, the victims and the kill moments
+	Faults   int   // faults, all while messages are still flowing
+	Seed     int64 // drives the workload and the fault schedule
 }
 
-// Defaults of the bounded run that `make test` executes.
+// Defaults of the bounded run that `make test` executes: every fault kind
+// once.
 const (
-	chaosDefaultMessages = 600
-	chaosDefaultKills    = 20
+	chaosDefaultMessages = 480
+	chaosDefaultFaults   = 12
 )
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
 	t.Helper()
-	p := chaosParams{Messages: chaosDefaultMessages, Kills: chaosDefaultKills, Seed: time.Now().UnixNano()}
+	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: time.Now().UnixNano()}
 	if s := os.Getenv("MSGX_CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -48,7 +59,7 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 		min int
 	}{
 		{"MSGX_CHAOS_MESSAGES", &p.Messages, 100},
-		{"MSGX_CHAOS_KILLS", &p.Kills, 1},
+		{"MSGX_CHAOS_FAULTS", &p.Faults, 1},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			n, err := strconv.Atoi(s)
@@ -62,272 +73,714 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 }
 
 // ---------------------------------------------------------------------------
-// Workload and model
+// Feeding the stream
 
-// chaosFlights is the number of flights of the snapshot; chaosFirstFLID the
-// first of their FLIDs. FLOPs for FLIDs from chaosMissingFLID on target
-// flights that never exist.
-const (
-	chaosFlights     = 20
-	chaosFirstFLID   = 7001
-	chaosMissingFLID = 9001
-	chaosFirstSEQN   = 500000
-)
+// chaosFeeder inserts the workload into CMINMSGS as the AODB does, at most
+// window rows ahead of the markers, and performs the workload's control
+// plane actions (a replay, an RQFD) at their place in the stream. It rides
+// out outages: a failed call is retried, and a retry never repeats an
+// effect that may have happened (a row is tagged with its workload index
+// in CMINMSGS_SUBSYSTEM_SEQUENCE, a column the gateway never reads, and a
+// control-plane call is repeated only when PostgreSQL does not show it).
+type chaosFeeder struct {
+	s      *stack
+	w      *chaosWorkload
+	window int
+	// limit is the number of messages the feeder may insert so far: the
+	// chaos run raises it fault by fault, so that every fault strikes with
+	// the stream still flowing behind it.
+	limit atomic.Int64
 
-// chaosVersion is one version of one flight.
-type chaosVersion struct {
-	FLID    int64
-	Version int64
+	mu   sync.Mutex
+	ids  []int64
+	err  error
+	done chan struct{}
 }
 
-// chaosMsg is one mailbox row of the workload with what the model expects
-// of it.
-type chaosMsg struct {
-	Body    string
-	Kind    string         // snapshot, change, same, missing, deleted, fdel, reject, malformed, resend
-	Want    string         // expected terminal proc_state: SUCCEEDED, SKIPPED or DEAD
-	DupOf   int            // for a resend: the index of the message it repeats
-	Changes []chaosVersion // versions this message creates, in the model
-}
-
-// chaosModelVersion is what the model expects of one flight version.
-type chaosModelVersion struct {
-	Msg     int            // index of the message that creates it
-	Deleted bool           // a deletion (tombstone)
-	Doc     map[string]any // the document of the version (the last one for a deletion)
-}
-
-// chaosModelFlight is the model's state of one flight.
-type chaosModelFlight struct {
-	FLID     int64
-	Active   bool
-	Doc      map[string]any
-	Versions []chaosModelVersion // Versions[v-1] is version v
-}
-
-// chaosWorkload is the generated stream and the final state it implies.
-type chaosWorkload struct {
-	Msgs    []chaosMsg
-	Flights map[int64]*chaosModelFlight
-	FLIDs   []int64
-}
-
-// bump records the next version of f, created by message msg.
-func (f *chaosModelFlight) bump(msg int, deleted bool) chaosVersion {
-	f.Versions = append(f.Versions, chaosModelVersion{Msg: msg, Deleted: deleted, Doc: chaosCloneDoc(f.Doc)})
-	return chaosVersion{FLID: f.FLID, Version: int64(len(f.Versions))}
-}
-
-func chaosCloneDoc(d map[string]any) map[string]any {
-	out := make(map[string]any, len(d))
-	for k, v := range d {
-		out[k] = v
-	}
-	return out
-}
-
-var (
-	chaosRemarks = []string{"Bag loading Delay", "Crew change", "Late inbound", "Catering", "Fuel check", "ATC slot", "Weather hold", "Gate swap"}
-	chaosCodes   = []string{"STND", "RENO", "REMC", "TRML"}
-)
-
-func chaosValue(rng *rand.Rand, code string) string {
-	switch code {
-	case "STND":
-		return fmt.Sprintf("S%d", 100+rng.IntN(30))
-	case "RENO":
-		return fmt.Sprintf("B%04d", 1000+rng.IntN(25))
-	case "TRML":
-		return fmt.Sprintf("T%d", 1+rng.IntN(3))
-	default:
-		return chaosRemarks[rng.IntN(len(chaosRemarks))]
-	}
-}
-
-func chaosMeta(seqn int, typ, styp string) string {
-	return fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>20260315080000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, typ, styp)
-}
-
-func chaosFLOP(seqn int, styp string, flid int64, inner string) string {
-	return `<?xml version="1.0" encoding="UTF-8"?>` + "\n<MSG>" + chaosMeta(seqn, "FLOP", styp) +
-		fmt.Sprintf("<FLOP><FLID>%d</FLID>%s</FLOP></MSG>", flid, inner)
-}
-
-func chaosElement(name, value string) string {
-	if value == "" {
-		return "<" + name + "></" + name + ">"
-	}
-	return "<" + name + ">" + value + "</" + name + ">"
-}
-
-// buildChaosWorkload generates n mailbox messages from rng: a SCHD DNLD of
-// chaosFlights flights, then a stream of FLOPs of several kinds, and applies
-// each to the model (one version per effective change, INV-13, INV-20b).
-func buildChaosWorkload(rng *rand.Rand, n int) *chaosWorkload {
-	w := &chaosWorkload{Flights: map[int64]*chaosModelFlight{}}
-
-	// The snapshot.
-	var sb strings.Builder
-	sb.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<MSG>" + chaosMeta(chaosFirstSEQN, "SCHD", "DNLD"))
-	fmt.Fprintf(&sb, "<SCHD><RECS>%d</RECS>", chaosFlights)
-	snap := chaosMsg{Kind: "snapshot", Want: "SUCCEEDED", DupOf: -1}
-	for i := 0; i < chaosFlights; i++ {
-		flid := int64(chaosFirstFLID + i)
-		mvin := "A"
-		if i%2 == 1 {
-			mvin = "D"
+func startFeeder(ctx context.Context, s *stack, w *chaosWorkload, window int) *chaosFeeder {
+	f := &chaosFeeder{s: s, w: w, window: window, done: make(chan struct{})}
+	f.limit.Store(int64(len(w.Msgs)))
+	go func() {
+		defer close(f.done)
+		if err := f.run(ctx); err != nil {
+			f.mu.Lock()
+			f.err = err
+			f.mu.Unlock()
 		}
-		doc := map[string]any{
-			"FLID": strconv.FormatInt(flid, 10),
-			"ALCD": "MU",
-			"FLNO": fmt.Sprintf("MU%d", 5100+i),
-			"MVIN": mvin,
-			"SODT": fmt.Sprintf("15MAR26%02d%02d", 6+i/4, (i%4)*15),
-			"FLTY": "W",
-			"FLIN": "D",
-			"ACFT": "320",
-			"STND": chaosValue(rng, "STND"),
-			"RENO": chaosValue(rng, "RENO"),
-			"TRML": chaosValue(rng, "TRML"),
-			// Derived by the processor (R-C8): no message of the workload
-			// sets a status element, so every flight stays SCHEDULED.
-			"RUNSTATE": "SCHEDULED",
-		}
-		sb.WriteString("<FLTR>")
-		for _, k := range []string{"FLID", "ALCD", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "STND", "RENO", "TRML"} {
-			sb.WriteString(chaosElement(k, doc[k].(string)))
-		}
-		sb.WriteString("</FLTR>")
-		f := &chaosModelFlight{FLID: flid, Active: true, Doc: doc}
-		snap.Changes = append(snap.Changes, f.bump(0, false))
-		w.Flights[flid] = f
-		w.FLIDs = append(w.FLIDs, flid)
-	}
-	sb.WriteString("</SCHD></MSG>")
-	snap.Body = sb.String()
-	w.Msgs = append(w.Msgs, snap)
+	}()
+	return f
+}
 
-	maxDeletes := chaosFlights / 6
-	deletes := 0
-	var resendable []int
-	for i := 1; i < n; i++ {
-		seqn := chaosFirstSEQN + i
-		frac := float64(i) / float64(n)
-		r := rng.Float64()
-		m := chaosMsg{DupOf: -1}
-		switch {
-		case r < 0.03:
-			m.Kind, m.Want = "malformed", "DEAD"
-			switch rng.IntN(3) {
-			case 0: // not well-formed: cut off
-				m.Body = chaosFLOP(seqn, "STND", w.FLIDs[0], "<STND>S1</STND>")
-				m.Body = m.Body[:len(m.Body)-len("</FLOP></MSG>")]
-			case 1: // SEQN not decimal
-				m.Body = strings.Replace(chaosFLOP(seqn, "STND", w.FLIDs[0], "<STND>S1</STND>"),
-					fmt.Sprintf("<SEQN>%d</SEQN>", seqn), fmt.Sprintf("<SEQN>X%d</SEQN>", seqn), 1)
-			default: // no META
-				m.Body = fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>`+"\n<MSG><FLOP><FLID>%d</FLID><STND>S1</STND></FLOP></MSG>", w.FLIDs[0])
+// inserted returns the mailbox IDs inserted so far, by workload index.
+func (f *chaosFeeder) inserted() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.ids...)
+}
+
+// wait waits until every message is inserted and returns the IDs.
+func (f *chaosFeeder) wait() ([]int64, error) {
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.ids...), f.err
+}
+
+func (f *chaosFeeder) run(ctx context.Context) error {
+	conn, err := grpc.NewClient(f.s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("dialling the control plane: %w", err)
+	}
+	defer conn.Close()
+	for i, m := range f.w.Msgs {
+		if !waitCtx(ctx, func() bool {
+			u, err := f.s.unmarked()
+			return err == nil && u < f.window && int64(i) < f.limit.Load()
+		}) {
+			return fmt.Errorf("message %d: backlog never fell under %d: %w", i, f.window, ctx.Err())
+		}
+		switch m.Action {
+		case actionReplay:
+			if err := f.replay(ctx, conn, f.ids[m.ReplayOf]); err != nil {
+				return fmt.Errorf("message %d: replaying %d: %w", i, f.ids[m.ReplayOf], err)
 			}
-		case r < 0.05:
-			// A required code cannot be cleared: the domain rejects it.
-			flid := w.FLIDs[rng.IntN(len(w.FLIDs))]
-			m.Body = chaosFLOP(seqn, "ACFT", flid, "<ACFT></ACFT>")
-			if w.Flights[flid].Active {
-				m.Kind, m.Want = "reject", "DEAD"
-			} else {
-				m.Kind, m.Want = "deleted", "SKIPPED"
-			}
-			resendable = append(resendable, i)
-		case r < 0.10:
-			flid := int64(chaosMissingFLID + rng.IntN(50))
-			code := chaosCodes[rng.IntN(len(chaosCodes))]
-			m.Kind, m.Want = "missing", "SKIPPED"
-			m.Body = chaosFLOP(seqn, code, flid, chaosElement(code, chaosValue(rng, code)))
-			resendable = append(resendable, i)
-		case r < 0.12 && len(resendable) > 0:
-			// The same message again (same SNDR|TYPE|STYP|SEQN): R-B4.
-			orig := resendable[rng.IntN(len(resendable))]
-			m.Kind, m.Want, m.DupOf = "resend", "SKIPPED", orig
-			m.Body = w.Msgs[orig].Body
-		case r < 0.15 && frac > 0.8 && deletes < maxDeletes:
-			flid := w.FLIDs[rng.IntN(len(w.FLIDs))]
-			f := w.Flights[flid]
-			m.Body = chaosFLOP(seqn, "FDEL", flid, "<FDEL></FDEL>")
-			if f.Active {
-				deletes++
-				f.Active = false
-				m.Kind, m.Want = "fdel", "SUCCEEDED"
-				m.Changes = append(m.Changes, f.bump(i, true))
-			} else {
-				m.Kind, m.Want = "deleted", "SKIPPED"
-			}
-		default:
-			flid := w.FLIDs[rng.IntN(len(w.FLIDs))]
-			f := w.Flights[flid]
-			code := chaosCodes[rng.IntN(len(chaosCodes))]
-			cur, has := f.Doc[code].(string)
-			var value string
-			switch q := rng.Float64(); {
-			case q < 0.2 && has:
-				value = cur // the same value again: no change
-			case q < 0.3 && code == "REMC":
-				value = "" // present but empty: clears
-			default:
-				value = chaosValue(rng, code)
-			}
-			m.Body = chaosFLOP(seqn, code, flid, chaosElement(code, value))
-			resendable = append(resendable, i)
-			if !f.Active {
-				m.Kind, m.Want = "deleted", "SKIPPED"
-				break
-			}
-			m.Want = "SUCCEEDED"
-			changed := false
-			if value == "" {
-				changed = has
-				delete(f.Doc, code)
-			} else {
-				changed = !has || cur != value
-				f.Doc[code] = value
-			}
-			if changed {
-				m.Kind = "change"
-				m.Changes = append(m.Changes, f.bump(i, false))
-			} else {
-				m.Kind = "same"
+		case actionRQFD:
+			if err := f.rqfd(ctx, conn); err != nil {
+				return fmt.Errorf("message %d: sending RQFD: %w", i, err)
 			}
 		}
-		w.Msgs = append(w.Msgs, m)
+		id, err := f.insert(ctx, i, m.Body)
+		if err != nil {
+			return fmt.Errorf("inserting message %d: %w", i, err)
+		}
+		f.mu.Lock()
+		f.ids = append(f.ids, id)
+		f.mu.Unlock()
 	}
+	return nil
+}
+
+// retry runs op until it succeeds or ctx ends, waiting 200 ms between
+// tries.
+func retry(ctx context.Context, op func() error) error {
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (f *chaosFeeder) insert(ctx context.Context, i int, body string) (int64, error) {
+	var id int64
+	err := retry(ctx, func() error {
+		// Did an earlier try commit although its answer was lost?
+		err := f.s.mailbox.QueryRowContext(ctx, `SELECT CMINMSGS_ID FROM CMINMSGS WHERE CMINMSGS_SUBSYSTEM_SEQUENCE=?`, i+1).Scan(&id)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		res, err := f.s.mailbox.ExecContext(ctx, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS, CMINMSGS_SUBSYSTEM_SEQUENCE) VALUES (?, NOW(), 'VALID', ?)`, body, i+1)
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	return id, err
+}
+
+// replay waits until msgID is DEAD, asks the control plane to replay it
+// and waits until the processor applied the request.
+func (f *chaosFeeder) replay(ctx context.Context, conn *grpc.ClientConn, msgID int64) error {
+	if !waitCtx(ctx, func() bool {
+		var st string
+		return f.s.pg.QueryRow(ctx, `SELECT state FROM proc_state WHERE msg_id=$1`, msgID).Scan(&st) == nil && st == "DEAD"
+	}) {
+		return fmt.Errorf("message never became DEAD: %w", ctx.Err())
+	}
+	cl := controlv1.NewReplayServiceClient(conn)
+	err := retry(ctx, func() error {
+		var n int
+		if err := f.s.pg.QueryRow(ctx, `SELECT count(*) FROM replay_request WHERE $1 = ANY(msg_ids)`, msgID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := cl.Execute(cctx, &controlv1.ExecuteReplayRequest{
+			Selector: &controlv1.ReplaySelector{MsgIds: []int64{msgID}},
+			Operator: "chaos", Reason: "R-H7 chaos run replays an exhausted message",
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return retry(ctx, func() error {
+		var st string
+		if err := f.s.pg.QueryRow(ctx, `SELECT state FROM replay_request WHERE $1 = ANY(msg_ids)`, msgID).Scan(&st); err != nil {
+			return err
+		}
+		if st != "DONE" {
+			return fmt.Errorf("replay request %s", st)
+		}
+		return nil
+	})
+}
+
+// rqfd sends the run's RQFD through the control plane and waits until the
+// dispatcher put it into COUTMSGS, where the AODB would read it.
+func (f *chaosFeeder) rqfd(ctx context.Context, conn *grpc.ClientConn) error {
+	cl := controlv1.NewRequestServiceClient(conn)
+	err := retry(ctx, func() error {
+		var n int
+		if err := f.s.pg.QueryRow(ctx, `SELECT count(*) FROM req_track WHERE type='RQFD'`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := cl.SendRQFD(cctx, &controlv1.SendRQFDRequest{Stdb: chaosRespWindow, Stde: chaosRespWindow,
+			Operator: "chaos", Reason: "R-H7 chaos run asks for the next day"})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return retry(ctx, func() error {
+		var n int
+		if err := f.s.mailbox.QueryRowContext(ctx, `SELECT COUNT(*) FROM COUTMSGS WHERE ROUTINGID='VIEWRQFD'`).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("no RQFD in COUTMSGS yet")
+		}
+		return nil
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Watching markers
+
+// chaosWatcher checks, each time it sees a mailbox row newly marked, that
+// the row's effects were durable first: its proc_state is terminal and
+// every flight version it produced is in Redis (R-B6, R-B7, INV-8, INV-23).
+// A check that cannot read (a server is down) is repeated later; the Redis
+// part is left out while redisPaused says Redis lost its data and the
+// projection is not rebuilt yet.
+type chaosWatcher struct {
+	s           *stack
+	redisPaused func() (int64, bool)
+	mu          sync.Mutex
+	seen        map[int64]bool
+	problem     []string
+	stop, done  chan struct{}
+}
+
+func watchChaosMarkers(s *stack, redisPaused func() (int64, bool)) *chaosWatcher {
+	w := &chaosWatcher{s: s, redisPaused: redisPaused, seen: map[int64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run()
 	return w
 }
 
-// kinds counts the messages of each kind, for the log.
-func (w *chaosWorkload) kinds() string {
-	c := map[string]int{}
-	for _, m := range w.Msgs {
-		c[m.Kind]++
+func (w *chaosWatcher) run() {
+	defer close(w.done)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rows, err := w.s.mailbox.QueryContext(ctx, `SELECT CMINMSGS_ID FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`)
+		if err != nil {
+			cancel()
+			continue
+		}
+		var fresh []int64
+		for rows.Next() {
+			var id int64
+			if rows.Scan(&id) == nil && !w.seen[id] {
+				fresh = append(fresh, id)
+			}
+		}
+		rows.Close()
+		for _, id := range fresh {
+			if w.check(ctx, id) {
+				w.seen[id] = true
+			}
+		}
+		cancel()
 	}
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
-	}
-	return strings.Join(parts, " ")
 }
 
-// totalVersions is the number of flight versions (and so of distinct msg
-// events) the model expects.
-func (w *chaosWorkload) totalVersions() int {
-	n := 0
-	for _, f := range w.Flights {
-		n += len(f.Versions)
+// check judges one marked row; it reports false when it could not read
+// and must be repeated.
+func (w *chaosWatcher) check(ctx context.Context, id int64) bool {
+	var state string
+	err := w.s.pg.QueryRow(ctx, `SELECT state FROM proc_state WHERE msg_id=$1`, id).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		w.fail("marker on %d without proc_state", id)
+		return true
 	}
-	return n
+	if err != nil {
+		return false
+	}
+	if state != "SUCCEEDED" && state != "SKIPPED" && state != "DEAD" {
+		// A replayed message is marked from its first run; only a row the
+		// gateway never finished is a premature marker.
+		var replayed int
+		if w.s.pg.QueryRow(ctx, `SELECT count(*) FROM replay_audit WHERE msg_id=$1`, id).Scan(&replayed) != nil {
+			return false
+		}
+		if replayed == 0 {
+			w.fail("marker on %d while it is %s", id, state)
+		}
+		return true
+	}
+	epoch, paused := w.redisPaused()
+	if paused {
+		return true
+	}
+	rows, err := w.s.pg.Query(ctx, `SELECT pkey, (headers->>'msgx-version')::bigint FROM outbox WHERE msg_id=$1 AND target='flight-state'`, id)
+	if err != nil {
+		return false
+	}
+	type fv struct {
+		key     string
+		version int64
+	}
+	var want []fv
+	for rows.Next() {
+		var f fv
+		if rows.Scan(&f.key, &f.version) != nil {
+			rows.Close()
+			return false
+		}
+		want = append(want, f)
+	}
+	rows.Close()
+	if rows.Err() != nil {
+		return false
+	}
+	for _, f := range want {
+		got, err := w.s.redis.HGet(ctx, w.s.redisP+"flight-versions", f.key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return false
+		}
+		if e2, paused := w.redisPaused(); paused || e2 != epoch {
+			return true // Redis lost its data meanwhile
+		}
+		v, _ := strconv.ParseInt(got, 10, 64)
+		if v < f.version {
+			w.fail("marker on %d before Redis held flight %s v%d (Redis has %q)", id, f.key, f.version, got)
+		}
+	}
+	return true
+}
+
+func (w *chaosWatcher) fail(format string, args ...any) {
+	w.mu.Lock()
+	w.problem = append(w.problem, fmt.Sprintf(format, args...))
+	w.mu.Unlock()
+}
+
+func (w *chaosWatcher) finish() []string {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.problem...)
+}
+
+// ---------------------------------------------------------------------------
+// Settling
+
+// chaosSettle waits until every mailbox row is marked, every message is
+// terminal and backfilled, no outbox row is pending and Redis holds exactly
+// PostgreSQL's active flights, or until timeout. restart is called on each
+// round (it restarts services that exited on its own). It returns whether
+// the stack settled and what was still open.
+func chaosSettle(s *stack, timeout time.Duration, restart func()) (bool, string) {
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	var state string
+	for {
+		if restart != nil {
+			restart()
+		}
+		unmarked, err := s.unmarked()
+		var open, unbackfilled, pending int
+		if err == nil {
+			err = s.pg.QueryRow(ctx, `SELECT
+				(SELECT count(*) FROM proc_state WHERE state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD')),
+				(SELECT count(*) FROM proc_state WHERE backfilled_at IS NULL),
+				(SELECT count(*) FROM outbox WHERE state='PENDING')`).Scan(&open, &unbackfilled, &pending)
+		}
+		var projection error
+		if err == nil {
+			var ok bool
+			ok, projection = s.projectionMatches(ctx)
+			if ok {
+				projection = nil
+			} else if projection == nil {
+				projection = errors.New("differs")
+			}
+		}
+		state = fmt.Sprintf("%d unmarked, %d unfinished, %d not backfilled, %d outbox rows pending, projection: %v", unmarked, open, unbackfilled, pending, projection)
+		if err != nil {
+			state += fmt.Sprintf(" (last error: %v)", err)
+		}
+		if err == nil && unmarked == 0 && open == 0 && unbackfilled == 0 && pending == 0 && projection == nil {
+			return true, state
+		}
+		if time.Now().After(deadline) {
+			return false, state
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Outcome of a run
+
+// chaosProc is the processing outcome of one workload message.
+type chaosProc struct {
+	Marked               bool
+	State, Class, Reason string
+}
+
+// chaosRef is one reference data record.
+type chaosRef struct {
+	Doc     string
+	LastMsg int // workload index of the message that wrote it last
+}
+
+// chaosEventKey is a msg event without the parts that differ between two
+// runs of the same stream (times, trace context, mailbox IDs).
+type chaosEventKey struct {
+	FLID, Version int64
+	Type          string
+	Source        int // workload index
+	Doc           string
+}
+
+// chaosSchd is the last record of one FLID on schd.
+type chaosSchd struct {
+	Version int64
+	Deleted bool
+	Doc     string
+}
+
+// chaosOutcome is everything a run ended with that the chaos run must
+// reproduce.
+type chaosOutcome struct {
+	Procs    []chaosProc
+	Flights  map[int64]pgFlight
+	Writers  map[string][]int // "target flid vN" → writing workload indexes
+	Refs     map[string]chaosRef
+	Requests []string
+	Replays  map[int]int // workload index → replay_audit rows
+	Events   map[chaosEventKey]int
+	Schd     map[int64]chaosSchd
+
+	// What the order check of the msg topic found.
+	OutOfOrder   map[string][]string
+	Duplicated   map[string][]string
+	Redeliveries int
+	DeadOutbox   []string
+}
+
+var reasonIDRe = regexp.MustCompile(`(duplicate-of:|message |msg )(\d+)`)
+
+// normalise replaces mailbox IDs in a reason by workload indexes, so that
+// runs whose auto-increment counters differ compare equal.
+func normalise(reason string, index map[int64]int) string {
+	return reasonIDRe.ReplaceAllStringFunc(reason, func(m string) string {
+		sub := reasonIDRe.FindStringSubmatch(m)
+		id, _ := strconv.ParseInt(sub[2], 10, 64)
+		if i, ok := index[id]; ok {
+			return sub[1] + "#" + strconv.Itoa(i)
+		}
+		return m
+	})
+}
+
+func canonJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// collectOutcome reads what a settled run ended with.
+func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, error) {
+	index := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		index[id] = i
+	}
+	o := &chaosOutcome{Procs: make([]chaosProc, len(ids)), Writers: map[string][]int{}, Refs: map[string]chaosRef{},
+		Replays: map[int]int{}, Events: map[chaosEventKey]int{}, Schd: map[int64]chaosSchd{},
+		OutOfOrder: map[string][]string{}, Duplicated: map[string][]string{}}
+
+	rows, err := s.mailbox.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED IS NOT NULL FROM CMINMSGS`)
+	if err != nil {
+		return nil, fmt.Errorf("reading markers: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var marked bool
+		if err := rows.Scan(&id, &marked); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if i, ok := index[id]; ok {
+			o.Procs[i].Marked = marked
+		}
+	}
+	rows.Close()
+
+	prow, err := s.pg.Query(ctx, `SELECT msg_id, state, coalesce(error_class, ''), coalesce(reason, '') FROM proc_state`)
+	if err != nil {
+		return nil, fmt.Errorf("reading proc_state: %w", err)
+	}
+	for prow.Next() {
+		var id int64
+		var p chaosProc
+		if err := prow.Scan(&id, &p.State, &p.Class, &p.Reason); err != nil {
+			prow.Close()
+			return nil, err
+		}
+		i, ok := index[id]
+		if !ok {
+			prow.Close()
+			return nil, fmt.Errorf("proc_state row %d for a message the test never inserted", id)
+		}
+		p.Marked = o.Procs[i].Marked
+		p.Reason = normalise(p.Reason, index)
+		o.Procs[i] = p
+	}
+	prow.Close()
+
+	o.Flights = s.pgFlights()
+
+	orow, err := s.pg.Query(ctx, `SELECT target, pkey,
+		coalesce(CASE WHEN target='msg' THEN convert_from(payload, 'UTF8')::jsonb->>'state_version' ELSE headers->>'msgx-version' END, ''),
+		msg_id, state, coalesce(last_error, '') FROM outbox WHERE msg_id IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox: %w", err)
+	}
+	for orow.Next() {
+		var target, pkey, version, state, last string
+		var msgID int64
+		if err := orow.Scan(&target, &pkey, &version, &msgID, &state, &last); err != nil {
+			orow.Close()
+			return nil, err
+		}
+		if state == "DEAD" || state == "ABANDONED" {
+			o.DeadOutbox = append(o.DeadOutbox, fmt.Sprintf("outbox %s %s v%s %s: %s", target, pkey, version, state, last))
+		}
+		if target == "msg" || target == "flight-state" || target == "schd" {
+			k := fmt.Sprintf("%s %s v%s", target, pkey, version)
+			o.Writers[k] = append(o.Writers[k], index[msgID])
+		}
+	}
+	orow.Close()
+
+	rrow, err := s.pg.Query(ctx, `SELECT type, key, doc::text, last_msg_id FROM ref_data`)
+	if err != nil {
+		return nil, fmt.Errorf("reading ref_data: %w", err)
+	}
+	for rrow.Next() {
+		var typ, key, doc string
+		var last int64
+		if err := rrow.Scan(&typ, &key, &doc, &last); err != nil {
+			rrow.Close()
+			return nil, err
+		}
+		o.Refs[typ+"/"+key] = chaosRef{Doc: doc, LastMsg: index[last]}
+	}
+	rrow.Close()
+
+	qrow, err := s.pg.Query(ctx, `SELECT type, state, coalesce(match_kind, ''), coalesce(response_msg_id, 0), coalesce(closed_reason, '') FROM req_track ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("reading req_track: %w", err)
+	}
+	for qrow.Next() {
+		var typ, state, match, reason string
+		var resp int64
+		if err := qrow.Scan(&typ, &state, &match, &resp, &reason); err != nil {
+			qrow.Close()
+			return nil, err
+		}
+		o.Requests = append(o.Requests, fmt.Sprintf("%s %s %s response #%d %s", typ, state, match, index[resp], normalise(reason, index)))
+	}
+	qrow.Close()
+
+	arow, err := s.pg.Query(ctx, `SELECT msg_id, count(*) FROM replay_audit GROUP BY msg_id`)
+	if err != nil {
+		return nil, fmt.Errorf("reading replay_audit: %w", err)
+	}
+	for arow.Next() {
+		var id int64
+		var n int
+		if err := arow.Scan(&id, &n); err != nil {
+			arow.Close()
+			return nil, err
+		}
+		o.Replays[index[id]] = n
+	}
+	arow.Close()
+
+	if err := readMsgTopic(ctx, s, index, o); err != nil {
+		return nil, err
+	}
+	return o, readSchdTopic(ctx, s, o)
+}
+
+// readTopic reads a whole topic with an independent consumer, calling on
+// for each record in partition order.
+func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record)) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("listing %s end offsets: %w", topic, err)
+	}
+	remaining := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			remaining[o.Partition] = o.Offset
+		}
+	})
+	for len(remaining) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading %s (%d partitions unfinished): %w", topic, len(remaining), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return fmt.Errorf("fetching %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+			on(r)
+		})
+	}
+	return nil
+}
+
+// chaosEvent is the part of a msg event the chaos checks read.
+type chaosEvent struct {
+	SchemaVersion int    `json:"schema_version"`
+	EventID       string `json:"event_id"`
+	EventType     string `json:"event_type"`
+	FLID          int64  `json:"flid"`
+	StateVersion  int64  `json:"state_version"`
+	Source        struct {
+		MsgID int64 `json:"msg_id"`
+	} `json:"source"`
+	Flight map[string]any `json:"flight"`
+}
+
+// readMsgTopic reads the msg topic and checks order per FLID (R-D1, C-29):
+// a FLID's versions never go down on the topic. A record that repeats the
+// last delivered event of its FLID byte for byte is a redelivery (counted,
+// not an error). Out of order is a version below the highest one already
+// delivered (even when it repeats an earlier event: a consumer would see
+// the flight go back) and a version more than one above it (a version
+// overtook an older one). Two different events for one version are a
+// duplicated effect.
+func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOutcome) error {
+	type last struct {
+		version int64
+		raw     []byte
+	}
+	highest := map[int64]last{}
+	first := map[string][]byte{}
+	return readTopic(ctx, s, s.kafka.Topics.Msg, func(r *kgo.Record) {
+		var ev chaosEvent
+		if err := json.Unmarshal(r.Value, &ev); err != nil {
+			o.Duplicated[fmt.Sprintf("msg %d/%d", r.Partition, r.Offset)] = []string{"unreadable msg event: " + err.Error()}
+			return
+		}
+		key := fmt.Sprintf("flight %d v%d", ev.FLID, ev.StateVersion)
+		if string(r.Key) != strconv.FormatInt(ev.FLID, 10) {
+			o.Duplicated[key] = append(o.Duplicated[key], fmt.Sprintf("record key %q", r.Key))
+		}
+		if prev, seen := first[ev.EventID]; seen && !bytes.Equal(prev, r.Value) {
+			o.Duplicated[key] = append(o.Duplicated[key], "two different msg events with one event ID")
+		}
+		h := highest[ev.FLID]
+		switch {
+		case ev.StateVersion == h.version && bytes.Equal(h.raw, r.Value):
+			o.Redeliveries++
+			return
+		case ev.StateVersion == h.version:
+			o.Duplicated[key] = append(o.Duplicated[key], "a second, different msg event for the version")
+			return
+		case ev.StateVersion < h.version:
+			o.OutOfOrder[key] = append(o.OutOfOrder[key], fmt.Sprintf("v%d delivered after v%d", ev.StateVersion, h.version))
+			return
+		case ev.StateVersion > h.version+1:
+			o.OutOfOrder[key] = append(o.OutOfOrder[key], fmt.Sprintf("v%d delivered right after v%d", ev.StateVersion, h.version))
+		}
+		highest[ev.FLID] = last{version: ev.StateVersion, raw: r.Value}
+		first[ev.EventID] = r.Value
+		src, ok := index[ev.Source.MsgID]
+		if !ok {
+			src = -1
+		}
+		o.Events[chaosEventKey{FLID: ev.FLID, Version: ev.StateVersion, Type: ev.EventType, Source: src, Doc: canonJSON(ev.Flight)}]++
+	})
+}
+
+// readSchdTopic keeps the last record per FLID of the compacted schd topic.
+func readSchdTopic(ctx context.Context, s *stack, o *chaosOutcome) error {
+	return readTopic(ctx, s, s.kafka.Topics.Schd, func(r *kgo.Record) {
+		flid, err := strconv.ParseInt(string(r.Key), 10, 64)
+		if err != nil {
+			return
+		}
+		var st chaosSchd
+		for _, h := range r.Headers {
+			if h.Key == "msgx-version" {
+				st.Version, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			}
+		}
+		if r.Value == nil {
+			st.Deleted = true
+		} else {
+			var doc struct {
+				Doc map[string]any `json:"doc"`
+			}
+			_ = json.Unmarshal(r.Value, &doc)
+			st.Doc = canonJSON(doc.Doc)
+		}
+		o.Schd[flid] = st
+	})
 }
 
 // ---------------------------------------------------------------------------
@@ -336,8 +789,9 @@ func (w *chaosWorkload) totalVersions() int {
 // chaosVerdict collects what the final checks found. Lost, Duplicated and
 // OutOfOrder are sets keyed by the message or flight concerned, so that one
 // lost message with several missing effects counts once; Other holds
-// failures outside those three classes (a marker before its effects, a
-// service that exited on its own, a dead-lettered row).
+// failures outside those classes (a marker before its effects, a service
+// that exited on its own, a service that stayed ready without its
+// dependency, a dead-lettered row, a run that did not settle).
 type chaosVerdict struct {
 	Lost, Duplicated, OutOfOrder map[string][]string
 	Other                        []string
@@ -386,463 +840,132 @@ func (v *chaosVerdict) report(limit int) string {
 	return b.String()
 }
 
-// ---------------------------------------------------------------------------
-// Checks
-
-// chaosMsgKey names message i of the workload by its mailbox ID.
-func chaosMsgKey(ids []int64, i int) string { return fmt.Sprintf("msg %d", ids[i]) }
-
-type chaosProcRow struct {
-	State, Class, Reason string
-	Applied, Finished    *time.Time
-	Backfilled           *time.Time
-}
-
-func (s *stack) chaosProcRows(ctx context.Context) (map[int64]chaosProcRow, error) {
-	rows, err := s.pg.Query(ctx, `SELECT msg_id, state, coalesce(error_class, ''), coalesce(reason, ''), applied_at, finished_at, backfilled_at FROM proc_state`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int64]chaosProcRow{}
-	for rows.Next() {
-		var id int64
-		var r chaosProcRow
-		if err := rows.Scan(&id, &r.State, &r.Class, &r.Reason, &r.Applied, &r.Finished, &r.Backfilled); err != nil {
-			return nil, err
+// compareOutcome judges the chaos run's outcome against the reference
+// run's: every message with the same processing outcome and its marker;
+// every flight at the same state, version and document; every flight
+// version written once, by the same message; the same reference data,
+// requests and replays; every msg event of the reference delivered and no
+// other; schd ending at each flight's final state. The chaos run's own
+// order findings on msg are taken over.
+func compareOutcome(w *chaosWorkload, ref, got *chaosOutcome, v *chaosVerdict) {
+	for i := range ref.Procs {
+		key := fmt.Sprintf("msg #%d (%s)", i, w.Msgs[i].Kind)
+		r, g := ref.Procs[i], got.Procs[i]
+		if !g.Marked {
+			v.add(v.Lost, key, "mailbox row never marked")
 		}
-		out[id] = r
-	}
-	return out, rows.Err()
-}
-
-// checkStates checks that every message has its mailbox marker, is
-// terminal with the expected state, and that the executor ran the messages
-// in mailbox-ID order (R-B1, R-B2, R-B4, R-B6, INV-3, INV-9).
-func checkStates(ctx context.Context, s *stack, w *chaosWorkload, ids []int64, v *chaosVerdict) error {
-	marked := map[int64]bool{}
-	rows, err := s.mailbox.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_STATUS FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`)
-	if err != nil {
-		return fmt.Errorf("reading markers: %w", err)
-	}
-	for rows.Next() {
-		var id int64
-		var status string
-		if err := rows.Scan(&id, &status); err != nil {
-			rows.Close()
-			return err
-		}
-		marked[id] = true
-		if status != "PROCESSED" {
-			v.Other = append(v.Other, fmt.Sprintf("mailbox row %d marked with status %q", id, status))
+		if g.State != r.State || g.Class != r.Class || g.Reason != r.Reason {
+			v.add(v.Lost, key, "ended %s %s %q, reference %s %s %q", g.State, g.Class, g.Reason, r.State, r.Class, r.Reason)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	ps, err := s.chaosProcRows(ctx)
-	if err != nil {
-		return fmt.Errorf("reading proc_state: %w", err)
-	}
-	known := map[int64]bool{}
-	for i, m := range w.Msgs {
-		id := ids[i]
-		known[id] = true
-		key := chaosMsgKey(ids, i)
-		if !marked[id] {
-			v.add(v.Lost, key, "mailbox row never marked (%s, want %s)", m.Kind, m.Want)
-		}
-		r, ok := ps[id]
-		if !ok {
-			v.add(v.Lost, key, "no proc_state row (%s)", m.Kind)
-			continue
-		}
-		if r.State != m.Want {
-			v.add(v.Lost, key, "state %s %s %q, want %s (%s)", r.State, r.Class, r.Reason, m.Want, m.Kind)
-		}
-		if m.Kind == "resend" && r.Reason != fmt.Sprintf("duplicate-of:%d", ids[m.DupOf]) {
-			v.add(v.Lost, key, "resend of %d has reason %q", ids[m.DupOf], r.Reason)
-		}
-		if r.Backfilled == nil && marked[id] {
-			v.Other = append(v.Other, fmt.Sprintf("msg %d marked but backfilled_at never set", id))
-		}
-	}
-	for id := range ps {
-		if !known[id] {
-			v.Other = append(v.Other, fmt.Sprintf("proc_state row %d for a message the test never inserted", id))
-		}
-	}
-	// Execution order: applied_at for messages that changed flights (their
-	// finished_at is the later ack), finished_at for the others.
-	var last time.Time
-	var lastID int64
-	for i := range w.Msgs {
-		r, ok := ps[ids[i]]
-		if !ok {
-			continue
-		}
-		at := r.Applied
-		if at == nil {
-			at = r.Finished
-		}
-		if at == nil {
-			continue
-		}
-		if at.Before(last) {
-			v.add(v.OutOfOrder, chaosMsgKey(ids, i), "executed at %s, before msg %d executed at %s", at.Format(time.RFC3339Nano), lastID, last.Format(time.RFC3339Nano))
-		}
-		last, lastID = *at, ids[i]
-	}
-	return nil
-}
-
-// checkFlights compares the flight table and the outbox with the model:
-// every flight's version and document, and for each flight version exactly
-// one flight-state row and one msg row, written by the expected message
-// (INV-13, INV-20b, C-29). Per flight, the messages that produced versions
-// 1..N must have increasing mailbox IDs (R-B1).
-func checkFlights(ctx context.Context, s *stack, w *chaosWorkload, ids []int64, v *chaosVerdict) error {
-	pg := map[int64]pgFlight{}
-	rows, err := s.pg.Query(ctx, `SELECT flid, state, state_version, doc FROM flight`)
-	if err != nil {
-		return fmt.Errorf("reading flights: %w", err)
-	}
-	for rows.Next() {
-		var flid int64
-		var f pgFlight
-		var doc []byte
-		if err := rows.Scan(&flid, &f.State, &f.Version, &doc); err != nil {
-			rows.Close()
-			return err
-		}
-		if err := json.Unmarshal(doc, &f.Doc); err != nil {
-			rows.Close()
-			return err
-		}
-		pg[flid] = f
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for flid, f := range pg {
-		if _, ok := w.Flights[flid]; !ok {
-			v.add(v.Duplicated, fmt.Sprintf("flight %d", flid), "flight exists in PostgreSQL (%s v%d) but no message creates it", f.State, f.Version)
-		}
-	}
-	for _, flid := range w.FLIDs {
-		mf := w.Flights[flid]
+	for flid, r := range ref.Flights {
 		key := fmt.Sprintf("flight %d", flid)
-		f, ok := pg[flid]
-		want := int64(len(mf.Versions))
+		g, ok := got.Flights[flid]
 		switch {
 		case !ok:
 			v.add(v.Lost, key, "missing in PostgreSQL")
 			continue
-		case f.Version > want:
-			v.add(v.Duplicated, key, "state_version %d, model %d", f.Version, want)
-		case f.Version < want:
-			v.add(v.Lost, key, "state_version %d, model %d", f.Version, want)
+		case g.Version > r.Version:
+			v.add(v.Duplicated, key, "state_version %d, reference %d", g.Version, r.Version)
+		case g.Version < r.Version:
+			v.add(v.Lost, key, "state_version %d, reference %d", g.Version, r.Version)
 		}
-		wantState := "ACTIVE"
-		if !mf.Active {
-			wantState = "DELETED"
-		}
-		if f.State != wantState {
-			v.add(v.Lost, key, "state %s, model %s", f.State, wantState)
-		}
-		if !reflect.DeepEqual(f.Doc, mf.Doc) {
-			v.add(v.Lost, key, "document %s, model %s", chaosJSON(f.Doc), chaosJSON(mf.Doc))
+		if g.State != r.State || !reflect.DeepEqual(g.Doc, r.Doc) {
+			v.add(v.Lost, key, "%s %s, reference %s %s", g.State, canonJSON(g.Doc), r.State, canonJSON(r.Doc))
 		}
 	}
-
-	// The outbox: which message wrote which version, per target.
-	for _, target := range []string{"flight-state", "msg"} {
-		got := map[chaosVersion][]int64{} // version -> writing msg_ids
-		q := `SELECT msg_id, pkey::bigint, (headers->>'msgx-version')::bigint FROM outbox WHERE target=$1`
-		if target == "msg" {
-			q = `SELECT msg_id, pkey::bigint, (convert_from(payload, 'UTF8')::jsonb->>'state_version')::bigint FROM outbox WHERE target=$1`
-		}
-		rows, err := s.pg.Query(ctx, q, target)
-		if err != nil {
-			return fmt.Errorf("reading %s outbox rows: %w", target, err)
-		}
-		for rows.Next() {
-			var msgID, flid, version int64
-			if err := rows.Scan(&msgID, &flid, &version); err != nil {
-				rows.Close()
-				return err
-			}
-			fv := chaosVersion{flid, version}
-			got[fv] = append(got[fv], msgID)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for fv, writers := range got {
-			mf, ok := w.Flights[fv.FLID]
-			if !ok || fv.Version < 1 || fv.Version > int64(len(mf.Versions)) {
-				v.add(v.Duplicated, fmt.Sprintf("msg %d", writers[0]), "%s row for flight %d v%d the model does not have", target, fv.FLID, fv.Version)
-				continue
-			}
-			if len(writers) > 1 {
-				v.add(v.Duplicated, fmt.Sprintf("flight %d v%d", fv.FLID, fv.Version), "%d %s rows, by messages %s", len(writers), target, joinInts(writers))
-			}
-			want := ids[mf.Versions[fv.Version-1].Msg]
-			if writers[0] != want {
-				v.add(v.OutOfOrder, fmt.Sprintf("flight %d v%d", fv.FLID, fv.Version), "%s row written by msg %d, model: msg %d", target, writers[0], want)
-			}
-		}
-		for _, flid := range w.FLIDs {
-			mf := w.Flights[flid]
-			var prev int64
-			for i, mv := range mf.Versions {
-				fv := chaosVersion{flid, int64(i + 1)}
-				writers := got[fv]
-				if len(writers) == 0 {
-					v.add(v.Lost, chaosMsgKey(ids, mv.Msg), "no %s outbox row for flight %d v%d", target, flid, fv.Version)
-					continue
-				}
-				if writers[0] <= prev {
-					v.add(v.OutOfOrder, fmt.Sprintf("flight %d v%d", flid, fv.Version), "%s: version written by msg %d after msg %d wrote an older one", target, writers[0], prev)
-				}
-				prev = writers[0]
-			}
+	for flid, g := range got.Flights {
+		if _, ok := ref.Flights[flid]; !ok {
+			v.add(v.Duplicated, fmt.Sprintf("flight %d", flid), "exists (%s v%d) but not in the reference", g.State, g.Version)
 		}
 	}
-	var dead []string
-	rows, err = s.pg.Query(ctx, `SELECT id, target, pkey, state, coalesce(last_error, '') FROM outbox WHERE state IN ('DEAD', 'ABANDONED')`)
-	if err != nil {
-		return fmt.Errorf("reading dead outbox rows: %w", err)
-	}
-	for rows.Next() {
-		var id int64
-		var target, pkey, state, last string
-		if err := rows.Scan(&id, &target, &pkey, &state, &last); err != nil {
-			rows.Close()
-			return err
+	for k, rw := range ref.Writers {
+		gw := got.Writers[k]
+		switch {
+		case len(gw) == 0:
+			v.add(v.Lost, k, "no outbox row (reference: written by #%d)", rw[0])
+		case len(gw) > 1:
+			v.add(v.Duplicated, k, "%d outbox rows, by #%v", len(gw), gw)
+		case gw[0] != rw[0]:
+			v.add(v.OutOfOrder, k, "written by #%d, reference #%d", gw[0], rw[0])
 		}
-		dead = append(dead, fmt.Sprintf("outbox %d %s %s %s: %s", id, target, pkey, state, last))
 	}
-	rows.Close()
-	v.Other = append(v.Other, dead...)
-	return rows.Err()
+	for k, gw := range got.Writers {
+		if _, ok := ref.Writers[k]; !ok {
+			v.add(v.Duplicated, k, "outbox row by #%v that the reference does not have", gw)
+		}
+	}
+	for k, r := range ref.Refs {
+		if g, ok := got.Refs[k]; !ok || g != r {
+			v.add(v.Lost, "ref "+k, "%+v, reference %+v", g, r)
+		}
+	}
+	for k := range got.Refs {
+		if _, ok := ref.Refs[k]; !ok {
+			v.add(v.Duplicated, "ref "+k, "not in the reference")
+		}
+	}
+	if !reflect.DeepEqual(got.Requests, ref.Requests) {
+		v.add(v.Lost, "requests", "%q, reference %q", got.Requests, ref.Requests)
+	}
+	for i, n := range ref.Replays {
+		if got.Replays[i] < n {
+			v.add(v.Lost, fmt.Sprintf("replay of #%d", i), "%d audit rows, reference %d", got.Replays[i], n)
+		}
+	}
+	for i, n := range got.Replays {
+		if n > ref.Replays[i] {
+			v.add(v.Duplicated, fmt.Sprintf("replay of #%d", i), "%d audit rows, reference %d", n, ref.Replays[i])
+		}
+	}
+	for e := range ref.Events {
+		if got.Events[e] == 0 {
+			v.add(v.Lost, fmt.Sprintf("flight %d v%d", e.FLID, e.Version), "msg event %s from #%d never delivered", e.Type, e.Source)
+		}
+	}
+	for e := range got.Events {
+		if ref.Events[e] == 0 {
+			v.add(v.Duplicated, fmt.Sprintf("flight %d v%d", e.FLID, e.Version), "msg event %s from #%d %s not in the reference", e.Type, e.Source, e.Doc)
+		}
+	}
+	for k, p := range got.OutOfOrder {
+		v.OutOfOrder[k] = append(v.OutOfOrder[k], p...)
+	}
+	for k, p := range got.Duplicated {
+		v.Duplicated[k] = append(v.Duplicated[k], p...)
+	}
+	for flid, f := range got.Flights {
+		key := fmt.Sprintf("schd %d", flid)
+		st, ok := got.Schd[flid]
+		switch {
+		case !ok:
+			v.add(v.Lost, key, "no schd record (flight %s v%d)", f.State, f.Version)
+		case st.Version != f.Version:
+			v.add(v.Lost, key, "last schd record v%d, flight v%d", st.Version, f.Version)
+		case (f.State != "ACTIVE") != st.Deleted:
+			v.add(v.Lost, key, "last schd record deleted=%v, flight %s", st.Deleted, f.State)
+		case !st.Deleted && st.Doc != canonJSON(f.Doc):
+			v.add(v.Lost, key, "last schd document %s, flight %s", st.Doc, canonJSON(f.Doc))
+		}
+	}
+	v.Other = append(v.Other, got.DeadOutbox...)
+	v.Redeliveries = got.Redeliveries
 }
 
-func chaosJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
+// faultSummary is "kind×n, …" in kind order.
+func faultSummary(results []faultResult) string {
+	c := map[string]int{}
+	for _, r := range results {
+		c[r.Fault.Kind]++
 	}
-	return string(b)
-}
-
-// checkRedis compares the projection with the model and with PostgreSQL:
-// every active flight at its final version and document, every deleted
-// flight absent with its version kept (R-E1, INV-24).
-func checkRedis(ctx context.Context, s *stack, w *chaosWorkload, v *chaosVerdict) error {
-	all, err := s.redis.HGetAll(ctx, s.redisP+"flights").Result()
-	if err != nil {
-		return fmt.Errorf("reading redis flights: %w", err)
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
 	}
-	vers, err := s.redis.HGetAll(ctx, s.redisP+"flight-versions").Result()
-	if err != nil {
-		return fmt.Errorf("reading redis flight versions: %w", err)
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s×%d", k, c[k])
 	}
-	for k := range all {
-		flid, _ := strconv.ParseInt(k, 10, 64)
-		if _, ok := w.Flights[flid]; !ok {
-			v.add(v.Duplicated, "redis flight "+k, "in Redis but no message creates it")
-		}
-	}
-	// Redis against PostgreSQL directly, as a projection consumer sees it.
-	pg := s.pgFlights()
-	for flid, f := range pg {
-		key := fmt.Sprintf("redis flight %d", flid)
-		raw, ok := all[strconv.FormatInt(flid, 10)]
-		if f.State != "ACTIVE" {
-			if ok {
-				v.add(v.Lost, key, "deleted in PostgreSQL (v%d) but still in Redis", f.Version)
-			}
-			continue
-		}
-		var rf redisFlight
-		if !ok || json.Unmarshal([]byte(raw), &rf) != nil || rf.Version != f.Version || !reflect.DeepEqual(rf.Doc, f.Doc) {
-			v.add(v.Lost, key, "Redis (%s) differs from PostgreSQL v%d %s", raw, f.Version, chaosJSON(f.Doc))
-		}
-	}
-	for _, flid := range w.FLIDs {
-		mf := w.Flights[flid]
-		key := fmt.Sprintf("redis flight %d", flid)
-		want := int64(len(mf.Versions))
-		gotVer, _ := strconv.ParseInt(vers[strconv.FormatInt(flid, 10)], 10, 64)
-		if gotVer != want {
-			v.add(v.Lost, key, "flight-versions holds %d, model %d", gotVer, want)
-		}
-		raw, ok := all[strconv.FormatInt(flid, 10)]
-		if !mf.Active {
-			if ok {
-				v.add(v.Lost, key, "deleted flight still in Redis")
-			}
-			continue
-		}
-		if !ok {
-			v.add(v.Lost, key, "active flight missing in Redis")
-			continue
-		}
-		var rf redisFlight
-		if err := json.Unmarshal([]byte(raw), &rf); err != nil {
-			v.add(v.Lost, key, "unreadable value: %v", err)
-			continue
-		}
-		if rf.Version != want || rf.State != "ACTIVE" || !reflect.DeepEqual(rf.Doc, mf.Doc) {
-			v.add(v.Lost, key, "Redis holds %s v%d %s, model v%d %s", rf.State, rf.Version, chaosJSON(rf.Doc), want, chaosJSON(mf.Doc))
-		}
-	}
-	return nil
-}
-
-// chaosEvent is the part of a msg event the chaos checks read.
-type chaosEvent struct {
-	SchemaVersion int    `json:"schema_version"`
-	EventID       string `json:"event_id"`
-	EventType     string `json:"event_type"`
-	FLID          int64  `json:"flid"`
-	StateVersion  int64  `json:"state_version"`
-	Source        struct {
-		MsgID int64 `json:"msg_id"`
-	} `json:"source"`
-	Flight map[string]any `json:"flight"`
-}
-
-// checkMsgTopic reads the whole msg topic with an independent consumer and
-// checks delivery per FLID (R-D1, C-29):
-//
-//   - every version 1..N of every flight arrives at least once, with the
-//     expected event ID, type, source message and document;
-//   - no version the model does not have, and every delivery of one event
-//     ID is byte-identical (a repeat is a redelivery, not a new effect);
-//   - order: within a FLID, a record whose version is above every version
-//     seen before must be exactly one above (no version overtakes an older
-//     one), and a record at or below the highest seen must be a repeat of
-//     an event that already arrived. Repeats happen when the dispatcher is
-//     killed after a produce was acknowledged but before its outbox rows
-//     were marked SENT: it produces the same rows again after the restart,
-//     so a FLID can see …, v3, v4, v3, v4, v5. This is at-least-once with
-//     per-FLID order as the contract states: a consumer that keeps the
-//     highest version per FLID and drops events at or below it sees every
-//     version exactly once and in order.
-func checkMsgTopic(ctx context.Context, s *stack, w *chaosWorkload, ids []int64, v *chaosVerdict) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(s.kafka.Topics.Msg),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, s.kafka.Topics.Msg)
-	if err != nil {
-		return fmt.Errorf("listing msg end offsets: %w", err)
-	}
-	remaining := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			remaining[o.Partition] = o.Offset
-		}
-	})
-	type delivery struct {
-		raw []byte
-		ev  chaosEvent
-	}
-	perFLID := map[int64][]delivery{}
-	for len(remaining) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading msg topic (%d partitions unfinished): %w", len(remaining), err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return fmt.Errorf("fetching msg topic: %w", ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-			var ev chaosEvent
-			if err := json.Unmarshal(r.Value, &ev); err != nil {
-				v.Other = append(v.Other, fmt.Sprintf("unreadable msg event at %d/%d: %v", r.Partition, r.Offset, err))
-				return
-			}
-			if string(r.Key) != strconv.FormatInt(ev.FLID, 10) {
-				v.Other = append(v.Other, fmt.Sprintf("msg event %s has key %q", ev.EventID, r.Key))
-			}
-			perFLID[ev.FLID] = append(perFLID[ev.FLID], delivery{raw: r.Value, ev: ev})
-		})
-	}
-	for flid, ds := range perFLID {
-		mf, ok := w.Flights[flid]
-		if !ok {
-			v.add(v.Duplicated, fmt.Sprintf("flight %d", flid), "%d msg events for a flight no message creates", len(ds))
-			continue
-		}
-		first := map[int64][]byte{}
-		var highest int64
-		for _, d := range ds {
-			ev := d.ev
-			ver := ev.StateVersion
-			key := fmt.Sprintf("flight %d v%d", flid, ver)
-			if prev, seen := first[ver]; seen {
-				v.Redeliveries++
-				if !bytes.Equal(prev, d.raw) {
-					v.add(v.Duplicated, key, "two different msg events for one version")
-				}
-				continue
-			}
-			if ver != highest+1 {
-				v.add(v.OutOfOrder, key, "msg event v%d arrived after v%d", ver, highest)
-			}
-			first[ver] = d.raw
-			if ver > highest {
-				highest = ver
-			}
-			if ver < 1 || ver > int64(len(mf.Versions)) {
-				v.add(v.Duplicated, key, "msg event for a version the model does not have")
-				continue
-			}
-			mv := mf.Versions[ver-1]
-			wantType := "FLIGHT_UPDATED"
-			switch {
-			case mv.Deleted:
-				wantType = "FLIGHT_DELETED"
-			case ver == 1:
-				wantType = "FLIGHT_CREATED"
-			}
-			if ev.SchemaVersion != 1 || ev.EventID != fmt.Sprintf("flight-%d-v%d", flid, ver) || ev.EventType != wantType {
-				v.Other = append(v.Other, fmt.Sprintf("%s: schema %d, id %q, type %s (want %s)", key, ev.SchemaVersion, ev.EventID, ev.EventType, wantType))
-			}
-			if ev.Source.MsgID != ids[mv.Msg] {
-				v.add(v.OutOfOrder, key, "msg event from msg %d, model: msg %d", ev.Source.MsgID, ids[mv.Msg])
-			}
-			wantDoc := mv.Doc
-			if mv.Deleted {
-				wantDoc = nil
-			}
-			if !reflect.DeepEqual(ev.Flight, wantDoc) && !(len(ev.Flight) == 0 && wantDoc == nil) {
-				v.add(v.OutOfOrder, key, "msg event document %s, model %s", chaosJSON(ev.Flight), chaosJSON(wantDoc))
-			}
-		}
-		for ver := int64(1); ver <= int64(len(mf.Versions)); ver++ {
-			if _, ok := first[ver]; !ok {
-				v.add(v.Lost, chaosMsgKey(ids, mf.Versions[ver-1].Msg), "msg event for flight %d v%d never arrived", flid, ver)
-			}
-		}
-	}
-	for _, flid := range w.FLIDs {
-		if _, ok := perFLID[flid]; !ok {
-			v.add(v.Lost, fmt.Sprintf("flight %d", flid), "no msg event at all")
-		}
-	}
-	return nil
+	return strings.Join(parts, ", ")
 }

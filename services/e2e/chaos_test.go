@@ -5,241 +5,207 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"msgexchange/libs/testutil"
 )
 
-// chaosTargets are the services the chaos loop kills.
-var chaosTargets = []string{"ingest", "processor", "dispatcher", "projector"}
-
-// chaosFlags are the extra flags of each service in the chaos run: ingest
-// republishes unmarked rows after seconds instead of minutes (R-A5), so that
-// a record lost in transport is recovered within the run.
-var chaosFlags = map[string][]string{
-	"ingest": {"-ingest.pipeline.republish-after=5s"},
-}
-
-// TestChaos_KillRandomServicesMidStream streams a generated workload (a
-// SCHD DNLD snapshot, then FLOPs that change, repeat, clear, delete, miss
-// their flight, repeat an identity, are rejected or are malformed) through
-// every service as its own process while SIGKILLing a random service at
-// random moments and restarting it. Then it checks against a model of the
-// stream: every mailbox row marked, never before its effects were durable;
-// every message terminal in its expected state; no flight version twice or
-// missing; every flight in Redis equal to the model and PostgreSQL; every
-// msg event present with per-FLID order; execution in mailbox-ID order.
-// It prints `N messages, K kills, L lost, D duplicated, O out of order`.
+// TestChaos_R_H7_DependencyFaultsMidStream streams a generated workload —
+// a snapshot of five batches with code-share masters and children, FLOPs of
+// every outcome, FDELs (a master's among them), reference data, ADFTs, an
+// exhausted message replayed through the control plane, an RQFD sent
+// through the control plane and its SCHD RESP inserted as the AODB would —
+// through every service as its own process, with a standby for each
+// single-active role, on private PostgreSQL, MariaDB, Redis and broker
+// processes. Meanwhile a seeded schedule of faults, spread evenly over the
+// stream by pipeline progress, strikes: SIGKILL of each service, crash and
+// restart of PostgreSQL, of MariaDB, of Redis (which loses every key) and
+// of the broker, and SIGSTOP of the active instance of each single-active
+// role until its standby took over and worked, then SIGCONT (the zombie
+// must commit nothing).
 //
-// MSGX_CHAOS_MESSAGES, MSGX_CHAOS_KILLS and MSGX_CHAOS_SEED size and replay
-// a run; the defaults are the bounded run of `make test`.
+// The same stream first runs without faults on the machine's shared
+// servers; that reference run's outcome is what the chaos run must end
+// with: every mailbox row marked (never before its effects were durable),
+// every message in the same terminal state with the same reason, every
+// flight at the same version and document with each version written once
+// by the same message, the same reference data, request and replay audit,
+// every msg event delivered, no version regression per FLID on msg, ever
+// (a repeat of the latest event is a redelivery, counted), Redis equal to
+// PostgreSQL, and the last schd record of every FLID its final state. While
+// a server is down, every service that uses it must report not-ready.
 //
-// Requirements: R-A1, R-A5, R-B1, R-B2, R-B4, R-B6, R-B7, R-D1, R-D4, R-E1,
-// INV-3, INV-8, INV-9, INV-13, INV-20b, INV-23, INV-24, C-29.
+// It prints `N messages, K faults (kinds…), L lost, D duplicated effects,
+// O out of order, R redeliveries`. MSGX_CHAOS_MESSAGES, MSGX_CHAOS_FAULTS
+// and MSGX_CHAOS_SEED size and replay a run; the defaults are the bounded
+// run of `make test` (every fault kind once).
+//
+// Requirements: R-H7, R-H5, R-H6, R-B8, R-A1, R-A5, R-B1, R-B2, R-B4,
+// R-B6, R-B7, R-C5, R-C6, R-C7, R-C8, R-C9, R-C10, R-D1, R-D4, R-D5, R-E1,
+// R-F1, INV-3, INV-8, INV-9, INV-13, INV-20b, INV-23, INV-24, C-29.
 //
 // Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
-func TestChaos_KillRandomServicesMidStream(t *testing.T) {
+func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
+	testutil.Integration(t)
 	p := chaosParamsFromEnv(t)
-	t.Logf("chaos: seed %d, %d messages, %d kills (replay with MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_KILLS=%d)",
-		p.Seed, p.Messages, p.Kills, p.Seed, p.Messages, p.Kills)
+	w := buildChaosWorkload(rand.New(rand.NewPCG(uint64(p.Seed), 1)), p.Messages)
+	sched := buildChaosSchedule(rand.New(rand.NewPCG(uint64(p.Seed), 2)), p.Messages, p.Faults)
+	replay := fmt.Sprintf("MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_FAULTS=%d", p.Seed, p.Messages, p.Faults)
+	plan := make([]string, len(sched))
+	for i, f := range sched {
+		plan[i] = fmt.Sprintf("%s@%d", f.Kind, f.At)
+	}
+	fmt.Printf("chaos: seed %d (replay with %s)\n", p.Seed, replay)
+	t.Logf("chaos: workload %s", w.kinds())
+	t.Logf("chaos: schedule (kind@marked rows): %s", strings.Join(plan, " "))
 	began := time.Now()
-	rng := rand.New(rand.NewPCG(uint64(p.Seed), uint64(p.Seed)^0x9e3779b97f4a7c15))
-	w := buildChaosWorkload(rng, p.Messages)
-	t.Logf("chaos: workload %s; %d flight versions expected", w.kinds(), w.totalVersions())
 
-	s := newStack(t)
-	ids := make([]int64, 0, len(w.Msgs))
-	insertNext := func(n int) {
-		for ; n > 0 && len(ids) < len(w.Msgs); n-- {
-			ids = append(ids, s.insert(w.Msgs[len(ids)].Body))
+	// The reference: the same stream without faults.
+	var ref *chaosOutcome
+	var refProblems []string
+	t.Run("reference", func(t *testing.T) {
+		ref, refProblems = runChaosReference(t, w)
+	})
+	if ref == nil {
+		t.Fatalf("the reference run failed; replay with %s", replay)
+	}
+	t.Logf("chaos: reference run done after %s", time.Since(began).Round(time.Millisecond))
+
+	e := newChaosEnv(t)
+	for _, in := range chaosInstances {
+		e.startInstance(in.name)
+	}
+	if not := e.readyAll(60 * time.Second); len(not) > 0 {
+		t.Fatalf("instances not ready: %s", strings.Join(not, ", "))
+	}
+	watcher := watchChaosMarkers(e.stack, func() (int64, bool) { n := e.redisEpoch.Load(); return n, n%2 == 1 })
+	runCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(p.Messages)*200*time.Millisecond)
+	defer cancel()
+	chaosBegan := time.Now()
+	// At most half a fault's gap of rows waits unmarked, and the feeder
+	// stays at most that far beyond the next fault's moment.
+	window := max(10, p.Messages/(p.Faults+1)/2)
+	feeder := startFeeder(runCtx, e.stack, w, window)
+	allow := func(j int) {
+		if j < len(sched) {
+			feeder.limit.Store(int64(min(len(w.Msgs), sched[j].At+window)))
+		} else {
+			feeder.limit.Store(int64(len(w.Msgs)))
 		}
 	}
-	// markedAtLeast waits (with a deadline) until goal mailbox rows carry
-	// their marker: kills are timed by the pipeline's progress, not by the
-	// wall clock, so every run kills mid-stream whatever the machine's speed.
-	markedAtLeast := func(goal int) {
-		waitFor(t, 120*time.Second, fmt.Sprintf("%d mailbox rows marked", goal), func() (bool, error) {
-			u, err := s.unmarked()
-			return len(ids)-u >= goal, err
+	allow(0)
+
+	v := newChaosVerdict()
+	var results []faultResult
+	var exited []string
+	for j, f := range sched {
+		reached := waitCtx(runCtx, func() bool {
+			ids := feeder.inserted()
+			u, err := e.unmarked()
+			return err == nil && len(ids)-u >= f.At
 		})
+		if !reached {
+			v.Other = append(v.Other, fmt.Sprintf("the pipeline never reached %d marked rows for %s", f.At, f.Kind))
+			allow(len(sched))
+			break
+		}
+		allow(j + 1) // the next rows arrive while the fault lasts
+		r := e.inject(f, chaosBegan)
+		results = append(results, r)
+		v.Other = append(v.Other, r.Problems...)
+		exited = append(exited, e.restartExited()...)
+	}
+	ids, ferr := feeder.wait()
+	if ferr != nil {
+		v.Other = append(v.Other, "feeding the stream: "+ferr.Error())
+	}
+	timeline := make([]string, len(results))
+	for i, r := range results {
+		timeline[i] = r.String()
+	}
+	t.Logf("chaos: %d rows inserted, faults (kind:victim@time/unmarked rows(duration)): %s", len(ids), strings.Join(timeline, " "))
+
+	// Wait, with a deadline, until everything is marked, delivered and
+	// projected. A service that exits on its own is a finding; it is
+	// restarted so that the run can still be judged.
+	settled, lastState := chaosSettle(e.stack, 3*time.Minute+time.Duration(p.Messages)*20*time.Millisecond, func() {
+		exited = append(exited, e.restartExited()...)
+	})
+	t.Logf("chaos: settled=%v after %s (%s)", settled, time.Since(chaosBegan).Round(time.Millisecond), lastState)
+	if not := e.readyAll(30 * time.Second); len(not) > 0 {
+		v.Other = append(v.Other, "not ready after the run: "+strings.Join(not, ", "))
+	}
+	v.Other = append(v.Other, watcher.finish()...)
+	v.Other = append(v.Other, exited...)
+	for _, p := range refProblems {
+		v.Other = append(v.Other, "reference run: "+p)
+	}
+	if !settled {
+		v.Other = append(v.Other, "the run did not settle: "+lastState)
+	}
+	ctx, cancelCheck := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelCheck()
+	if len(ids) != len(w.Msgs) {
+		v.Other = append(v.Other, fmt.Sprintf("only %d of %d messages inserted", len(ids), len(w.Msgs)))
+	} else if got, err := collectOutcome(ctx, e.stack, ids); err != nil {
+		v.Other = append(v.Other, "collecting the outcome: "+err.Error())
+	} else {
+		compareOutcome(w, ref, got, v)
 	}
 
-	// Some messages wait in the mailbox before anything runs. The control
-	// plane keeps the leases of the single-active services; it is not a
-	// victim.
-	insertNext(len(w.Msgs) / 10)
+	fmt.Printf("%d messages, %d faults (%s), %d lost, %d duplicated effects, %d out of order, %d redeliveries\n",
+		len(ids), len(results), faultSummary(results), len(v.Lost), len(v.Duplicated), len(v.OutOfOrder), v.Redeliveries)
+	t.Logf("chaos: seed %d, states %s, total %s", p.Seed, chaosCounts(e.procStates()), time.Since(began).Round(time.Millisecond))
+	if v.failed() || os.Getenv("MSGX_CHAOS_KEEP_LOGS") != "" {
+		keepChaosLogs(t, e.stack, e.serverLogs())
+	}
+	if v.failed() {
+		t.Errorf("chaos run failed (replay with %s):\n%s", replay, v.report(40))
+	}
+}
+
+// runChaosReference runs the workload without faults on the machine's
+// shared servers (one instance per service) and returns its outcome, with
+// what its own checks found.
+func runChaosReference(t *testing.T, w *chaosWorkload) (*chaosOutcome, []string) {
+	s := newStack(t)
 	for _, target := range []string{"control", "processor", "dispatcher", "projector", "ingest"} {
 		s.start(target, chaosFlags[target]...)
 	}
-	watcher := watchMarkers(s)
-
-	// The rest flows in K+1 segments with a kill after each of the first
-	// K. A segment is inserted, then the victim is killed once a seeded
-	// share of the rows in flight has been marked — so it dies with a
-	// backlog behind it — and a seeded part of the next rows arrives while
-	// it is down. The first kills visit every service once, in a random
-	// order.
-	rest := len(w.Msgs) - len(ids)
-	order := append([]string(nil), chaosTargets...)
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	kills := map[string]int{}
-	var exited, timeline []string
-	marked := 0
-	for k := 0; k < p.Kills; k++ {
-		segment := rest / (p.Kills + 1)
-		insertNext(segment)
-		inFlight := len(ids) - marked
-		marked += 1 + rng.IntN(max(inFlight*3/4, 1))
-		markedAtLeast(marked)
-		target := chaosTargets[rng.IntN(len(chaosTargets))]
-		if k < len(order) {
-			target = order[k]
-		}
-		backlog, _ := s.unmarked()
-		exited = append(exited, chaosKill(s, target)...)
-		kills[target]++
-		timeline = append(timeline, fmt.Sprintf("%s@%s/%d", target, time.Since(began).Round(100*time.Millisecond), backlog))
-		insertNext(rng.IntN(segment/4 + 1)) // arrives while the victim is down
-		s.start(target, chaosFlags[target]...)
-	}
-	insertNext(len(w.Msgs) - len(ids))
-	killed := time.Since(began)
-	t.Logf("chaos: %d rows inserted, kills %v, kill phase done after %s; kills (service@time/unmarked rows): %s", len(ids), kills, killed.Round(time.Millisecond), strings.Join(timeline, " "))
-
-	// Wait, with a deadline, until every row is marked and every relay is
-	// drained. A service that exits on its own is a finding; it is
-	// restarted so that the run can still be judged.
-	deadline := 120*time.Second + time.Duration(p.Messages)*20*time.Millisecond
-	settled, lastState := chaosSettle(s, deadline, &exited)
-	drained := time.Since(began)
-	t.Logf("chaos: settled=%v after %s (%s)", settled, drained.Round(time.Millisecond), lastState)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(w.Msgs))*100*time.Millisecond)
 	defer cancel()
-	close(watcher.stop)
-	<-watcher.done
-	v := newChaosVerdict()
-	watcher.mu.Lock()
-	v.Other = append(v.Other, watcher.problem...)
-	watcher.mu.Unlock()
-	v.Other = append(v.Other, exited...)
+	f := startFeeder(ctx, s, w, 200)
+	ids, err := f.wait()
+	if err != nil {
+		t.Fatalf("reference run: %v", err)
+	}
+	settled, state := chaosSettle(s, 2*time.Minute+time.Duration(len(w.Msgs))*20*time.Millisecond, nil)
 	if !settled {
-		v.Other = append(v.Other, fmt.Sprintf("pipeline did not settle within %s: %s", deadline, lastState))
+		t.Fatalf("reference run did not settle: %s", state)
 	}
-	for _, check := range []func() error{
-		func() error { return checkStates(ctx, s, w, ids, v) },
-		func() error { return checkFlights(ctx, s, w, ids, v) },
-		func() error { return checkRedis(ctx, s, w, v) },
-		func() error { return checkMsgTopic(ctx, s, w, ids, v) },
-	} {
-		if err := check(); err != nil {
-			v.Other = append(v.Other, "check could not run: "+err.Error())
-		}
-	}
-	total := 0
-	for _, n := range kills {
-		total += n
-	}
-	fmt.Printf("%d messages, %d kills, %d lost, %d duplicated, %d out of order\n",
-		len(ids), total, len(v.Lost), len(v.Duplicated), len(v.OutOfOrder))
-	t.Logf("chaos: seed %d, %d msg redeliveries, states %v, total %s", p.Seed, v.Redeliveries, s.procStates(), time.Since(began).Round(time.Millisecond))
-	if v.failed() || os.Getenv("MSGX_CHAOS_KEEP_LOGS") != "" {
-		keepChaosLogs(t, s)
-	}
-	if v.failed() {
-		t.Errorf("chaos run failed (replay with MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_KILLS=%d):\n%s",
-			p.Seed, p.Messages, p.Kills, v.report(40))
-	}
-}
-
-// keepChaosLogs copies the services' logs (every incarnation of a service
-// appends to one file) to a directory that outlives the test.
-func keepChaosLogs(t *testing.T, s *stack) {
-	dir, err := os.MkdirTemp("", "msgx-chaos-logs-")
+	o, err := collectOutcome(ctx, s, ids)
 	if err != nil {
-		t.Logf("chaos: keeping logs: %v", err)
-		return
+		t.Fatalf("reference run: %v", err)
 	}
-	entries, err := os.ReadDir(s.logDir)
-	if err != nil {
-		t.Logf("chaos: keeping logs: %v", err)
-		return
+	var problems []string
+	for k, p := range o.OutOfOrder {
+		problems = append(problems, fmt.Sprintf("out of order %s: %s", k, strings.Join(p, "; ")))
 	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(s.logDir, e.Name()))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
-		}
-		if err != nil {
-			t.Logf("chaos: keeping log %s: %v", e.Name(), err)
+	for k, p := range o.Duplicated {
+		problems = append(problems, fmt.Sprintf("duplicated %s: %s", k, strings.Join(p, "; ")))
+	}
+	problems = append(problems, o.DeadOutbox...)
+	for i, pr := range o.Procs {
+		if !pr.Marked {
+			problems = append(problems, fmt.Sprintf("msg #%d never marked", i))
 		}
 	}
-	t.Logf("chaos: service logs kept in %s", dir)
-}
-
-// chaosKill SIGKILLs target and waits until it is gone. A process that had
-// already exited on its own is reported instead of killed.
-func chaosKill(s *stack, target string) []string {
-	s.mu.Lock()
-	pr := s.procs[target]
-	s.mu.Unlock()
-	select {
-	case <-pr.done:
-		return []string{fmt.Sprintf("%s exited on its own (%s) before it was killed", target, pr.cmd.ProcessState)}
-	default:
-	}
-	s.kill(target)
-	return nil
-}
-
-// chaosSettle waits until every mailbox row is marked and backfilled and
-// no flight-state, msg or mailbox outbox row is pending, or until timeout.
-// It restarts (and reports in exited) a service that exits on its own. It
-// returns whether the pipeline settled and a description of what was still
-// open at the end.
-func chaosSettle(s *stack, timeout time.Duration, exited *[]string) (bool, string) {
-	ctx := context.Background()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var state string
-	for {
-		s.mu.Lock()
-		var dead []string
-		for name, pr := range s.procs {
-			select {
-			case <-pr.done:
-				dead = append(dead, name)
-				*exited = append(*exited, fmt.Sprintf("%s exited on its own (%s) after the kills", name, pr.cmd.ProcessState))
-			default:
-			}
-		}
-		s.mu.Unlock()
-		for _, name := range dead {
-			s.start(name, chaosFlags[name]...)
-		}
-		unmarked, err := s.unmarked()
-		var unbackfilled, pending int
-		if err == nil {
-			err = s.pg.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM proc_state WHERE backfilled_at IS NULL),
-				(SELECT count(*) FROM outbox WHERE state='PENDING' AND target IN ('flight-state', 'msg', 'mailbox'))`).
-				Scan(&unbackfilled, &pending)
-		}
-		state = fmt.Sprintf("%d unmarked, %d not backfilled, %d outbox rows pending, proc_state %s", unmarked, unbackfilled, pending, chaosCounts(s.procStates()))
-		if err != nil {
-			state += fmt.Sprintf(" (last error: %v)", err)
-		}
-		if err == nil && unmarked == 0 && unbackfilled == 0 && pending == 0 {
-			return true, state
-		}
-		if time.Now().After(deadline) {
-			return false, state
-		}
-		<-tick.C
-	}
+	t.Logf("reference: states %s, %d flights, %d msg events, %d reference records, requests %q",
+		chaosCounts(s.procStates()), len(o.Flights), len(o.Events), len(o.Refs), o.Requests)
+	return o, problems
 }
 
 func chaosCounts(m map[string]int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -36,6 +37,12 @@ import (
 var msgxBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs services as processes against real
+		// databases: none runs under -short, so nothing is built.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "msgx-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -58,11 +65,9 @@ func corpusDir(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "corpus", "sis")
+	testutil.Integration(t)
 	if _, err := os.Stat(filepath.Join(dir, "index.tsv")); err != nil {
-		if testutil.Required() {
-			t.Fatalf("shared corpus missing at %s: %v", dir, err)
-		}
-		t.Skipf("shared corpus missing at %s", dir)
+		testutil.Unavailable(t, "shared corpus at "+dir, err)
 	}
 	return dir
 }
@@ -88,15 +93,17 @@ func retarget(msg string, flid int64, seqn int) string {
 
 // stack is one isolated environment: databases, Redis prefix, broker.
 type stack struct {
-	t       testing.TB
-	pgURL   string
-	dsn     string
-	redisP  string
-	kafka   kafka.Config
-	pg      *pgxpool.Pool
-	mailbox *sql.DB
-	redis   *redis.Client
-	logDir  string
+	t      testing.TB
+	pgURL  string
+	dsn    string
+	redisP string
+	// redisURL is the Redis every service of the stack uses.
+	redisURL string
+	kafka    kafka.Config
+	pg       *pgxpool.Pool
+	mailbox  *sql.DB
+	redis    *redis.Client
+	logDir   string
 
 	controlAddr string
 
@@ -123,8 +130,18 @@ func newStack(t testing.TB) *stack {
 	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
+	s.redisURL = redistest.URL()
 	s.kafka = kafkatest.DefaultConfig()
 	kafkatest.NewCluster(t, &s.kafka)
+	s.connect()
+	return s
+}
+
+// connect migrates the stack's databases, installs the mailbox fixture and
+// opens the test's own clients; the fields naming the databases, Redis and
+// the broker are set.
+func (s *stack) connect() {
+	t := s.t
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, migrations.Up(ctx, s.pgURL))
@@ -136,13 +153,12 @@ func newStack(t testing.TB) *stack {
 	s.pg, err = pgxpool.New(ctx, s.pgURL)
 	require.NoError(t, err)
 	t.Cleanup(s.pg.Close)
-	opt, err := redis.ParseURL(redistest.URL())
+	opt, err := redis.ParseURL(s.redisURL)
 	require.NoError(t, err)
 	s.redis = redis.NewClient(opt)
 	t.Cleanup(func() { _ = s.redis.Close() })
 	s.logDir = t.TempDir()
 	t.Cleanup(s.stopAll)
-	return s
 }
 
 func freeAddr(t testing.TB) string {
@@ -181,7 +197,7 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 		"-log.format=text", "-log.level=info",
 		"-postgres.url=" + s.pgURL,
 		"-mysql.dsn=" + s.dsn,
-		"-redis.url=" + redistest.URL(),
+		"-redis.url=" + s.redisURL,
 		"-redis.key-prefix=" + s.redisP,
 		"-kafka.brokers=" + s.kafka.Brokers,
 		"-kafka.create-topics=false",

@@ -26,10 +26,11 @@ var (
 
 // ensureKcat returns the path of kcat, the librdkafka command-line client,
 // installing Debian's kcat package when it is missing (apt-get update runs
-// only when a first install fails). Without it the test fails under CI and
-// is skipped elsewhere.
+// only when a first install fails). Without it the test fails unless
+// skipping was allowed (testutil.Required); under -short it is skipped.
 func ensureKcat(t *testing.T) string {
 	t.Helper()
+	testutil.Integration(t)
 	kcatOnce.Do(func() {
 		if kcatPath, kcatErr = exec.LookPath("kcat"); kcatErr == nil {
 			return

@@ -22,6 +22,7 @@ const DefaultDSN = "root@tcp(127.0.0.1:3306)/test"
 // returns a DSN for it (multiStatements enabled, for fixture scripts).
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	testutil.Integration(t)
 	base := testutil.Env("TEST_MYSQL_DSN", DefaultDSN)
 	cfg, err := mysql.ParseDSN(base)
 	if err != nil {

@@ -23,6 +23,7 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 // returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	testutil.Integration(t)
 	base := testutil.Env("TEST_PG_URL", DefaultURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -24,6 +24,7 @@ func URL() string { return testutil.Env("TEST_REDIS_URL", DefaultURL) }
 // keys are deleted at the end of the test.
 func NewPrefix(t testing.TB) string {
 	t.Helper()
+	testutil.Integration(t)
 	opt, err := redis.ParseURL(URL())
 	if err != nil {
 		t.Fatalf("parsing TEST_REDIS_URL: %v", err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil"
 )
 
 // corpusPath is the shared corpus of real AODB messages, read in place
@@ -22,14 +24,13 @@ const corpusPath = "../../../../shared/corpus/sis"
 const goldenPath = "testdata/sis"
 
 // requireCorpus returns the corpus directory. When it is missing the test
-// fails under CI=true and is skipped otherwise.
+// fails unless skipping was allowed (testutil.Required), and is skipped
+// under -short.
 func requireCorpus(tb testing.TB) string {
 	tb.Helper()
+	testutil.Integration(tb)
 	if _, err := os.Stat(filepath.Join(corpusPath, "index.tsv")); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("corpus %s is missing (CI=true): %v", corpusPath, err)
-		}
-		tb.Skipf("corpus %s is missing: %v", corpusPath, err)
+		testutil.Unavailable(tb, "corpus "+corpusPath, err)
 	}
 	return corpusPath
 }

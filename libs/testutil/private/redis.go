@@ -1,0 +1,66 @@
+package private
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a private Redis server that keeps nothing on disk: a restart
+// loses every key, as a production Redis without persistence does.
+type Redis struct {
+	port int
+	d    *daemon
+}
+
+// NewRedis starts a Redis server on a free loopback port; it is killed when
+// the test ends.
+func NewRedis(t testing.TB) *Redis {
+	t.Helper()
+	bin := lookPath(t, "redis-server")
+	dir := newDir(t, "msgx-redis-")
+	r := &Redis{port: freePort(t)}
+	r.d = &daemon{
+		name: "private Redis",
+		log:  filepath.Join(dir, "redis.log"),
+		argv: []string{bin, "--port", itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no"},
+	}
+	t.Cleanup(func() {
+		if err := r.d.kill(); err != nil {
+			t.Logf("stopping private Redis: %v", err)
+		}
+	})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// URL is the server's redis:// URL (database 0).
+func (r *Redis) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+
+// Start starts the server (empty) and waits until it answers PING.
+func (r *Redis) Start() error {
+	if err := r.d.start(); err != nil {
+		return err
+	}
+	return waitUntil(r.d, startTimeout, "private Redis", func(ctx context.Context) error {
+		opt, err := redis.ParseURL(r.URL())
+		if err != nil {
+			return err
+		}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	})
+}
+
+// Crash kills the server with SIGKILL; every key is gone with it.
+func (r *Redis) Crash() error { return r.d.kill() }
+
+// Log is the path of the server's log file.
+func (r *Redis) Log() string { return r.d.log }

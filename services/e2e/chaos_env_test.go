@@ -1,0 +1,579 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"msgexchange/libs/testutil"
+	"msgexchange/libs/testutil/kafkatest"
+	"msgexchange/libs/testutil/private"
+)
+
+// devstackBin is the development stack binary (its broker command runs the
+// Kafka-protocol broker as its own process), built on first use.
+var (
+	devstackOnce sync.Once
+	devstackBin  string
+	devstackErr  error
+)
+
+func buildDevstack(t *testing.T) string {
+	t.Helper()
+	devstackOnce.Do(compileDevstack)
+	if devstackErr != nil {
+		t.Fatal(devstackErr)
+	}
+	return devstackBin
+}
+
+func compileDevstack() {
+	devstackBin = filepath.Join(filepath.Dir(msgxBin), "devstack")
+	out, err := exec.Command("go", "build", "-o", devstackBin, "msgexchange/deploy/devstack").CombinedOutput()
+	if err != nil {
+		devstackErr = fmt.Errorf("building devstack: %w\n%s", err, out)
+	}
+}
+
+// chaosEnv is a stack on private servers — PostgreSQL, MariaDB, Redis and
+// the broker, each its own process on its own port and directory — so that
+// the chaos run may crash and restart every one of them. The machine's
+// shared servers are never touched.
+type chaosEnv struct {
+	*stack
+	pgSrv    *private.Postgres
+	mariaSrv *private.MariaDB
+	redisSrv *private.Redis
+	broker   *private.Broker
+
+	// redisEpoch is odd while Redis is down or has just come back empty
+	// and even otherwise; it grows with every Redis fault, so a check that
+	// read Redis across a fault can tell and look again.
+	redisEpoch atomic.Int64
+}
+
+func newChaosEnv(t *testing.T) *chaosEnv {
+	t.Helper()
+	testutil.Integration(t)
+	e := &chaosEnv{}
+	// The broker binary builds while initdb and mariadb-install-db run.
+	built := make(chan struct{})
+	go func() { defer close(built); devstackOnce.Do(compileDevstack) }()
+	e.pgSrv = private.NewPostgres(t)
+	e.mariaSrv = private.NewMariaDB(t)
+	e.redisSrv = private.NewRedis(t)
+	<-built
+	buildDevstack(t)
+	e.broker = private.NewBroker(t, devstackBin)
+
+	s := &stack{t: t, procs: map[string]*proc{}, controlAddr: freeAddr(t)}
+	s.pgURL = e.pgSrv.CreateDatabase("msgx")
+	s.dsn = e.mariaSrv.CreateDatabase("msgx_mailbox")
+	s.redisURL = e.redisSrv.URL()
+	s.redisP = "msgx:"
+	s.kafka = kafkatest.DefaultConfig()
+	s.kafka.Brokers = e.broker.Addr()
+	s.connect()
+	e.stack = s
+	return e
+}
+
+// chaosFlags are the extra flags of each service in the chaos run:
+//   - ingest republishes unmarked rows after seconds instead of minutes
+//     (R-A5), so that a record lost in transport is recovered within the run;
+//   - the processor writes a snapshot in batches of 8 (the workload's
+//     snapshot spans five), retries a failing head quickly and keeps an RQFD
+//     open for the whole run;
+//   - the dispatcher retries failed deliveries and marker writes within
+//     seconds instead of minutes, often enough to outlast every outage of
+//     the run, and flushes schd often.
+var chaosFlags = map[string][]string{
+	"ingest": {"-ingest.pipeline.republish-after=5s"},
+	"processor": {"-processor.pipeline.snapshot-batch=8", "-processor.pipeline.backoff=100ms,200ms",
+		"-processor.request.rqfd-timeout=30m"},
+	"dispatcher": {"-dispatcher.schd.flush-period=300ms",
+		"-dispatcher.delivery.backoff-min=200ms", "-dispatcher.delivery.backoff-max=2s", "-dispatcher.delivery.max-attempts=100",
+		"-dispatcher.pipeline.backfill-backoff-min=200ms", "-dispatcher.pipeline.backfill-backoff-max=2s", "-dispatcher.pipeline.backfill-max-attempts=100"},
+}
+
+// chaosInstances are the processes of a chaos stack: the control plane, a
+// projector, and two instances (active and standby) of every single-active
+// role.
+var chaosInstances = []struct{ name, target string }{
+	{"control", "control"},
+	{"processor-a", "processor"}, {"processor-b", "processor"},
+	{"dispatcher-a", "dispatcher"}, {"dispatcher-b", "dispatcher"},
+	{"projector", "projector"},
+	{"ingest-a", "ingest"}, {"ingest-b", "ingest"},
+}
+
+// targetOf maps an instance name to its target.
+func targetOf(name string) string {
+	for _, in := range chaosInstances {
+		if in.name == name {
+			return in.target
+		}
+	}
+	return name
+}
+
+func (s *stack) startInstance(name string) {
+	t := targetOf(name)
+	s.startAs(name, t, chaosFlags[t]...)
+}
+
+// roleLeases are the leases of each single-active role. The instance that
+// holds the first is the role's active instance.
+var roleLeases = map[string][]string{
+	"processor":  {"processor"},
+	"dispatcher": {"dispatcher/msg", "dispatcher/flight-state", "dispatcher/schd", "dispatcher/mailbox"},
+	"ingest":     {"ingest-scanner"},
+}
+
+// instancesOf lists the instance names of a target.
+func instancesOf(target string) []string {
+	var out []string
+	for _, in := range chaosInstances {
+		if in.target == target {
+			out = append(out, in.name)
+		}
+	}
+	return out
+}
+
+// holderOf returns the instance of target whose process holds lease, or "".
+func (s *stack) holderOf(target, lease string) string {
+	pid := s.leaseHolderPID(lease)
+	if pid == 0 {
+		return ""
+	}
+	for _, name := range instancesOf(target) {
+		if s.alive(name) && s.pid(name) == pid {
+			return name
+		}
+	}
+	return ""
+}
+
+// alive reports whether instance name runs.
+func (s *stack) alive(name string) bool {
+	s.mu.Lock()
+	p := s.procs[name]
+	s.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ready asks an instance's /readyz.
+func (s *stack) ready(name string) (bool, string) {
+	s.mu.Lock()
+	p := s.procs[name]
+	s.mu.Unlock()
+	if p == nil {
+		return false, "not started"
+	}
+	cl := &http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + p.http + "/readyz")
+	if err != nil {
+		return false, err.Error()
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, resp.Status
+}
+
+// ---------------------------------------------------------------------------
+// Faults
+
+// Fault kinds. A kill is SIGKILL of a service (for a single-active role,
+// of its active instance) followed by a restart; a stop is SIGSTOP of a
+// role's active instance while its standby runs, SIGCONT after the standby
+// took over and made progress; a database, Redis or broker fault kills the
+// server and starts it again on the same port (Redis empty).
+const (
+	faultPostgres = "postgres-restart"
+	faultMariaDB  = "mariadb-restart"
+	faultRedis    = "redis-restart"
+	faultBroker   = "broker-restart"
+)
+
+// chaosFaultKinds is every kind the schedule draws from.
+var chaosFaultKinds = []string{
+	"kill-control", "kill-processor", "kill-dispatcher", "kill-ingest", "kill-projector",
+	"stop-processor", "stop-dispatcher", "stop-ingest",
+	faultPostgres, faultMariaDB, faultRedis, faultBroker,
+}
+
+// readinessDeps are the instances (by target) whose /readyz must fail while
+// a server is down (R-H7 "reports not-ready while its dependency is gone").
+// Targets not listed do not use the server, or only through a service that
+// is listed.
+var readinessDeps = map[string][]string{
+	faultPostgres: {"processor", "dispatcher", "control"},
+	faultMariaDB:  {"dispatcher", "ingest"},
+	faultRedis:    {"projector"},
+	faultBroker:   {"projector"},
+}
+
+// chaosFault is one scheduled fault: its kind and the number of marked
+// mailbox rows at which it strikes.
+type chaosFault struct {
+	Kind string
+	At   int
+}
+
+// faultResult is what one injected fault did, for the timeline and the
+// verdict.
+type faultResult struct {
+	Fault    chaosFault
+	Began    time.Duration // since the run began
+	Took     time.Duration
+	Victim   string
+	Backlog  int      // unmarked rows when it struck
+	Problems []string // what the fault found (no takeover, no not-ready, …)
+}
+
+func (r faultResult) String() string {
+	v := ""
+	if r.Victim != "" {
+		v = ":" + r.Victim
+	}
+	return fmt.Sprintf("%s%s@%s/%d(%s)", r.Fault.Kind, v, r.Began.Round(100*time.Millisecond), r.Backlog, r.Took.Round(100*time.Millisecond))
+}
+
+// inject runs one fault to its end: the victim is back (restarted, resumed
+// or replaced by its standby) when it returns.
+func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
+	res = faultResult{Fault: f, Began: time.Since(began)}
+	res.Backlog, _ = e.unmarked()
+	start := time.Now()
+	defer func() { res.Took = time.Since(start) }()
+	problem := func(format string, args ...any) {
+		res.Problems = append(res.Problems, fmt.Sprintf("%s at %s: ", f.Kind, res.Began.Round(100*time.Millisecond))+fmt.Sprintf(format, args...))
+	}
+	kind, role, _ := strings.Cut(f.Kind, "-")
+	switch kind {
+	case "kill":
+		victim := role
+		if leases, ok := roleLeases[role]; ok {
+			victim = e.activeInstance(role, leases[0])
+		}
+		res.Victim = victim
+		if !e.alive(victim) {
+			problem("%s had exited on its own before the kill", victim)
+		} else {
+			e.kill(victim)
+		}
+		e.startInstance(victim)
+	case "stop":
+		res.Victim = e.pause(role, problem)
+	default:
+		e.serverFault(f.Kind, problem)
+	}
+	return res
+}
+
+// activeInstance waits (bounded) until an instance of role holds lease and
+// returns it; without a holder it returns the role's first instance.
+func (e *chaosEnv) activeInstance(role, lease string) string {
+	var holder string
+	deadline := time.Now().Add(30 * time.Second)
+	for holder == "" && time.Now().Before(deadline) {
+		if holder = e.holderOf(role, lease); holder == "" {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if holder == "" {
+		return instancesOf(role)[0]
+	}
+	return holder
+}
+
+// pause SIGSTOPs the active instance of role, waits until the standby
+// holds every lease of the role and the pipeline made progress under it,
+// then SIGCONTs the paused one. Its leases have passed on, so the resumed
+// zombie must commit nothing (fencing, R-H6); the final checks find any
+// effect applied twice.
+func (e *chaosEnv) pause(role string, problem func(string, ...any)) string {
+	leases := roleLeases[role]
+	victim := e.activeInstance(role, leases[0])
+	var standby string
+	for _, n := range instancesOf(role) {
+		if n != victim {
+			standby = n
+		}
+	}
+	if !e.alive(standby) {
+		problem("standby %s is not running", standby)
+	}
+	if err := syscall.Kill(e.pid(victim), syscall.SIGSTOP); err != nil {
+		problem("SIGSTOP %s: %v", victim, err)
+		return victim
+	}
+	stoppedAt := time.Now()
+	took := false
+	deadline := stoppedAt.Add(leaseTTL + leaseRetry + 20*time.Second)
+	for time.Now().Before(deadline) {
+		all := true
+		for _, l := range leases {
+			if e.holderOf(role, l) != standby {
+				all = false
+			}
+		}
+		if all {
+			took = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !took {
+		problem("standby %s did not take every lease of %s within %s of SIGSTOP", standby, victim, time.Since(stoppedAt).Round(time.Second))
+	}
+	// Let the new active instance work while the zombie is frozen: wait
+	// until a few more rows are marked (bounded; at the end of the stream
+	// there may be none left).
+	marked := func() int {
+		var n int
+		if e.mailbox.QueryRow(`SELECT COUNT(*) FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&n) != nil {
+			return -1
+		}
+		return n
+	}
+	before := marked()
+	progress := time.Now().Add(15 * time.Second)
+	for time.Now().Before(progress) {
+		u, err := e.unmarked()
+		if m := marked(); (m >= 0 && m >= before+3) || (err == nil && u == 0) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(e.pid(victim), syscall.SIGCONT); err != nil {
+		problem("SIGCONT %s: %v", victim, err)
+	}
+	return victim
+}
+
+// serverFault crashes one server, keeps it down until every dependent
+// instance reports not-ready (bounded), and starts it again.
+func (e *chaosEnv) serverFault(kind string, problem func(string, ...any)) {
+	var crash, start func() error
+	switch kind {
+	case faultPostgres:
+		crash, start = e.pgSrv.Crash, e.pgSrv.Start
+	case faultMariaDB:
+		crash, start = e.mariaSrv.Crash, e.mariaSrv.Start
+	case faultRedis:
+		e.redisEpoch.Add(1)
+		defer e.redisEpoch.Add(1)
+		crash, start = e.redisSrv.Crash, e.redisSrv.Start
+	case faultBroker:
+		crash, start = e.broker.Crash, e.broker.Start
+	}
+	if err := crash(); err != nil {
+		problem("crashing: %v", err)
+		return
+	}
+	var watch []string
+	for _, target := range readinessDeps[kind] {
+		for _, n := range instancesOf(target) {
+			if e.alive(n) {
+				watch = append(watch, n)
+			}
+		}
+	}
+	notReady := map[string]bool{}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(notReady) < len(watch) && time.Now().Before(deadline) {
+		for _, n := range watch {
+			if ok, _ := e.ready(n); !ok {
+				notReady[n] = true
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var still []string
+	for _, n := range watch {
+		if !notReady[n] {
+			still = append(still, n)
+		}
+	}
+	if len(still) > 0 {
+		sort.Strings(still)
+		problem("%s still reported ready 15s after the server went down", strings.Join(still, ", "))
+	}
+	if err := start(); err != nil {
+		problem("restarting: %v", err)
+		return
+	}
+	if kind == faultRedis {
+		// R-H5: the projector notices the loss and rebuilds from
+		// PostgreSQL by itself. Until Redis holds at least the versions
+		// PostgreSQL had when Redis came back, markers are not judged
+		// against Redis.
+		if err := e.waitProjectionCaughtUp(60 * time.Second); err != nil {
+			problem("projection not rebuilt after Redis lost it: %v", err)
+		}
+	}
+}
+
+// waitProjectionCaughtUp waits until Redis holds, for every flight, at
+// least the version PostgreSQL has now.
+func (e *chaosEnv) waitProjectionCaughtUp(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	want := map[string]int64{}
+	var last error
+	ok := waitCtx(ctx, func() bool {
+		rows, err := e.pg.Query(ctx, `SELECT flid::text, state_version FROM flight`)
+		if err != nil {
+			last = err
+			return false
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var v int64
+			if rows.Scan(&k, &v) == nil {
+				want[k] = v
+			}
+		}
+		last = rows.Err()
+		return last == nil
+	})
+	if !ok {
+		return fmt.Errorf("reading flight versions: %v", last)
+	}
+	ok = waitCtx(ctx, func() bool {
+		got, err := e.redis.HGetAll(ctx, e.redisP+"flight-versions").Result()
+		if err != nil {
+			last = err
+			return false
+		}
+		behind := 0
+		for k, v := range want {
+			n, _ := strconv.ParseInt(got[k], 10, 64)
+			if n < v {
+				behind++
+			}
+		}
+		last = fmt.Errorf("%d of %d flights behind", behind, len(want))
+		return behind == 0
+	})
+	if !ok {
+		return last
+	}
+	return nil
+}
+
+// readyAll waits until every instance reports ready again, and reports
+// those that do not within timeout.
+func (e *chaosEnv) readyAll(timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		var not []string
+		for _, in := range chaosInstances {
+			if ok, why := e.ready(in.name); !ok {
+				not = append(not, in.name+" ("+why+")")
+			}
+		}
+		if len(not) == 0 || time.Now().After(deadline) {
+			return not
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restartExited restarts every instance that exited on its own and reports
+// it; such an exit is a finding (services must ride out their
+// dependencies' outages).
+func (e *chaosEnv) restartExited() []string {
+	var out []string
+	for _, in := range chaosInstances {
+		e.mu.Lock()
+		p := e.procs[in.name]
+		e.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+			out = append(out, fmt.Sprintf("%s exited on its own (%s)", in.name, p.cmd.ProcessState))
+			e.startInstance(in.name)
+		default:
+		}
+	}
+	return out
+}
+
+// serverLogs names the servers' logs, kept with the services' logs when a
+// run fails.
+func (e *chaosEnv) serverLogs() map[string]string {
+	return map[string]string{
+		"postgres.log": e.pgSrv.Log(), "mariadb.log": e.mariaSrv.Log(),
+		"redis.log": e.redisSrv.Log(), "broker.log": e.broker.Log(),
+	}
+}
+
+// keepChaosLogs copies the services' and servers' logs (every incarnation
+// of a process appends to one file) to a directory that outlives the test.
+func keepChaosLogs(t *testing.T, s *stack, extra map[string]string) {
+	dir, err := os.MkdirTemp("", "msgx-chaos-logs-")
+	if err != nil {
+		t.Logf("chaos: keeping logs: %v", err)
+		return
+	}
+	files := map[string]string{}
+	entries, err := os.ReadDir(s.logDir)
+	if err != nil {
+		t.Logf("chaos: keeping logs: %v", err)
+	}
+	for _, e := range entries {
+		files[e.Name()] = filepath.Join(s.logDir, e.Name())
+	}
+	for k, v := range extra {
+		files[k] = v
+	}
+	for name, path := range files {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Logf("chaos: keeping log %s: %v", name, err)
+		}
+	}
+	t.Logf("chaos: logs kept in %s", dir)
+}
+
+// waitCtx polls cond every 50 ms until it holds or ctx ends.
+func waitCtx(ctx context.Context, cond func() bool) bool {
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
