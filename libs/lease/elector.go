@@ -105,11 +105,22 @@ func (e *Elector) Options() Options { return e.opt }
 // wrapping ErrRejected when the control plane refuses the calls as invalid
 // or unauthorized (a configuration error that retrying cannot fix). fn's
 // errors are logged, not returned: the lease moves to another instance.
+//
+// A term whose fn returns an error wrapping ErrFenced (a fenced write or
+// check was refused: another instance holds the lease, or it was
+// force-released or expired) is over at once: one WARN line, the
+// conditional release, and holder is standby again, trying to acquire
+// after Retry, doubling after each further fenced term up to TTL. fn must
+// never retry the refused write or its side effects under the old token;
+// Writer.Term enforces that.
 func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error {
 	if name == "" || holder == "" {
 		return fmt.Errorf("running lease %q for holder %q: %w: name and holder are required", name, holder, ErrRejected)
 	}
 	log := e.log.With("lease", name, "holder", holder)
+	// Terms that end fenced one after the other back off (Retry doubling up
+	// to the TTL), so a misconfigured fence cannot spin acquire and refusal.
+	var fencedWait *backoff.Backoff
 	for {
 		g, sent, err := e.acquire(ctx, name, holder, log)
 		if err != nil {
@@ -118,11 +129,37 @@ func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx cont
 			}
 			return err
 		}
-		e.term(ctx, name, holder, g, sent, fn, log)
-		if backoff.Sleep(ctx, e.opt.Retry) != nil {
+		wait := e.opt.Retry
+		if e.term(ctx, name, holder, g, sent, fn, log) {
+			if fencedWait == nil {
+				fencedWait = backoff.New(e.opt.Retry, max(e.opt.Retry, e.opt.TTL))
+			}
+			wait = fencedWait.Next()
+		} else {
+			fencedWait = nil
+		}
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil
 		}
 	}
+}
+
+// Confirm asks the control plane whether holder's term token of lease name
+// is still current, by renewing it. It is the fence of a component whose
+// side effects are all outside PostgreSQL (see NewRemoteTerm): a term that
+// ended (expired, released, force-released, taken over) returns an error
+// wrapping ErrFenced and ErrLost; any other error means "unknown", and the
+// side effect must wait.
+func (e *Elector) Confirm(ctx context.Context, name, holder string, token int64) error {
+	cctx, cancel := context.WithTimeout(ctx, e.opt.CallTimeout)
+	defer cancel()
+	if _, err := e.client.Renew(cctx, name, holder, token, e.opt.TTL); err != nil {
+		if errors.Is(err, ErrLost) {
+			return fmt.Errorf("confirming lease %s token %d: %w: %w", name, token, ErrFenced, err)
+		}
+		return fmt.Errorf("confirming lease %s token %d: %w", name, token, err)
+	}
+	return nil
 }
 
 // acquire tries every Retry until the lease is acquired. It returns the
@@ -159,8 +196,10 @@ func (e *Elector) acquire(ctx context.Context, name, holder string, log *slog.Lo
 	}
 }
 
-// term runs fn for one term and releases the lease afterwards.
-func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent time.Time, fn func(context.Context, int64) error, log *slog.Logger) {
+// term runs fn for one term and releases the lease afterwards. It reports
+// whether the term ended fenced: fn returned an error wrapping ErrFenced,
+// or its context was cancelled with such a cause (Term ends it so).
+func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent time.Time, fn func(context.Context, int64) error, log *slog.Logger) (fenced bool) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	renewed := make(chan struct{})
 	go func() {
@@ -169,9 +208,14 @@ func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent t
 	}()
 	err := fn(tctx, g.Token)
 	lost := errors.Is(context.Cause(tctx), ErrLost)
+	fenced = errors.Is(err, ErrFenced) || errors.Is(context.Cause(tctx), ErrFenced)
 	cancel(context.Canceled)
 	<-renewed
 	switch {
+	case fenced:
+		// The one line of the term's end: fn's loops stop without logging
+		// the refusal themselves.
+		log.Warn("active work stopped: a fenced write or check was refused, the term is over; standby", "token", g.Token, "err", err)
 	case lost:
 		log.Warn("active work stopped: lease lost", "token", g.Token, "err", err)
 	case ctx.Err() != nil:
@@ -190,6 +234,7 @@ func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent t
 	} else if released {
 		log.Info("lease released", "token", g.Token)
 	}
+	return fenced
 }
 
 // renew renews the term every RenewInterval until tctx is done. It cancels

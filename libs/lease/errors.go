@@ -2,10 +2,13 @@ package lease
 
 import "errors"
 
-// ErrFenced is returned by Fence and InFencedTx when PostgreSQL refused the
-// transaction's fencing token (SQLSTATE FencedSQLState): the lease is held
-// by a newer term, expired or unknown. Nothing of the transaction was
-// committed; the caller must stop its work and return to standby.
+// ErrFenced is returned by Fence, InFencedTx and a Term's InTx, Exec and
+// Check when PostgreSQL refused the fencing token (SQLSTATE
+// FencedSQLState), and by Elector.Confirm when the control plane says the
+// term is over: the lease is held by a newer term, was released, expired
+// or is unknown. Nothing of the transaction was committed; the caller must
+// stop the term's work at once, repeat none of its side effects, and
+// return from the Elector's function (R-H6).
 var ErrFenced = errors.New("fenced: the lease's fencing token is no longer current")
 
 // ErrHeld is returned by Client.Acquire while another holder's term is live.

@@ -25,7 +25,14 @@ const FencedSQLState = "MX001"
 // READ the lease row's own renewals make the lock fail with a serialization
 // error.
 func Fence(ctx context.Context, tx pgx.Tx, name string, token int64) error {
-	if _, err := tx.Exec(ctx, `SELECT msgx_fence($1, $2)`, name, token); err != nil {
+	return fence(ctx, tx, name, token)
+}
+
+// fence runs msgx_fence on q: inside a transaction (Fence, Term.InTx) or
+// as a statement of its own (Term.Check). It is the one place every
+// PostgreSQL fencing check of the package goes through.
+func fence(ctx context.Context, q execer, name string, token int64) error {
+	if _, err := q.Exec(ctx, `SELECT msgx_fence($1, $2)`, name, token); err != nil {
 		return fenceError(name, token, err)
 	}
 	return nil
@@ -51,20 +58,8 @@ type Beginner interface {
 // refusal returns an error wrapping ErrFenced; a commit that fails (for
 // example because PostgreSQL ended a session left idle in the transaction)
 // returns that error: in both cases nothing of fn's work is committed.
+// A loop that writes more than once per term should use Writer.Term
+// instead, which also ends the term at the first refusal.
 func InFencedTx(ctx context.Context, db Beginner, name string, token int64, fn func(pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning fenced transaction: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := Fence(ctx, tx, name, token); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing fenced transaction: %w", err)
-	}
-	return nil
+	return inTx(ctx, db, fn, func(tx pgx.Tx) error { return Fence(ctx, tx, name, token) })
 }

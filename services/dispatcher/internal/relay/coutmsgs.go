@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/sisrequest"
 )
@@ -63,7 +64,7 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 	now := r.opt.Clock.Now()
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := r.opt.Pool.Query(qctx, `
+	rows, err := r.reads.Query(qctx, `
 		SELECT id, pkey, payload, attempts FROM outbox
 		WHERE target=$1 AND state='PENDING' AND next_attempt_at <= $2
 		ORDER BY next_attempt_at, id LIMIT $3`, TargetCoutmsgs, now, r.opt.Batch)
@@ -77,11 +78,22 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading outbound requests: %w", err)
 	}
+	// The term must be current before the first insert; each insert is
+	// then recorded in a fenced transaction before the next one, so the
+	// first refusal stops the batch and ends the term (R-H6).
+	if len(batch) > 0 {
+		if err := r.db(TargetCoutmsgs).Check(ctx); err != nil {
+			return false, err
+		}
+	}
 	var lastErr error
 	for _, c := range batch {
 		if err := r.sendRequest(ctx, c); err != nil {
 			if ctx.Err() != nil {
 				return false, nil
+			}
+			if errors.Is(err, lease.ErrFenced) {
+				return false, err // never recorded as a failure: the term is over
 			}
 			lastErr = err
 			if ferr := r.coutmsgsFailed(ctx, c, err); ferr != nil {
@@ -105,7 +117,7 @@ func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
 	var registered time.Time
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err = r.opt.Pool.QueryRow(qctx, `SELECT type, state, registered_at FROM req_track WHERE id=$1`, reqID).Scan(&typ, &state, &registered)
+	err = r.reads.QueryRow(qctx, `SELECT type, state, registered_at FROM req_track WHERE id=$1`, reqID).Scan(&typ, &state, &registered)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r.coutmsgsSettled(ctx, c.id, "ABANDONED", OutcomeRequestMissing, reqID)
 	}
@@ -130,12 +142,22 @@ func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
 		outcome = OutcomeReused
 		r.log.Warn("request already in COUTMSGS from an earlier attempt; reusing its row", "request_id", reqID, "coutmsgs_id", outboundID)
 	}
+	if err := r.recordRequestSent(ctx, c.id, reqID, outboundID, outcome); err != nil {
+		return err
+	}
+	r.log.Info("request inserted into COUTMSGS", "request_id", reqID, "type", typ, "coutmsgs_id", outboundID, "outcome", outcome)
+	return nil
+}
+
+// recordRequestSent marks outbox row id SENT and its request SENT with its
+// COUTMSGS_ID, in one fenced transaction.
+func (r *Relay) recordRequestSent(ctx context.Context, id, reqID, outboundID int64, outcome string) error {
 	done := r.opt.Clock.Now()
 	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer tcancel()
-	err = r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`, c.id, outcome, done); err != nil {
-			return fmt.Errorf("recording outbox row %d sent: %w", c.id, err)
+	err := r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`, id, outcome, done); err != nil {
+			return fmt.Errorf("recording outbox row %d sent: %w", id, err)
 		}
 		// A request superseded while its insert ran stays EXPIRED; its row
 		// is in COUTMSGS all the same (delivery ends at the mailbox, C-24).
@@ -149,7 +171,6 @@ func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
 		return err
 	}
 	r.sent.Add(ctx, 1, targetAttr(TargetCoutmsgs))
-	r.log.Info("request inserted into COUTMSGS", "request_id", reqID, "type", typ, "coutmsgs_id", outboundID, "outcome", outcome)
 	return nil
 }
 

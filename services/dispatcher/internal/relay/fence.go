@@ -6,11 +6,9 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
-	"msgexchange/libs/pgxutil"
 )
 
 // Elector runs fn while this instance holds a lease (libs/lease.Elector).
@@ -22,69 +20,100 @@ type Elector interface {
 // own, so targets fail over independently (R-B8).
 func LeaseName(target string) string { return "dispatcher/" + target }
 
-// terms holds the token of each target's current lease term.
+// reader is all of PostgreSQL the relay's loops may use outside a lease
+// term: reads. Writes go only through the target's *lease.Term, which keeps
+// the read-write pool to itself and ends every transaction with the fence
+// (R-B8, R-H6).
+type reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// terms holds the current lease term of each target.
 type terms struct {
-	mu     sync.Mutex
-	tokens map[string]int64
+	mu    sync.Mutex
+	terms map[string]*lease.Term
 }
 
-func (t *terms) set(target string, token int64) {
+func (t *terms) set(target string, term *lease.Term) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.tokens == nil {
-		t.tokens = map[string]int64{}
+	if t.terms == nil {
+		t.terms = map[string]*lease.Term{}
 	}
-	t.tokens[target] = token
+	if term == nil {
+		delete(t.terms, target)
+		return
+	}
+	t.terms[target] = term
 }
 
-func (t *terms) get(target string) int64 {
+func (t *terms) get(target string) *lease.Term {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.tokens[target]
+	return t.terms[target]
 }
 
-// fencedDB runs a target's writes in transactions that end with the lease
-// check inside PostgreSQL, so an instance that lost the target's lease (a
-// paused zombie) cannot record anything as sent or failed (R-B8, CLM-6).
+// errNoTerm is the refusal of a write for a target whose lease is not held.
+var errNoTerm = fmt.Errorf("no lease term: %w", lease.ErrFenced)
+
+// term returns the write access of target: the current lease term, an
+// unfenced one when the relay runs without an elector (tests), and nil
+// when the relay runs with an elector but does not hold target's lease.
+func (r *Relay) term(target string) *lease.Term {
+	if r.opt.Elector == nil {
+		return r.unfenced
+	}
+	return r.terms.get(target)
+}
+
+// db returns target's fenced writer.
+func (r *Relay) db(target string) fencedDB { return fencedDB{term: r.term(target), target: target} }
+
+// fencedDB is the write access of one target; without a term every call is
+// refused with ErrFenced.
 type fencedDB struct {
-	r      *Relay
+	term   *lease.Term
 	target string
 }
 
-// db returns the fenced writer of target.
-func (r *Relay) db(target string) fencedDB { return fencedDB{r: r, target: target} }
-
-// InTx runs fn in a fenced transaction.
+// InTx runs fn in a fenced transaction of the target's term.
 func (f fencedDB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgxutil.InTx(ctx, f.r.opt.Pool, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if f.r.opt.Elector == nil {
-			return nil
-		}
-		token := f.r.terms.get(f.target)
-		if token == 0 {
-			return fmt.Errorf("writing for %s without a lease term: %w", f.target, lease.ErrFenced)
-		}
-		return lease.Fence(ctx, tx, LeaseName(f.target), token)
-	})
+	if f.term == nil {
+		return fmt.Errorf("writing for %s: %w", f.target, errNoTerm)
+	}
+	return f.term.InTx(ctx, fn)
 }
 
-// Exec runs one statement in a fenced transaction.
-func (f fencedDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	var tag pgconn.CommandTag
-	err := f.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		tag, err = tx.Exec(ctx, sql, args...)
-		return err
-	})
-	return tag, err
+// Exec runs one statement in a fenced transaction of the target's term.
+func (f fencedDB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if f.term == nil {
+		return 0, fmt.Errorf("writing for %s: %w", f.target, errNoTerm)
+	}
+	tag, err := f.term.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// Check proves the target's term current before a side effect outside
+// PostgreSQL: a Kafka produce, a mailbox marker, a COUTMSGS insert (R-H6).
+func (f fencedDB) Check(ctx context.Context) error {
+	if f.term == nil {
+		return fmt.Errorf("checking the lease of %s: %w", f.target, errNoTerm)
+	}
+	if err := f.term.Check(ctx); err != nil {
+		return fmt.Errorf("checking the lease of %s before its side effects: %w", f.target, err)
+	}
+	return nil
 }
 
 // single makes a target's service single-active: it runs the service's
 // loop only while holding the target's lease, and each term starts the loop
 // afresh. Without an elector the service runs as it is.
+//
+// The term's loop runs under the Term's context: the first refused check
+// or fenced commit cancels it, the loop returns as on shutdown, and the
+// refusal goes back to the Elector, which ends the term (one WARN line)
+// and stands by. Nothing of the old term is retried (R-H6).
 func (r *Relay) single(target string, build func() *lifecycle.Service) *lifecycle.Service {
 	if r.opt.Elector == nil {
 		return build()
@@ -92,10 +121,15 @@ func (r *Relay) single(target string, build func() *lifecycle.Service) *lifecycl
 	holder := r.holder()
 	return lifecycle.NewService("dispatcher-"+target+"-leader", nil, func(ctx context.Context) error {
 		return r.opt.Elector.Run(ctx, LeaseName(target), holder, func(ctx context.Context, token int64) error {
-			r.terms.set(target, token)
-			defer r.terms.set(target, 0)
+			term, tctx, cancel := r.writer.Term(ctx, LeaseName(target), token)
+			defer cancel()
+			r.terms.set(target, term)
+			defer r.terms.set(target, nil)
 			r.log.Info("dispatcher target lease acquired; active", "target", target, "token", token)
-			err := lifecycle.NewManager(r.log, build()).Run(ctx)
+			err := lifecycle.NewManager(r.log, build()).Run(tctx)
+			if ferr := term.Err(); ferr != nil {
+				return ferr
+			}
 			r.log.Info("dispatcher target term ended; standby", "target", target, "err", err)
 			return err
 		})

@@ -55,7 +55,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	defer cancel()
 	// A row is held back while an older row of the same key waits in backoff,
 	// so one key's rows are delivered in order (per-FLID order).
-	rows, err := r.opt.Pool.Query(qctx, `
+	rows, err := r.reads.Query(qctx, `
 		SELECT o.id, o.pkey, o.payload, o.headers, o.attempts FROM outbox o
 		WHERE o.target=$1 AND o.state='PENDING' AND o.next_attempt_at <= $2
 		  AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey
@@ -88,6 +88,11 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		}
 		recs[i] = rec
 	}
+	// The term must be current before anything leaves for Kafka; from here
+	// on every write is fenced, and a refusal ends the term (R-H6).
+	if err := r.db(target).Check(ctx); err != nil {
+		return false, err
+	}
 	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
 	results := cl.ProduceSync(pctx, recs...)
 	pcancel()
@@ -111,11 +116,8 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		sent = append(sent, o.ID)
 	}
 	done := r.opt.Clock.Now()
-	if len(sent) > 0 {
-		if _, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, sent, done); err != nil {
-			return false, fmt.Errorf("marking outbox rows sent: %w", err)
-		}
-		r.sent.Add(ctx, int64(len(sent)), targetAttr(target))
+	if err := r.markDelivered(ctx, target, sent, done); err != nil {
+		return false, err
 	}
 	for _, o := range failed {
 		if err := r.fail(ctx, target, o, lastErr, done); err != nil {
@@ -126,6 +128,18 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		return false, fmt.Errorf("producing %d of %d records to %s: %w", len(failed), len(batch), target, lastErr)
 	}
 	return len(batch) == r.opt.Batch, nil
+}
+
+// markDelivered records rows as delivered.
+func (r *Relay) markDelivered(ctx context.Context, target string, ids []int64, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, ids, now); err != nil {
+		return fmt.Errorf("marking outbox rows sent: %w", err)
+	}
+	r.sent.Add(ctx, int64(len(ids)), targetAttr(target))
+	return nil
 }
 
 // fail records a failed delivery: backoff, or DEAD when attempts run out.

@@ -39,7 +39,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	now := r.opt.Clock.Now()
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := r.opt.Pool.Query(qctx, `
+	rows, err := r.reads.Query(qctx, `
 		SELECT id, msg_id, attempts, created_at FROM outbox
 		WHERE target='mailbox' AND state='PENDING' AND next_attempt_at <= $1
 		ORDER BY next_attempt_at, id LIMIT $2`, now, r.opt.Batch)
@@ -57,6 +57,14 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	})
 	if err != nil {
 		return false, fmt.Errorf("reading marker intents: %w", err)
+	}
+	// The term must be current before the first marker; each marker is
+	// then recorded in a fenced transaction before the next one is written,
+	// so the first refusal stops the batch and ends the term (R-H6).
+	if len(batch) > 0 {
+		if err := r.db(TargetMailbox).Check(ctx); err != nil {
+			return false, err
+		}
 	}
 	var lastErr error
 	for _, it := range batch {
@@ -76,8 +84,8 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		if outcome == OutcomeRowMissing {
 			// Never treated as marked: abandoned and listed for the operators.
 			r.log.Error("mailbox row missing; backfill abandoned", "msg_id", it.msgID, "alert", "backfill-abandoned")
-			if _, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1`, it.id, outcome, done); err != nil {
-				return false, fmt.Errorf("recording abandoned backfill: %w", err)
+			if err := r.markAbandoned(ctx, it.id, done); err != nil {
+				return false, err
 			}
 			continue
 		}
@@ -121,6 +129,14 @@ func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
 		return OutcomeAlreadyMarked, nil
 	}
 	return "", fmt.Errorf("marker of %d: row unmarked but not updated", msgID)
+}
+
+// markAbandoned ends the intent of a mailbox row that does not exist.
+func (r *Relay) markAbandoned(ctx context.Context, id int64, now time.Time) error {
+	if _, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1`, id, OutcomeRowMissing, now); err != nil {
+		return fmt.Errorf("recording abandoned backfill: %w", err)
+	}
+	return nil
 }
 
 func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, now time.Time) error {

@@ -4,6 +4,7 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -63,13 +65,20 @@ type Options struct {
 	SchdFlushLimit int
 }
 
-// Relay owns the loops.
+// Relay owns the loops. It keeps no handle on PostgreSQL that can write:
+// reads go through reads, the notification listener through listenConn,
+// and every write through a target's lease.Term (see fence.go), obtained
+// from writer for each term (R-H6).
 type Relay struct {
-	opt    Options
-	log    *slog.Logger
-	mu     sync.Mutex
-	wakers []chan struct{}
-	terms  terms
+	opt        Options // Pool is nil: split into the three below
+	log        *slog.Logger
+	reads      reader
+	listenConn func(context.Context) (*pgxpool.Conn, error)
+	writer     *lease.Writer
+	unfenced   *lease.Term // the write access without an elector (tests)
+	mu         sync.Mutex
+	wakers     []chan struct{}
+	terms      terms
 
 	holderOnce sync.Once
 	holderName string
@@ -85,7 +94,13 @@ func New(opt Options) (*Relay, error) {
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("dispatcher")
 	}
-	r := &Relay{opt: opt, log: opt.Logger}
+	if opt.Pool == nil {
+		return nil, errors.New("creating relay: Options.Pool is required")
+	}
+	r := &Relay{log: opt.Logger, reads: opt.Pool, listenConn: opt.Pool.Acquire, writer: lease.NewWriter(opt.Pool)}
+	r.unfenced = r.writer.Unfenced()
+	opt.Pool = nil
+	r.opt = opt
 	var err error
 	if r.sent, err = m.Int64Counter("msgx_dispatcher_sent_total", metric.WithDescription("outbox rows delivered, by target")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
@@ -176,7 +191,7 @@ func (r *Relay) listenService() *lifecycle.Service {
 }
 
 func (r *Relay) listen(ctx context.Context) error {
-	conn, err := r.opt.Pool.Acquire(ctx)
+	conn, err := r.listenConn(ctx)
 	if err != nil {
 		return fmt.Errorf("acquiring listen connection: %w", err)
 	}
@@ -207,7 +222,12 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 	for ctx.Err() == nil {
 		more, err := drain(ctx)
 		if ctx.Err() != nil {
+			// Shutting down, or the term ended: a refused check or fenced
+			// commit cancelled ctx (lease.Term), and the Elector reports it.
 			return nil
+		}
+		if errors.Is(err, lease.ErrFenced) {
+			return err // refused without a term to end: never drain again
 		}
 		if err != nil {
 			r.log.Warn("relaying outbox", "target", target, "err", err)
@@ -234,7 +254,7 @@ func (r *Relay) nextDue(ctx context.Context, target string) time.Duration {
 	var next *time.Time
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := r.opt.Pool.QueryRow(qctx, `SELECT min(next_attempt_at) FROM outbox WHERE target=$1 AND state='PENDING'`, target).Scan(&next)
+	err := r.reads.QueryRow(qctx, `SELECT min(next_attempt_at) FROM outbox WHERE target=$1 AND state='PENDING'`, target).Scan(&next)
 	if err != nil || next == nil {
 		return 5 * time.Second
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -90,7 +92,11 @@ func (s *Schd) run(ctx context.Context) error {
 	for {
 		res, err := s.FlushOnce(ctx)
 		if ctx.Err() != nil {
+			// Shutting down, or the term ended (see Relay.loop).
 			return nil
+		}
+		if errors.Is(err, lease.ErrFenced) {
+			return err
 		}
 		if err != nil {
 			s.r.log.Warn("flushing schd", "err", err)
@@ -173,7 +179,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 	now := s.r.opt.Clock.Now()
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := s.r.opt.Pool.Query(qctx, schdSelect, now, s.r.opt.SchdFlushLimit)
+	rows, err := s.r.reads.Query(qctx, schdSelect, now, s.r.opt.SchdFlushLimit)
 	if err != nil {
 		return res, fmt.Errorf("reading schd rows: %w", err)
 	}
@@ -216,6 +222,11 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 	}
 
 	if len(recs) > 0 {
+		// The term must be current before the flush leaves for Kafka; the
+		// marks that follow are fenced, and a refusal ends the term (R-H6).
+		if err := s.r.db(TargetSchd).Check(ctx); err != nil {
+			return FlushResult{}, err
+		}
 		pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
 		perr := s.cl.ProduceSync(pctx, recs...).FirstErr()
 		pcancel()
@@ -233,19 +244,29 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		res.Records = len(recs)
 	}
 
-	done := s.r.opt.Clock.Now()
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer ucancel()
-	tag, err := s.r.db(TargetSchd).Exec(uctx, schdMarkSent, keys, ids, superseded, done)
+	n, err := s.markFlushed(ctx, keys, ids, superseded)
 	if err != nil {
 		// The records are out; a later flush produces the same (or a
 		// newer) state again, which consumers of a latest-state topic
-		// absorb (at-least-once, INV-10).
-		return res, fmt.Errorf("marking schd rows sent: %w", err)
+		// absorb (at-least-once, INV-10). A refused fence ends the term:
+		// the new holder's flush is that later one.
+		return res, err
 	}
-	res.RowsSent = int(tag.RowsAffected())
-	s.r.sent.Add(ctx, int64(res.RowsSent), targetAttr(TargetSchd))
+	res.RowsSent = n
 	return res, nil
+}
+
+// markFlushed marks every pending row the flush's records represent as
+// SENT (schdMarkSent) and returns how many rows it marked.
+func (s *Schd) markFlushed(ctx context.Context, keys []string, ids []int64, superseded []bool) (int, error) {
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer ucancel()
+	n, err := s.r.db(TargetSchd).Exec(uctx, schdMarkSent, keys, ids, superseded, s.r.opt.Clock.Now())
+	if err != nil {
+		return 0, fmt.Errorf("marking schd rows sent: %w", err)
+	}
+	s.r.sent.Add(ctx, n, targetAttr(TargetSchd))
+	return int(n), nil
 }
 
 // schdRecord builds the record of a FLID's latest row: key FLID, value the
