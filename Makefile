@@ -30,6 +30,9 @@ test: deps ## run every test (unit, integration, end-to-end, crash, bounded chao
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) work
 	bash scripts/helm-lint.sh
 
+image: ## build the msgx OCI image (no Docker daemon, no base image pulled) into build/image: OCI layout, docker-load tarball, SBOM
+	bash scripts/image.sh
+
 helm-lint: ## lint and render the Helm chart (builds helm from the Go module proxy on first use)
 	bash scripts/helm-lint.sh
 
@@ -66,4 +69,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test helm-lint contracts docs chaos bench-e2e test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench proto check-generated tidy gowork-off
