@@ -21,10 +21,15 @@ type HistoryConfig struct {
 }
 
 // registerMaintenanceFlags registers pipeline.record-retention,
+// pipeline.self-check-interval, pipeline.self-check-grace,
 // history.retention and history.run-at.
 func (c *Config) registerMaintenanceFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Pipeline.RecordRetention, prefix+"pipeline.record-retention", pipeline.DefaultRecordRetention,
 		"terminal, backfilled processing records are deleted this long after they finished (720h = 30 days); also how long a business identity is remembered for duplicate detection")
+	fs.DurationVar(&c.Pipeline.SelfCheckInterval, prefix+"pipeline.self-check-interval", pipeline.DefaultSelfCheckInterval,
+		"how often the self-check finishes stranded messages: APPLIED without a pending projection, terminal without a backfill intent (R-H4); each repair is counted in msgx_processor_selfcheck_repaired_total and logged with alert stranded-message")
+	fs.DurationVar(&c.Pipeline.SelfCheckGrace, prefix+"pipeline.self-check-grace", pipeline.DefaultSelfCheckGrace,
+		"the self-check repairs only states older than this, so it never acts on a message a live transaction is still finishing")
 	fs.DurationVar(&c.History.Retention, prefix+"history.retention", pipeline.DefaultHistoryRetention,
 		"flights move to flight_history this many whole days after their operation day (72h = 3 days)")
 	fs.StringVar(&c.History.RunAt, prefix+"history.run-at", "03:30",
@@ -39,6 +44,12 @@ func (c *Config) validateMaintenance() []error {
 	}
 	if r := c.History.Retention; r < 24*time.Hour || r%(24*time.Hour) != 0 {
 		errs = append(errs, fmt.Errorf("history.retention %v: must be a positive number of whole days, e.g. 72h for 3 days", r))
+	}
+	if c.Pipeline.SelfCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("pipeline.self-check-interval %v: must be positive, e.g. 30s", c.Pipeline.SelfCheckInterval))
+	}
+	if c.Pipeline.SelfCheckGrace < time.Second {
+		errs = append(errs, fmt.Errorf("pipeline.self-check-grace %v: must be at least 1s, e.g. 1m", c.Pipeline.SelfCheckGrace))
 	}
 	if _, err := parseRunAt(c.History.RunAt); err != nil {
 		errs = append(errs, err)

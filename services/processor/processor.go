@@ -39,6 +39,11 @@ type PipelineConfig struct {
 	// RecordRetention: finished, backfilled records are deleted this long
 	// after they finished (R-B10).
 	RecordRetention time.Duration `yaml:"record_retention"`
+	// SelfCheckInterval and SelfCheckGrace: how often the self-check
+	// finishes stranded messages, and how old a stranded state must be
+	// before it does (R-H4).
+	SelfCheckInterval time.Duration `yaml:"self_check_interval"`
+	SelfCheckGrace    time.Duration `yaml:"self_check_grace"`
 }
 
 // IdentityConfig controls the identity key (R-B4).
@@ -202,6 +207,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		RequestRetention:     cfg.Request.Retention,
 		RequestSweepInterval: cfg.Request.SweepInterval,
 		RecordRetention:      cfg.Pipeline.RecordRetention,
+		SelfCheckInterval:    cfg.Pipeline.SelfCheckInterval,
+		SelfCheckGrace:       cfg.Pipeline.SelfCheckGrace,
 		HistoryRetention:     cfg.History.Retention,
 		HistoryRunAt:         runAt,
 	})

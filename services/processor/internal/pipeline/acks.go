@@ -128,6 +128,19 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 
 // applyAcks is ApplyAcks that also stores the consumer positions next
 // (partition → next offset) of topic in the same transaction.
+//
+// The ack transaction and the executor serialise on the proc_state row of
+// every message whose projections the acks satisfy (R-H4). Under READ
+// COMMITTED each side would otherwise decide from the other's old state: a
+// snapshot's last batch that wrote nothing reads its earlier batches'
+// pending projections before the ack's deletion commits and marks the
+// message APPLIED, while the ack, finding the message still PENDING, does
+// not finish it — APPLIED with nothing pending, which no later ack reaches.
+// So the ack transaction locks the rows first (in msg_id order, the
+// executor holds at most one), deletes only the projections of messages it
+// holds, and decides SUCCEEDED in a later statement, whose snapshot
+// includes the executor's commit it waited for; the executor decides
+// APPLIED under the same row lock (markApplied).
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
 	now := e.clock.Now()
 	var done []int64
@@ -149,37 +162,29 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		for i, a := range acks {
 			flids[i], versions[i] = a.FLID, a.Version
 		}
+		touched, err := deleteAcked(ctx, tx, flids, versions)
+		if err != nil || len(touched) == 0 {
+			return err
+		}
 		rows, err := tx.Query(ctx, `
-			WITH a AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(flid, version)),
-			d AS (
-				DELETE FROM projection_pending p USING a
-				WHERE p.flid = a.flid AND p.version <= a.version
-				RETURNING p.msg_id, p.flid),
-			s AS (
-				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$3, updated_at=$3
-				WHERE ps.msg_id IN (SELECT DISTINCT msg_id FROM d) AND ps.state='APPLIED'
-				  AND NOT EXISTS (
-				      SELECT 1 FROM projection_pending p2
-				      WHERE p2.msg_id = ps.msg_id
-				        AND NOT EXISTS (SELECT 1 FROM d WHERE d.msg_id = p2.msg_id AND d.flid = p2.flid))
+			WITH s AS (
+				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
+				WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
+				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
 				RETURNING ps.msg_id),
 			o AS (
 				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-				SELECT 'mailbox', msg_id::text, msg_id, $3, $3 FROM s
+				SELECT 'mailbox', msg_id::text, msg_id, $2, $2 FROM s
 				RETURNING msg_id)
-			SELECT msg_id FROM o`, flids, versions, now)
+			SELECT msg_id FROM o ORDER BY msg_id`, touched, now)
 		if err != nil {
-			return fmt.Errorf("applying projection acks: %w", err)
+			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return fmt.Errorf("reading finished message: %w", err)
-			}
-			done = append(done, id)
+		done, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return err
@@ -190,4 +195,76 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		e.log.Info("message finished", "msg_id", id, "state", StateSucceeded)
 	}
 	return nil
+}
+
+// deleteAcked locks the proc_state rows of the messages that have pending
+// projections the acks (flids[i], versions[i]) satisfy, then deletes those
+// projections, and returns the messages it deleted projections of. Only
+// projections of locked messages are deleted: should the deletion's
+// snapshot show a satisfied projection of a message locked by nobody, that
+// message is locked and its projections deleted in another round.
+func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int64, error) {
+	locked := []int64{}
+	var touched []int64
+	for {
+		rows, err := tx.Query(ctx, `
+			SELECT ps.msg_id FROM proc_state ps
+			WHERE ps.msg_id IN (
+			        SELECT p.msg_id FROM projection_pending p
+			        JOIN unnest($1::bigint[], $2::bigint[]) AS a(flid, version) ON p.flid = a.flid AND p.version <= a.version)
+			  AND ps.msg_id <> ALL ($3::bigint[])
+			ORDER BY ps.msg_id
+			FOR NO KEY UPDATE OF ps`, flids, versions, locked)
+		if err != nil {
+			return nil, fmt.Errorf("locking acknowledged messages: %w", err)
+		}
+		more, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("locking acknowledged messages: %w", err)
+		}
+		if len(more) == 0 {
+			return touched, nil
+		}
+		locked = append(locked, more...)
+		var deleted []int64
+		var unlocked bool
+		if err := tx.QueryRow(ctx, `
+			WITH a AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(flid, version)),
+			d AS (
+				DELETE FROM projection_pending p USING a
+				WHERE p.flid = a.flid AND p.version <= a.version AND p.msg_id = ANY ($3::bigint[])
+				RETURNING p.msg_id)
+			SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
+			       EXISTS (SELECT 1 FROM projection_pending p JOIN a ON p.flid = a.flid AND p.version <= a.version
+			               WHERE p.msg_id <> ALL ($3::bigint[]))`, flids, versions, locked).Scan(&deleted, &unlocked); err != nil {
+			return nil, fmt.Errorf("deleting acknowledged projections: %w", err)
+		}
+		touched = append(touched, deleted...)
+		if !unlocked {
+			return touched, nil
+		}
+	}
+}
+
+// txHook is a point inside a transaction where a test runs a concurrent
+// transaction, to force one interleaving of the executor and the ack
+// consumer deterministically (R-H4). Hooks travel in the context, so tests
+// running in parallel never share one; production contexts carry none and
+// the cost is one context lookup.
+type txHook func(ctx context.Context, tx pgx.Tx, msgID int64)
+
+// hookPoint names where a txHook runs.
+type hookPoint int
+
+const (
+	// hookApplied runs in markApplied after the message was marked APPLIED,
+	// before its transaction commits.
+	hookApplied hookPoint = iota
+)
+
+// runHook calls the hook the context carries for p, if any.
+func runHook(ctx context.Context, p hookPoint, tx pgx.Tx, msgID int64) {
+	if h, ok := ctx.Value(p).(txHook); ok {
+		h(ctx, tx, msgID)
+	}
 }

@@ -67,6 +67,12 @@ type Options struct {
 	// SnapshotBatch is how many records one transaction of a daily
 	// snapshot writes (R-C6); 0 means DefaultSnapshotBatch (200).
 	SnapshotBatch int
+	// SelfCheckInterval is how often the self-check finishes stranded
+	// messages (R-H4); 0 means DefaultSelfCheckInterval.
+	SelfCheckInterval time.Duration
+	// SelfCheckGrace is how old a stranded state must be before the
+	// self-check repairs it; 0 means DefaultSelfCheckGrace.
+	SelfCheckGrace time.Duration
 }
 
 // reader is what the pipeline may do on the pool outside a transaction:

@@ -148,19 +148,45 @@ func (e *Engine) bindIdentity(ctx context.Context, tx pgx.Tx, msgID int64, key s
 }
 
 // markApplied records that the business change is committed but Redis
-// writes are outstanding (INV-23); no backfill intent yet.
+// writes are outstanding (INV-23); no backfill intent yet. APPLIED is
+// decided under the message's row lock, in a statement that starts once the
+// lock is held (R-H4): an ack transaction that removed the message's last
+// pending projection holds the same row until it commits, so this decision
+// sees its deletion, and a message with nothing pending any more — a
+// snapshot's last batch that wrote nothing while its earlier batches were
+// acknowledged — is finished SUCCEEDED with its backfill intent instead of
+// being left APPLIED where no ack would reach it.
 func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *metaCols, note string) error {
 	now := e.clock.Now()
-	tag, err := tx.Exec(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`SELECT state FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID)
+	b.Queue(`
 		UPDATE proc_state SET state='APPLIED', error_class=NULL, reason=NULLIF($3, ''), applied_at=$2, updated_at=$2, next_attempt_at=NULL,
 			sndr=$4, msg_type=$5, msg_styp=$6, seqn=$7, dttm=$8
-		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
-	if err != nil {
+		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')
+		  AND EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+	br := tx.SendBatch(ctx, b)
+	var state string
+	lockErr := br.QueryRow().Scan(&state)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(lockErr, pgx.ErrNoRows):
+		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
+	case lockErr != nil:
+		return fmt.Errorf("locking message %d: %w", msgID, lockErr)
+	case state != StatePending && state != StateFailed:
+		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
+	case err != nil:
 		return fmt.Errorf("marking applied: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
+		// Open, and every projection it wrote is acknowledged already.
+		return e.finishIn(ctx, tx, msgID, m, StateSucceeded, "", note)
 	}
+	runHook(ctx, hookApplied, tx, msgID)
 	e.metrics.finished.Add(ctx, 1, stateAttr(StateApplied))
 	e.log.Info("message applied", "msg_id", msgID, "type", m.TYPE, "styp", m.STYP)
 	return nil

@@ -59,13 +59,22 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 		now := clk.Now()
 		var nUnfinished, nUnmarked, nAbandoned float64
 		var oldestAt, oldestUnmarkedAt *time.Time
+		// Every count reads a partial index that holds only its rows —
+		// proc_state_open_idx, proc_state_applied_idx and
+		// proc_state_unmarked_idx — so a scrape costs the size of the
+		// backlogs, not of proc_state's terminal history. Each set is one
+		// aggregate of count and min: a lone min would be planned as the
+		// first row in received-time order, a walk through the history.
 		err := pool.QueryRow(qctx, `
-			SELECT
-			  (SELECT count(*) FROM proc_state WHERE state IN ('PENDING','FAILED','APPLIED')),
-			  (SELECT min(COALESCE(received_at, registered_at)) FROM proc_state WHERE state IN ('PENDING','FAILED','APPLIED')),
-			  (SELECT count(*) FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL),
-			  (SELECT min(finished_at) FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL),
-			  (SELECT count(*) FROM outbox WHERE target='mailbox' AND state='ABANDONED')`).
+			WITH open AS (
+			    SELECT count(*) AS n, min(COALESCE(received_at, registered_at)) AS oldest FROM proc_state WHERE state IN ('PENDING', 'FAILED')
+			    UNION ALL
+			    SELECT count(*), min(COALESCE(received_at, registered_at)) FROM proc_state WHERE state = 'APPLIED'),
+			unmarked AS (
+			    SELECT count(*) AS n, min(finished_at) AS oldest FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL)
+			SELECT (SELECT sum(n)::bigint FROM open), (SELECT min(oldest) FROM open), unmarked.n, unmarked.oldest,
+			       (SELECT count(*) FROM outbox WHERE target='mailbox' AND state='ABANDONED')
+			FROM unmarked`).
 			Scan(&nUnfinished, &oldestAt, &nUnmarked, &oldestUnmarkedAt, &nAbandoned)
 		if err != nil {
 			nan := math.NaN()

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -24,6 +25,9 @@ type metrics struct {
 	crashed metric.Int64Counter
 	// panics counts panics recovered while handling one message (R-H1).
 	panics metric.Int64Counter
+	// selfCheckRepaired counts the stranded messages the self-check
+	// finished, by kind (R-H4).
+	selfCheckRepaired metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
@@ -56,7 +60,20 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	if out.panics, err = m.Int64Counter("msgx_processor_handler_panics_total", metric.WithDescription("panics recovered while decoding or handling one message, recorded as its failure")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.selfCheckRepaired, err = m.Int64Counter("msgx_processor_selfcheck_repaired_total",
+		metric.WithDescription("stranded messages the self-check finished, by kind (applied-without-pending, terminal-without-intent)")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	// Exported at zero from the start, so an alert on any increase works
+	// from the first scrape.
+	for _, k := range []string{StrandedApplied, StrandedTerminal} {
+		out.selfCheckRepaired.Add(context.Background(), 0, kindAttr(k))
+	}
 	return &out, nil
+}
+
+func kindAttr(k string) metric.AddOption {
+	return metric.WithAttributes(attribute.String("kind", k))
 }
 
 func outcomeAttr(o fenced.Outcome) metric.AddOption {

@@ -175,7 +175,8 @@ func saveProgress(ctx context.Context, w *writer, p snapshotProgress, total int)
 //     snapshot lacks are deleted, batch by batch, with their code-share
 //     children that the snapshot does not carry (C-25);
 //  4. the last batch writes the terminal state and backfill intent
-//     (APPLIED while any of the package's projections is pending).
+//     (APPLIED while any of the package's projections is pending, decided
+//     under the message's row lock, see markApplied).
 //
 // A crash or failure between batches redoes the package from the stored
 // progress (or from its start if the progress is lost): records already
@@ -248,6 +249,10 @@ func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (out
 	if _, err := w.tx.Exec(ctx, `DELETE FROM snapshot_progress WHERE msg_id=$1`, w.msgID); err != nil {
 		return outcome{}, fmt.Errorf("clearing snapshot progress: %w", err)
 	}
+	// Whether the earlier batches' projections are still pending. The read
+	// takes no lock, so an ack committing meanwhile can make a true stale;
+	// markApplied decides again under the message's row lock (R-H4). A false
+	// is final: only this message's own transactions add its projections.
 	var pending bool
 	if err := w.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)`, w.msgID).Scan(&pending); err != nil {
 		return outcome{}, fmt.Errorf("reading pending projections: %w", err)
