@@ -49,6 +49,8 @@ type Deps struct {
 	// lease (R-B8). The binary always sets it (R-F6); only tests of ingest
 	// alone leave it nil.
 	Elector Elector
+	// Holder names this instance in the lease; empty means lease.Holder().
+	Holder string
 }
 
 // Service is the ingest service: the mailbox scanner (a lifecycle service)
@@ -67,6 +69,7 @@ type Service struct {
 	mu      sync.Mutex
 	client  *kgo.Client
 	scanner *scanner.Scanner
+	term    *lease.Term // the current lease term; nil without an elector
 }
 
 // New validates cfg and builds the service; nothing connects until the
@@ -133,12 +136,33 @@ func (s *Service) Services() []*lifecycle.Service {
 	if s.deps.Elector == nil {
 		return []*lifecycle.Service{s.loop}
 	}
-	holder := lease.Holder()
+	holder := s.deps.Holder
+	if holder == "" {
+		holder = lease.Holder()
+	}
 	return []*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(ctx context.Context) error {
 		return s.deps.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
+			// The scanner writes nothing to PostgreSQL; its one side effect,
+			// the produce to the inbox topic, waits for the control plane to
+			// confirm the term, and the first refusal ends the term (R-H6).
+			term, tctx, cancel := lease.NewRemoteTerm(ctx, LeaseName, token, func(ctx context.Context) error {
+				return s.deps.Elector.Confirm(ctx, LeaseName, holder, token)
+			})
+			defer cancel()
+			s.mu.Lock()
+			s.term = term
+			s.mu.Unlock()
+			defer func() {
+				s.mu.Lock()
+				s.term = nil
+				s.mu.Unlock()
+			}()
 			s.logger.Info("ingest scanner lease acquired; active", "token", token)
 			loop := lifecycle.NewService(ScannerServiceName, s.starting, s.running, s.stopping)
-			err := lifecycle.NewManager(s.logger, loop).Run(ctx)
+			err := lifecycle.NewManager(s.logger, loop).Run(tctx)
+			if ferr := term.Err(); ferr != nil {
+				return ferr
+			}
 			s.logger.Info("ingest scanner term ended; standby", "err", err)
 			return err
 		})
@@ -148,9 +172,11 @@ func (s *Service) Services() []*lifecycle.Service {
 // LeaseName is the scanner's lease.
 const LeaseName = "ingest-scanner"
 
-// Elector runs fn while this instance holds a lease (libs/lease.Elector).
+// Elector runs fn while this instance holds a lease, and confirms a term
+// before each produce (libs/lease.Elector).
 type Elector interface {
 	Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error
+	Confirm(ctx context.Context, name, holder string, token int64) error
 }
 
 // RegisterRoutes registers POST /cminmsgs/send.
@@ -202,12 +228,18 @@ func (s *Service) starting(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating ingest kafka producer: %w", err)
 	}
-	sc := scanner.New(scanner.Config{
+	scfg := scanner.Config{
 		ClaimBatch:         s.cfg.Pipeline.ClaimBatch,
 		FullRescanInterval: s.cfg.Pipeline.FullRescanInterval,
 		RepublishAfter:     s.cfg.Pipeline.RepublishAfter,
 		Location:           s.loc,
-	}, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName))
+	}
+	s.mu.Lock()
+	if s.term != nil {
+		scfg.Confirm = s.term.Check
+	}
+	s.mu.Unlock()
+	sc := scanner.New(scfg, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName))
 	s.mu.Lock()
 	s.client, s.scanner = client, sc
 	s.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"msgexchange/libs/clock"
+	"msgexchange/libs/lease"
 	"msgexchange/services/ingest/internal/mailbox"
 )
 
@@ -68,6 +69,13 @@ type Config struct {
 	// FetchBudget bounds the message bytes held for one produce;
 	// DefaultFetchBudget when zero.
 	FetchBudget int
+	// Confirm, when set, is asked before every produce whether the
+	// scanner's lease term is still current (lease.Term.Check). A refusal
+	// (an error wrapping lease.ErrFenced) abandons the round before anything
+	// is produced, and Run returns at once: the term is over, and the new
+	// holder publishes what is left (R-H6). Any other error abandons the
+	// round like a failed produce.
+	Confirm func(context.Context) error
 }
 
 // Round reports what one ScanOnce did.
@@ -155,7 +163,9 @@ func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struc
 		case <-timer.C:
 		case <-wake:
 		}
-		_, _ = s.ScanOnce(ctx)
+		if _, err := s.ScanOnce(ctx); errors.Is(err, lease.ErrFenced) {
+			return nil // the term is over; the Term ended its context too
+		}
 		timer.Reset(poll)
 	}
 }
@@ -179,6 +189,8 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 	case err == nil:
 	case ctx.Err() != nil:
 		outcome = "cancelled"
+	case errors.Is(err, lease.ErrFenced):
+		outcome = "fenced"
 	case errors.Is(err, ErrPublishing):
 		outcome = "publish_error"
 	default:
@@ -292,6 +304,17 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, r *Ro
 		for i, row := range rows {
 			recs[i] = s.record(row, now)
 			byRecord[recs[i]] = row.ID
+		}
+		if s.cfg.Confirm != nil {
+			if err := s.cfg.Confirm(ctx); err != nil {
+				if errors.Is(err, lease.ErrFenced) {
+					s.logger.Info("lease term over; not publishing", "msg_id", rows[0].ID, "rows", len(rows), "err", err)
+					return fmt.Errorf("confirming the lease before publishing: %w", err)
+				}
+				s.metrics.publishErrors.Add(ctx, 1)
+				s.logger.Error("lease term unconfirmed, round abandoned before publishing; retrying next round", "err", err, "msg_id", rows[0].ID)
+				return fmt.Errorf("%w: confirming the lease: %w", ErrPublishing, err)
+			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 		results := s.pub.ProduceSync(pctx, recs...)
