@@ -16,6 +16,13 @@
 // pgxutil.Config.IdleInTxTimeout) ends a paused holder's transaction, so
 // its lock cannot block the takeover forever.
 //
+// Fenced means stopped (R-H6): a Term (Writer.Term, NewRemoteTerm) is the
+// write access of one term. It is the only way a component should obtain a
+// write transaction, it checks the term before side effects outside
+// PostgreSQL, and its first refusal ends the term for all of the term's
+// work, which then returns ErrFenced to the Elector: one WARN line, back to
+// standby, nothing retried under the old token.
+//
 // The package is domain-free: lease names, holders and the functions run
 // under a lease belong to the services. Time on the server is PostgreSQL's
 // clock; the Elector measures its own renewal deadline on the local

@@ -99,7 +99,8 @@ func (e *Elector) Options() Options { return e.opt }
 // cause ErrLost, as soon as the lease is lost: a renewal was refused, or
 // the local renewal deadline passed without a successful renewal. fn must
 // return promptly once its context is done, and must write to the database
-// only in transactions that end with Fence(token). After fn returns, for
+// only in transactions that end with Fence(token) — best by taking all its
+// writes from Writer.Term(ctx, name, token). After fn returns, for
 // whatever reason, the lease is released (best effort), and after Retry
 // holder is standby again. Run returns nil when ctx is done, and an error
 // wrapping ErrRejected when the control plane refuses the calls as invalid
