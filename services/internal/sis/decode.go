@@ -62,15 +62,16 @@ func decode(raw []byte, isText bool, lim Limits) (*Message, error) {
 // per-element cost low: nodes are carved out of shared chunks and each
 // element's children get one exact allocation.
 type treeBuilder struct {
-	lim      Limits
-	stack    []frame
-	kids     []*Node // children of all open elements, innermost last
-	root     *Node
-	done     bool                // the root element has been closed
-	run      []byte              // character data since the last tag of the innermost element
-	slab     []Node              // nodes are carved out of chunks of growing size
-	elements int                 // elements started so far
-	seen     map[string]struct{} // attribute names of one element, for large attribute lists
+	lim       Limits
+	stack     []frame
+	kids      kidStack // children of all open elements, innermost last
+	root      *Node
+	done      bool                // the root element has been closed
+	run       []byte              // character data since the last tag of the innermost element
+	slab      []Node              // nodes are carved out of chunks of growing size
+	elements  int                 // elements started so far
+	nextChunk int                 // nodes in the next chunk of slab
+	seen      map[string]struct{} // attribute names of one element, for large attribute lists
 }
 
 type frame struct {
@@ -80,20 +81,22 @@ type frame struct {
 	hasChild bool
 }
 
-// Node chunks grow from minChunk to maxChunk nodes: a small message costs one
-// small allocation, a large one a few hundred, and at most one chunk (under
-// 100 KB) is ever left partly unused. The size is never guessed from the
-// input, which a hostile message could inflate (a comment full of "</").
+// Nodes are carved out of chunks. The first chunk is sized from the input
+// (about one node per two '<'), so a small message costs one allocation of
+// about the right size; later chunks double up to maxChunk nodes. The
+// estimate never sizes more than maxChunk nodes (under 100 KB) ahead, so
+// an input that inflates it (a comment full of "</") cannot make the
+// decoder allocate for elements that do not exist.
 const (
 	minChunk = 16
 	maxChunk = 1024
 )
 
-func newTreeBuilder(lim Limits) treeBuilder {
+func newTreeBuilder(lim Limits, body []byte) treeBuilder {
 	return treeBuilder{
-		lim:   lim.resolved(),
-		stack: make([]frame, 0, 8),
-		kids:  make([]*Node, 0, 32),
+		lim:       lim.resolved(),
+		stack:     make([]frame, 0, 8),
+		nextChunk: min(max(bytes.Count(body, []byte("<"))/2+1, minChunk), maxChunk),
 	}
 }
 
@@ -133,6 +136,9 @@ func (b *treeBuilder) textLimit() *Error {
 // procInst checks a processing instruction; PIs are not data and are
 // dropped, but an XML declaration anywhere but at the start is malformed.
 func (b *treeBuilder) procInst(target string) *Error {
+	if len(target) > b.lim.MaxNameBytes {
+		return nameExceeded(b.lim.MaxNameBytes, target)
+	}
 	if strings.EqualFold(target, "xml") {
 		return malformed("XML declaration is only allowed at the start of the input")
 	}
@@ -205,10 +211,54 @@ func (b *treeBuilder) start(name string, attrs []Attr) *Error {
 		parent := &b.stack[len(b.stack)-1]
 		b.flushRun(parent)
 		parent.hasChild = true
-		b.kids = append(b.kids, n)
+		b.kids.push(n)
 	}
-	b.stack = append(b.stack, frame{node: n, firstKid: len(b.kids)})
+	b.stack = append(b.stack, frame{node: n, firstKid: b.kids.n})
 	return nil
+}
+
+// kidChunk is the number of child pointers in one chunk of a kidStack. A
+// small message needs one chunk (as many as the slice the stack replaced
+// started with); an element with a million children needs some 30,000.
+const kidChunk = 32
+
+// kidStack is a stack of child pointers kept in fixed chunks, so that
+// growing it never copies what it holds: the children of an element are
+// copied exactly once, into a slice of their exact length, when the element
+// ends. (A growing slice would copy an element's million children several
+// times and leave the old arrays behind as garbage.)
+type kidStack struct {
+	chunks []*[kidChunk]*Node
+	n      int
+}
+
+func (k *kidStack) push(node *Node) {
+	c := k.n / kidChunk
+	if c == len(k.chunks) {
+		k.chunks = append(k.chunks, new([kidChunk]*Node))
+	}
+	k.chunks[c][k.n%kidChunk] = node
+	k.n++
+}
+
+// popFrom removes the entries from index i to the top and returns them in a
+// slice of their own.
+func (k *kidStack) popFrom(i int) []*Node {
+	out := make([]*Node, k.n-i)
+	for j := i; j < k.n; {
+		chunk := k.chunks[j/kidChunk]
+		off := j % kidChunk
+		end := min(kidChunk, off+k.n-j)
+		copy(out[j-i:], chunk[off:end])
+		clear(chunk[off:end])
+		j += end - off
+	}
+	k.n = i
+	// Keep the chunk in use and one spare; the rest go back to the collector.
+	keep := min(k.n/kidChunk+2, len(k.chunks))
+	clear(k.chunks[keep:])
+	k.chunks = k.chunks[:keep]
+	return out
 }
 
 // closes reports whether name is the name of the innermost open element,
@@ -218,6 +268,9 @@ func (b *treeBuilder) closes(name []byte) bool {
 }
 
 func (b *treeBuilder) end(name []byte) *Error {
+	if err := b.checkName(name); err != nil {
+		return err
+	}
 	if b.done {
 		return nil // trailing junk after the root element: ignored by design
 	}
@@ -232,10 +285,7 @@ func (b *treeBuilder) end(name []byte) *Error {
 	if top.hasChild {
 		b.flushRun(top)
 		n.Text = string(top.mixed)
-		// One exact allocation per parent instead of growing the slice.
-		n.Children = append([]*Node(nil), b.kids[top.firstKid:]...)
-		clear(b.kids[top.firstKid:])
-		b.kids = b.kids[:top.firstKid]
+		n.Children = b.kids.popFrom(top.firstKid)
 	} else {
 		n.Text = string(b.run)
 		b.run = b.run[:0]
@@ -244,7 +294,6 @@ func (b *treeBuilder) end(name []byte) *Error {
 	b.stack = b.stack[:len(b.stack)-1]
 	if len(b.stack) == 0 {
 		b.done = true
-		b.kids = nil
 	}
 	return nil
 }
@@ -270,7 +319,8 @@ func (b *treeBuilder) finish() (*Node, *Error) {
 
 func (b *treeBuilder) newNode() *Node {
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]Node, 0, min(max(2*cap(b.slab), minChunk), maxChunk))
+		b.slab = make([]Node, 0, b.nextChunk)
+		b.nextChunk = min(2*b.nextChunk, maxChunk)
 	}
 	b.slab = b.slab[:len(b.slab)+1]
 	return &b.slab[len(b.slab)-1]

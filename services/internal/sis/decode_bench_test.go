@@ -40,3 +40,36 @@ func benchmarkDecode(b *testing.B, files []string) {
 		}
 	}
 }
+
+// BenchmarkDecodeHostile decodes each hostile 10 MiB shape of R-H2 and the
+// largest realistic message (a 10 MiB daily snapshot); docs/reliability.md
+// quotes its figures. Run it with
+//
+//	go test -run '^$' -bench DecodeHostile -benchtime 5x ./services/internal/sis/
+func BenchmarkDecodeHostile(b *testing.B) {
+	for _, tc := range hostileCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			raw := tc.input()
+			text := string(raw)
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if tc.raw {
+					_, _ = Decode(raw)
+				} else {
+					_, _ = DecodeText(text)
+				}
+			}
+		})
+	}
+	b.Run("RealisticSnapshot", func(b *testing.B) {
+		text := snapshot(b, snapshotFlightsUnder(b, DefaultMaxBytes))
+		b.SetBytes(int64(len(text)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeText(text); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

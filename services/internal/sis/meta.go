@@ -14,7 +14,7 @@ const (
 // needs it only for the day-boundary identity.
 func readMeta(root *Node) (Meta, *Error) {
 	if root.Name != rootElement {
-		return Meta{}, malformed("root element is <%s>, expected <%s>", root.Name, rootElement)
+		return Meta{}, malformed("root element is <%s>, expected <%s>", truncate(root.Name, 40), rootElement)
 	}
 	metas := root.ChildrenNamed(metaElement)
 	switch len(metas) {

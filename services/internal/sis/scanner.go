@@ -35,13 +35,19 @@ type scanner struct {
 	probe   nameProbe
 }
 
-// maxInterned bounds the interned names of one message. A SIS message uses
-// a few dozen distinct names; past the bound, names are simply copied.
-const maxInterned = 1024
+// Names are interned once a message has internFrom elements: a large
+// message then pays for each distinct name once (and checks a non-ASCII
+// name once) instead of once per element, while a small one does without
+// the table. maxInterned bounds the table; a SIS message uses a few dozen
+// distinct names, and past the bound names are simply copied.
+const (
+	internFrom  = 256
+	maxInterned = 1024
+)
 
 func parseTree(in prepared, lim Limits) (*Node, *Error) {
-	s := scanner{src: in.body, lines: in.lines, names: make(map[string]string, 64)}
-	b := newTreeBuilder(lim)
+	s := scanner{src: in.body, lines: in.lines}
+	b := newTreeBuilder(lim, in.body)
 	for s.pos < len(s.src) {
 		var err *Error
 		if s.src[s.pos] == '<' {
@@ -339,7 +345,10 @@ func (s *scanner) qualifiedName(b *treeBuilder) (string, bool, *Error) {
 		return "", false, nil
 	}
 	name := string(n)
-	if len(s.names) < maxInterned {
+	if b.elements >= internFrom && len(s.names) < maxInterned {
+		if s.names == nil {
+			s.names = make(map[string]string)
+		}
 		s.names[name] = name
 	}
 	return name, true, nil
@@ -362,41 +371,82 @@ func isNameByte(c byte) bool {
 		'0' <= c && c <= '9' || c == '_' || c == ':' || c == '.' || c == '-'
 }
 
-// isName reports whether n is an XML name. ASCII names are checked here;
-// the rare non-ASCII name is checked by encoding/xml itself (through probe)
-// so that both agree exactly on its Unicode tables.
+// isName reports whether n is an XML name. A name is valid character by
+// character (XML 1.0: a NameStartChar, then NameChars), so ASCII characters
+// are checked here and each non-ASCII character is classified once per
+// message by encoding/xml itself (through probe), so that both agree
+// exactly on its Unicode tables.
 func isName(n []byte, probe *nameProbe) bool {
 	if len(n) == 0 {
 		return false
 	}
-	for _, c := range n {
-		if c >= utf8.RuneSelf {
-			return probe.isName(n)
+	for i := 0; i < len(n); {
+		c := n[i]
+		if c < utf8.RuneSelf {
+			// The run holds only ASCII name characters; the first must
+			// also be a name start character.
+			if i == 0 && !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '_' || c == ':') {
+				return false
+			}
+			i++
+			continue
 		}
+		r, size := utf8.DecodeRune(n[i:])
+		if !probe.nameRune(r, i == 0) {
+			return false
+		}
+		i += size
 	}
-	c := n[0]
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '_' || c == ':'
+	return true
 }
 
-// nameProbe checks non-ASCII names with encoding/xml. One decoder serves a
-// whole message: it reads each probe "<name>" as one start element from a
-// reader that is refilled for every name, so a message of many distinct
-// non-ASCII names costs one small string per name instead of a decoder per
-// name. A failed probe may leave the decoder in error; it is then dropped.
+// nameProbe classifies non-ASCII characters of names with encoding/xml and
+// remembers each answer, so that a message of a million distinct Chinese
+// names costs one probe per distinct character, not one per name. One
+// decoder serves all probes: it reads each probe "<name>" as one start
+// element from a reader that is refilled for every probe. A failed probe
+// may leave the decoder in error; it is then dropped.
 type nameProbe struct {
-	in  probeReader
-	dec *xml.Decoder
+	in    probeReader
+	dec   *xml.Decoder
+	known map[rune]runeClass
 }
 
-func (p *nameProbe) isName(n []byte) bool {
-	p.in.buf = append(p.in.buf[:0], '<')
-	for _, c := range n {
-		if c == ':' {
-			c = '_' // RawToken would split a prefix off
+// runeClass says where a character may stand in a name.
+type runeClass uint8
+
+const (
+	nameStart runeClass = 1 << iota // may start a name
+	nameChar                        // may follow the first character
+)
+
+// nameRune reports whether r may stand first (start) or later in a name.
+func (p *nameProbe) nameRune(r rune, start bool) bool {
+	class, ok := p.known[r]
+	if !ok {
+		if p.known == nil {
+			p.known = make(map[rune]runeClass)
 		}
-		p.in.buf = append(p.in.buf, c)
+		var name [utf8.UTFMax + 1]byte
+		n := utf8.EncodeRune(name[1:], r)
+		if p.isName(name[1 : 1+n]) {
+			class |= nameStart
+		}
+		name[0] = 'a'
+		if p.isName(name[:1+n]) {
+			class |= nameChar
+		}
+		p.known[r] = class
 	}
-	p.in.buf = append(p.in.buf, '>')
+	if start {
+		return class&nameStart != 0
+	}
+	return class&nameChar != 0
+}
+
+// isName asks encoding/xml whether n (holding no colon) is a name.
+func (p *nameProbe) isName(n []byte) bool {
+	p.in.buf = append(append(append(p.in.buf[:0], '<'), n...), '>')
 	p.in.pos = 0
 	if p.dec == nil {
 		p.dec = xml.NewDecoder(&p.in)

@@ -17,12 +17,17 @@ import (
 // RawToken instead of the hand-written scanner. It is the oracle the scanner
 // is compared with (in TestScannerMatchesReference and FuzzDecode).
 func referenceParseTree(in prepared) (*Node, *Error) {
+	return referenceParseTreeWith(in, DefaultLimits())
+}
+
+// referenceParseTreeWith is referenceParseTree under lim.
+func referenceParseTreeWith(in prepared, lim Limits) (*Node, *Error) {
 	d := xml.NewDecoder(bytes.NewReader(in.body))
 	d.Strict = true
 	d.CharsetReader = func(string, io.Reader) (io.Reader, error) {
 		return nil, errors.New("XML declaration is only allowed at the start of the input")
 	}
-	b := newTreeBuilder(DefaultLimits())
+	b := newTreeBuilder(lim, in.body)
 	for {
 		tok, err := d.RawToken()
 		if errors.Is(err, io.EOF) {
@@ -105,6 +110,7 @@ var tokenizerCorners = []string{
 	"<A/><B/>", "<A/>x", "<A/></B>", "</A>", "<A>", "<A", "<", "<!DOCTYPE A><A/>", "<!DOCTYPE A", "<A/><!DOCTYPE A>",
 	"<!ELEMENT A><A/>", " &#32; <A/>", "<![CDATA[ ]]><A/>", "<A/><![CDATA[ ]]>", "<![CDATA[x]]><A/>",
 	"<A/><!-- c --><?p?></A></B >", "<A/></A", "<A></ A>", "<A>&#xD800;</A>",
+	"<航班号/>", "<航:班/>", "<a.航-1/>", "<·A/>", "<A\u0300\u0300/>", `<A 航="1" é·="2"/>`, "<?航 x?><A/>", "<A></航>",
 }
 
 // TestScannerMatchesReference runs the differential check on the samples,
