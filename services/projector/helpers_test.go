@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -252,8 +253,9 @@ func (b *testBundle) ackEndOffset() int64 {
 	return sum
 }
 
-// counter returns the summed value of an Int64 counter.
-func (b *testBundle) counter(name string) int64 {
+// counter returns the summed value of an Int64 counter over the points
+// whose attributes include every key/value pair of kv.
+func (b *testBundle) counter(name string, kv ...string) int64 {
 	b.t.Helper()
 	var rm metricdata.ResourceMetrics
 	assert.NoError(b.t, b.reader.Collect(context.Background(), &rm))
@@ -264,7 +266,15 @@ func (b *testBundle) counter(name string) int64 {
 				continue
 			}
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				sum += dp.Value
+				match := true
+				for i := 0; i+1 < len(kv); i += 2 {
+					if v, ok := dp.Attributes.Value(attribute.Key(kv[i])); !ok || v.Emit() != kv[i+1] {
+						match = false
+					}
+				}
+				if match {
+					sum += dp.Value
+				}
 			}
 		}
 	}
