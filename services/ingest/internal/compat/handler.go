@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"msgexchange/libs/clip"
 	"msgexchange/libs/clock"
 	"msgexchange/services/ingest/internal/mailbox"
 )
@@ -82,10 +83,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, aerr := h.accept(w, r)
 	if aerr != nil {
 		h.requests.Add(r.Context(), 1, metric.WithAttributes(attribute.String("outcome", aerr.code)))
-		logErr := any(aerr.message)
+		// The message and the cause may quote the request (its
+		// Content-Type, a driver error); a log line carries at most 2 KB of
+		// it (R-H2).
+		logErr := aerr.message
 		if aerr.cause != nil {
-			logErr = aerr.cause
+			logErr = aerr.cause.Error()
 		}
+		logErr = clip.Text(logErr)
 		if aerr.status >= 500 {
 			h.logger.Error("compat request failed", "code", aerr.code, "err", logErr, "remote", r.RemoteAddr)
 		} else {
@@ -154,7 +159,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request) (int64, *apiErr
 			message: "the message was not stored because the mailbox database is unavailable; retry later", cause: err}
 	}
 	h.wake()
-	h.logger.Info("compat message stored", "msg_id", id, "bytes", len(text), "charset", cs.Name, "remote", r.RemoteAddr)
+	h.logger.Info("compat message stored", "msg_id", id, "bytes", len(text), "charset", clip.Text(cs.Name), "remote", r.RemoteAddr)
 	return id, nil
 }
 
