@@ -3,20 +3,21 @@ package sis
 // Default limits of [Decode] (requirement R-H2). They are derived from the
 // message shapes of the SIS catalogue and the corpus of real AODB messages:
 // the largest legitimate message is a daily flight snapshot (SCHD DNLD or
-// RESP) of thousands of flights, about 37 elements and 780 bytes per flight
-// (21 bytes per element), nesting five levels deep, with element names of
-// four letters, at most three attributes per element, the longest name 29
-// bytes (xsi:noNamespaceSchemaLocation) and the longest text 48 bytes.
+// RESP) of thousands of flights, 37 to 44 elements and 780 to 850 bytes per
+// flight (21 bytes per element), nesting five levels deep, with element
+// names of four letters, at most three attributes per element, the longest
+// name 29 bytes (xsi:noNamespaceSchemaLocation) and the longest text 48
+// bytes.
 const (
 	// DefaultMaxBytes is the largest message: 10 MiB, the default body limit
 	// of the compat entry. It applies to the input as given to the decoder
 	// (the raw bytes for Decode, the UTF-8 text for DecodeText).
 	DefaultMaxBytes = 10 << 20
-	// DefaultMaxElements admits every message that fits into 10 MiB with
-	// the catalogue's element density (about 500,000 elements), 20,000
-	// corpus-shaped flights (740,000 elements) included, and keeps the tree
-	// of a hostile message made of nothing but minimal elements (<a/>) at
-	// about 100 MB.
+	// DefaultMaxElements admits twice the elements of the largest realistic
+	// message (a 10 MiB snapshot holds about 11,700 flights and 500,000
+	// elements) and even a snapshot of 20,000 flights (850,000 elements,
+	// though at 17 MB it is over the size limit), and caps the tree of a
+	// hostile message of minimal elements (<a/>) at about 100 MB.
 	DefaultMaxElements = 1_000_000
 	// DefaultMaxAttrs is the most attributes one element may carry; SIS
 	// elements carry at most three (RTNO, PSNO, the schema attributes of MSG).
@@ -42,13 +43,19 @@ const (
 // and its value ("element limit 1000000 exceeded"): it is not a SIS
 // message, and retrying cannot help.
 //
-// With the defaults, decoding a message of s bytes needs at most about
-// 1.5·s bytes for texts and the UTF-8 conversion plus about 110 bytes per
-// element and 40 per attribute, so the peak heap of decoding the largest
-// allowed message (10 MiB) stays under 20 × 10 MiB whatever its content,
-// and under 20·s for any message whose elements average 6 bytes or more
-// (SIS messages average 21). docs/reliability.md (R-H2) gives the measured
-// figures and the tests that assert them.
+// The heap bound (R-H2). Decoding a message of s bytes with e elements and
+// a attributes peaks at about 2·s + 100·e + 32·a bytes: the texts and one
+// copy of the input (DecodeText's, or the UTF-8 conversion), about 100
+// bytes of tree per element and 32 per attribute. Under the default limits
+// that is at most 20 × 10 MiB = 200 MiB for any input, the largest allowed
+// message; the costliest 10 MiB shape measured (the element limit's worth
+// of minimal elements, the rest in attributes) peaks at 14× its size. A
+// message stays under 20× its own size whenever its elements average 6
+// bytes or more: a SIS message averages 21 (a 10 MiB snapshot peaks at
+// 5×); only a stream of nothing but 4-byte elements (<a/>) costs more,
+// about 26× its size, and the element limit caps that at 100 MB.
+// docs/reliability.md (R-H2) gives the measurements and the tests that
+// assert them.
 //
 // A zero field takes its default, so Limits{} equals [DefaultLimits]().
 type Limits struct {

@@ -25,9 +25,9 @@ import (
 const heapBoundFactor = 20
 
 // hostileTimeBound is the wall time one hostile 10 MiB message may take to
-// decode: uninstrumented, the slowest shape takes about 0.3 s on the CI
-// machine (BenchmarkDecodeHostile), and the bound leaves room for two
-// loaded cores. The race detector makes the byte loops about ten times
+// decode: uninstrumented, the slowest shape takes about 0.25 s on the CI
+// machine even when it is loaded (BenchmarkDecodeHostile), and the bound
+// leaves room for two busy cores. The race detector makes the byte loops about ten times
 // slower, so its bound is scaled; either bound is far below what a
 // quadratic path would take on 10 MiB (hours).
 func hostileTimeBound() time.Duration {
@@ -300,8 +300,8 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // TestDecode_R_H2_TreeCostPerElement pins the cost the stated bound is built
 // on: a message of nothing but minimal elements (<a/>, the densest an
 // element can be written) up to the element limit. Such a message is the
-// one shape whose tree costs more than 20× its own size (about 24×: some
-// 90 bytes of tree per 4-byte element), so its bound is the absolute one,
+// one shape whose tree costs more than 20× its own size (about 26×: some
+// 100 bytes of tree per 4-byte element), so its bound is the absolute one,
 // 20× the largest allowed message; the per-element cost is what keeps
 // every other shape under 20× its size.
 //
