@@ -714,12 +714,7 @@ type chaosEvent struct {
 // overtook an older one). Two different events for one version are a
 // duplicated effect.
 func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOutcome) error {
-	type last struct {
-		version int64
-		raw     []byte
-	}
-	highest := map[int64]last{}
-	first := map[string][]byte{}
+	order := newMsgOrder()
 	return readTopic(ctx, s, s.kafka.Topics.Msg, func(r *kgo.Record) {
 		var ev chaosEvent
 		if err := json.Unmarshal(r.Value, &ev); err != nil {
@@ -730,31 +725,73 @@ func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOu
 		if string(r.Key) != strconv.FormatInt(ev.FLID, 10) {
 			o.Duplicated[key] = append(o.Duplicated[key], fmt.Sprintf("record key %q", r.Key))
 		}
-		if prev, seen := first[ev.EventID]; seen && !bytes.Equal(prev, r.Value) {
-			o.Duplicated[key] = append(o.Duplicated[key], "two different msg events with one event ID")
-		}
-		h := highest[ev.FLID]
-		switch {
-		case ev.StateVersion == h.version && bytes.Equal(h.raw, r.Value):
+		switch verdict, why := order.observe(ev.FLID, ev.StateVersion, ev.EventID, r.Value); verdict {
+		case deliveryRedelivery:
 			o.Redeliveries++
 			return
-		case ev.StateVersion == h.version:
-			o.Duplicated[key] = append(o.Duplicated[key], "a second, different msg event for the version")
+		case deliveryDuplicate:
+			o.Duplicated[key] = append(o.Duplicated[key], why)
 			return
-		case ev.StateVersion < h.version:
-			o.OutOfOrder[key] = append(o.OutOfOrder[key], fmt.Sprintf("v%d delivered after v%d", ev.StateVersion, h.version))
+		case deliveryRegression:
+			o.OutOfOrder[key] = append(o.OutOfOrder[key], why)
 			return
-		case ev.StateVersion > h.version+1:
-			o.OutOfOrder[key] = append(o.OutOfOrder[key], fmt.Sprintf("v%d delivered right after v%d", ev.StateVersion, h.version))
+		case deliveryGap:
+			o.OutOfOrder[key] = append(o.OutOfOrder[key], why)
 		}
-		highest[ev.FLID] = last{version: ev.StateVersion, raw: r.Value}
-		first[ev.EventID] = r.Value
 		src, ok := index[ev.Source.MsgID]
 		if !ok {
 			src = -1
 		}
 		o.Events[chaosEventKey{FLID: ev.FLID, Version: ev.StateVersion, Type: ev.EventType, Source: src, Doc: canonJSON(ev.Flight)}]++
 	})
+}
+
+// Verdicts of msgOrder.observe.
+const (
+	deliveryNext       = iota // the next version of the FLID
+	deliveryRedelivery        // the last delivered event again, byte for byte
+	deliveryDuplicate         // a different event for a delivered version or event ID
+	deliveryRegression        // a version below one already delivered
+	deliveryGap               // a version more than one above the last (kept as the new last)
+)
+
+// msgOrder judges the records of the msg topic, in partition order, per
+// FLID.
+type msgOrder struct {
+	last  map[int64]msgLast
+	first map[string][]byte // event ID → first delivery
+}
+
+type msgLast struct {
+	version int64
+	raw     []byte
+}
+
+func newMsgOrder() *msgOrder {
+	return &msgOrder{last: map[int64]msgLast{}, first: map[string][]byte{}}
+}
+
+// observe judges one record and says why when it is not the next version.
+func (m *msgOrder) observe(flid, version int64, eventID string, raw []byte) (int, string) {
+	if prev, seen := m.first[eventID]; seen && !bytes.Equal(prev, raw) {
+		return deliveryDuplicate, "two different msg events with one event ID"
+	}
+	h := m.last[flid]
+	switch {
+	case version == h.version && bytes.Equal(h.raw, raw):
+		return deliveryRedelivery, ""
+	case version == h.version:
+		return deliveryDuplicate, "a second, different msg event for the version"
+	case version < h.version:
+		return deliveryRegression, fmt.Sprintf("v%d delivered after v%d", version, h.version)
+	}
+	verdict, why := deliveryNext, ""
+	if version > h.version+1 {
+		verdict, why = deliveryGap, fmt.Sprintf("v%d delivered right after v%d", version, h.version)
+	}
+	m.last[flid] = msgLast{version: version, raw: raw}
+	m.first[eventID] = raw
+	return verdict, why
 }
 
 // readSchdTopic keeps the last record per FLID of the compacted schd topic.
