@@ -44,7 +44,6 @@ func TestFromFLTR_R_C6_C1_KeepsEveryElement(t *testing.T) {
 			"ROUT": []any{map[string]any{"@RTNO": "1", "APCD": "XIY", "SCAT": "23JAN210710"}},
 		},
 		"RENO": "B2574",
-		"MAID": "",
 		"TAID": "16",
 		"PSDT": []any{map[string]any{"@PSNO": "1", "PSST": "504", "STST": "23JAN210500", "STET": "23JAN210600"}},
 		"ERUT": []any{map[string]any{"@RTNO": "1", "APCD": "XIY"}, map[string]any{"@RTNO": "2", "APCD": "CTU"}},

@@ -48,6 +48,8 @@ func baseDoc() Doc {
 		"PSHT": []any{map[string]any{"@PSHN": "1", "PSTM": "23JAN210600", "PSID": "IN"}},
 		"TIPT": []any{map[string]any{"TRTM": "23JAN210450", "TRST": "504"}},
 		"PORT": []any{map[string]any{"POTM": "23JAN210550", "POID": "O"}},
+		// the FFID flopRecord sends, kept by an earlier FLOP (R-C1)
+		"VERBATIM": map[string]any{"FFID": "YG-YG9015-A-23JAN210535-D"},
 	}
 }
 
@@ -103,7 +105,10 @@ func TestApplyFLOP_R_C4_TimeSubtypes(t *testing.T) {
 	cases = append(cases,
 		flopCase{name: "BlankIsEmpty", styp: "APPT", payload: "<APPT>  </APPT>", want: func(d Doc) { delete(d, "APPT") }},
 		flopCase{name: "TrimmedValue", styp: "APPT", payload: "<APPT> 24JAN210815 </APPT>", want: func(d Doc) { d["APPT"] = "24JAN210815" }},
-		flopCase{name: "OtherElementsIgnored", styp: "APPT", payload: "<TOBT/><APPT>24JAN210815</APPT>", want: func(d Doc) { d["APPT"] = "24JAN210815" }},
+		flopCase{name: "OtherElementsKeptVerbatim", styp: "APPT", payload: "<TOBT/><APPT>24JAN210815</APPT>", want: func(d Doc) {
+			d["APPT"] = "24JAN210815"
+			d["VERBATIM"].(map[string]any)["FLOP"] = map[string]any{"APPT": map[string]any{"TOBT": ""}}
+		}},
 		flopCase{name: "BadMonth", styp: "CNCL", payload: "<CNCL>24XXX210815</CNCL>", reject: "CNCL"},
 		flopCase{name: "BadHour", styp: "CNCL", payload: "<CNCL>24JAN212515</CNCL>", reject: "CNCL"},
 	)
@@ -118,8 +123,12 @@ func TestApplyFLOP_R_C4_CodeSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase
 	for _, s := range []string{"ACFT", "RENO", "STND", "TRML", "MAXP", "FLIN", "FLTY", "FTSS", "REMC", "RUNW"} {
+		v := "NEW1"
+		if s == "FLIN" {
+			v = "I" // FLIN is D, I or M
+		}
 		cases = append(cases,
-			flopCase{name: s + "/Set", styp: s, payload: "<" + s + ">NEW1</" + s + ">", want: func(d Doc) { d[s] = "NEW1" }},
+			flopCase{name: s + "/Set", styp: s, payload: "<" + s + ">" + v + "</" + s + ">", want: func(d Doc) { d[s] = v }},
 			flopCase{name: s + "/AbsentKeeps", styp: s, payload: ""},
 		)
 		if s == "ACFT" || s == "FLIN" || s == "FLTY" {
@@ -197,7 +206,7 @@ func TestApplyFLOP_R_C4_AttributeAndTextSubtypes(t *testing.T) {
 		{name: "FLAB/Overshoot", styp: "FLAB", payload: `<FLAB ARES="O">POOR VISIBILITY</FLAB>`,
 			want: func(d Doc) { d["FLAB"] = map[string]any{"@ARES": "O", "#text": "POOR VISIBILITY"} }},
 		{name: "FLAB/Empty", styp: "FLAB", payload: `<FLAB/>`, want: func(d Doc) { delete(d, "FLAB") }},
-		{name: "FLAB/EmptyAttributeOnlyIsEmpty", styp: "FLAB", payload: `<FLAB ARES=""></FLAB>`, want: func(d Doc) { delete(d, "FLAB") }},
+		{name: "FLAB/EmptyAttributeOnlyRejected", styp: "FLAB", payload: `<FLAB ARES=""></FLAB>`, reject: "ARES"},
 		{name: "FLAB/EmptyARESWithText", styp: "FLAB", payload: `<FLAB ARES="">WX</FLAB>`, reject: "ARES"},
 		{name: "DELY/MergeByCode", styp: "DELY",
 			payload: `<DELY CODE="AT" DURA="0015">flow</DELY><DELY CODE="RA" DURA="0050">later</DELY>`,
@@ -226,13 +235,14 @@ func TestApplyFLOP_R_C4_ListSubtypes(t *testing.T) {
 	t.Parallel()
 	var cases []flopCase
 	for _, s := range []string{"PSDT", "GTDT", "CKDT", "CHDT", "CLDT", "CHOT", "ABTM"} {
+		seq := listRules[s].seq
 		cases = append(cases,
-			flopCase{name: s + "/Replace", styp: s, payload: "<" + s + ` NO="2"><A>x</A></` + s + "><" + s + ` NO="1"><A>y</A></` + s + ">",
+			flopCase{name: s + "/Replace", styp: s, payload: "<" + s + " " + seq + `="2"><A>x</A></` + s + "><" + s + " " + seq + `="1"><A>y</A></` + s + ">",
 				want: func(d Doc) {
-					d[s] = []any{map[string]any{"@NO": "2", "A": "x"}, map[string]any{"@NO": "1", "A": "y"}}
+					d[s] = []any{map[string]any{"@" + seq: "1", "A": "y"}, map[string]any{"@" + seq: "2", "A": "x"}}
 				}},
-			flopCase{name: s + "/SingleBecomesList", styp: s, payload: "<" + s + "><A>x</A></" + s + ">",
-				want: func(d Doc) { d[s] = []any{map[string]any{"A": "x"}} }},
+			flopCase{name: s + "/SingleBecomesList", styp: s, payload: "<" + s + " " + seq + `="1"><A>x</A></` + s + ">",
+				want: func(d Doc) { d[s] = []any{map[string]any{"@" + seq: "1", "A": "x"}} }},
 			flopCase{name: s + "/EmptyRejected", styp: s, payload: "<" + s + "/>", reject: "can only be replaced"},
 			flopCase{name: s + "/AbsentRejected", styp: s, payload: "", reject: "can only be replaced"},
 		)
@@ -307,8 +317,9 @@ func TestApplyFLOP_R_C4_MergeIntoMissingList(t *testing.T) {
 	t.Parallel()
 	got, err := ApplyFLOP(Doc{"FLID": "15"}, "DELY", flopRecord(t, "DELY", `<DELY CODE="RA">x</DELY>`))
 	require.NoError(t, err)
-	require.Equal(t, Doc{"FLID": "15", "DELY": []any{map[string]any{"@CODE": "RA", "#text": "x"}}}, got)
+	ffid := map[string]any{"FFID": "YG-YG9015-A-23JAN210535-D"}
+	require.Equal(t, Doc{"FLID": "15", "DELY": []any{map[string]any{"@CODE": "RA", "#text": "x"}}, "VERBATIM": ffid}, got)
 	got, err = ApplyFLOP(Doc{"FLID": "15"}, "ERUT", flopRecord(t, "ERUT", `<ERUT></ERUT>`))
 	require.NoError(t, err)
-	require.Equal(t, Doc{"FLID": "15"}, got)
+	require.Equal(t, Doc{"FLID": "15", "VERBATIM": ffid}, got)
 }

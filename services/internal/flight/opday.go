@@ -22,14 +22,20 @@ var months = map[string]time.Month{
 }
 
 // ParseDateTime reads a SIS DDMMMYYHHMM time (e.g. 23JAN210535) in loc.
+// Every numeric field is exactly two ASCII digits: a sign, a blank or any
+// other character inside the value is an error, not a number (Sscanf-style
+// parsing would read "+5" or " 5" as 5 and let a malformed time through).
 func ParseDateTime(s string, loc *time.Location) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if len(s) != 11 {
 		return time.Time{}, fmt.Errorf("parsing SIS time %q: want DDMMMYYHHMM", s)
 	}
-	var day, yy, hh, mm int
-	if _, err := fmt.Sscanf(s[0:2]+" "+s[5:7]+" "+s[7:9]+" "+s[9:11], "%d %d %d %d", &day, &yy, &hh, &mm); err != nil {
-		return time.Time{}, fmt.Errorf("parsing SIS time %q: %w", s, err)
+	day, ok1 := twoDigits(s[0:2])
+	yy, ok2 := twoDigits(s[5:7])
+	hh, ok3 := twoDigits(s[7:9])
+	mm, ok4 := twoDigits(s[9:11])
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return time.Time{}, fmt.Errorf("parsing SIS time %q: day, year, hour and minute must be two digits each", s)
 	}
 	mon, ok := months[strings.ToUpper(s[2:5])]
 	if !ok {
@@ -43,6 +49,28 @@ func ParseDateTime(s string, loc *time.Location) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("parsing SIS time %q: no such day", s)
 	}
 	return t, nil
+}
+
+// twoDigits reads exactly two ASCII digits.
+func twoDigits(s string) (int, bool) {
+	if len(s) != 2 || s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9' {
+		return 0, false
+	}
+	return int(s[0]-'0')*10 + int(s[1]-'0'), true
+}
+
+// CheckDuration validates a SIS HHMM duration (DELY @DURA, e.g. 0200): four
+// digits, minutes 00-59; hours are not bounded by a day.
+func CheckDuration(s string) error {
+	if len(s) != 4 {
+		return fmt.Errorf("parsing SIS duration %q: want HHMM", s)
+	}
+	_, okH := twoDigits(s[:2])
+	m, okM := twoDigits(s[2:])
+	if !okH || !okM || m > 59 {
+		return fmt.Errorf("parsing SIS duration %q: want HHMM with two digits each and minutes 00-59", s)
+	}
+	return nil
 }
 
 // Of returns the operation day (midnight UTC of the calendar date, for

@@ -29,8 +29,9 @@ var routeTimes = []string{"SCAT", "SCDT"}
 //     carries SCDT and no SCAT, outbound (a next station) when it carries
 //     SCAT and no SCDT, otherwise the flight's own — inbound for an arrival
 //     (MVIN A), outbound for anything else;
-//   - the first MaxRoutePerDirection entries of each direction, in input
-//     order, are kept; later ones are dropped;
+//   - the entries are ordered by RTNO (entries without a valid RTNO last,
+//     in input order), and the first MaxRoutePerDirection entries of each
+//     direction in that order are kept; later ones are dropped;
 //   - if this removed anything (a time or an entry), the ROUT list exactly
 //     as sent is kept under VERBATIM.ROUT, so the input is not lost (R-C1),
 //     but only the normalised list is flight state.
@@ -49,7 +50,7 @@ func normalizeRoute(d Doc) {
 	kept := make([]any, 0, len(list))
 	count := map[string]int{}
 	changed := false
-	for _, e := range list {
+	for _, e := range sortBySeq(list, "RTNO") {
 		m, isObj := e.(map[string]any)
 		if !isObj {
 			// A bare <ROUT>text</ROUT>: no times to remove, own direction.

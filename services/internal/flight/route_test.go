@@ -101,7 +101,7 @@ func TestMerge_R_C9_INV14b_ADFTKeepsWhatItDoesNotCarry(t *testing.T) {
 	got := Merge(cur, r)
 	want := cur.Clone()
 	want["STND"] = "601"
-	want["RENO"] = ""
+	delete(want, "RENO") // sent empty: no value, as a FLOP clear leaves it (R-C1, item 8)
 	want["PSDT"] = []any{map[string]any{"@PSNO": "1", "PSST": "601"}}
 	want["ROUT"] = []any{routeEntry(1, "XIY")}
 	want["VERBATIM"] = map[string]any{"MAFL": "old"} // the new ROUT dropped nothing

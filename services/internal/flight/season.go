@@ -125,9 +125,9 @@ func isHHMM(s string) bool {
 	if len(s) != 4 {
 		return false
 	}
-	h, err1 := strconv.Atoi(s[:2])
-	m, err2 := strconv.Atoi(s[2:])
-	return err1 == nil && err2 == nil && h >= 0 && h < 24 && m >= 0 && m < 60
+	h, okH := twoDigits(s[:2])
+	m, okM := twoDigits(s[2:])
+	return okH && okM && h < 24 && m < 60
 }
 
 // isDayMask reports a 7-character mask whose position n is n or 0.

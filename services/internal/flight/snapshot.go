@@ -1,6 +1,7 @@
 package flight
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,12 +26,24 @@ type Record struct {
 // FromFLTR turns a FLTR element into a validated record. A record missing a
 // required element, or with an unreadable FLID or SODT, is rejected: the
 // whole package is then refused (R-C6).
+//
+// An element present but empty (no attributes, no text, no children) is
+// "no value": it is left out of the document, as a FLOP clear leaves it,
+// so a flight cleared by a FLOP and the same flight in a snapshot with the
+// element empty are the same document (no version bump for nothing). An
+// empty member of a repeated element is dropped too (catalogue §2.7).
+// Lists with a sequence attribute are ordered by it (see orderLists).
 func FromFLTR(n *sis.Node, od OpDay) (Record, error) {
 	doc := Doc{}
-	addChildren(doc, n.Children)
+	addChildren(doc, withValue(n.Children))
 	for _, name := range requiredFLTR {
 		if s, ok := doc[name].(string); !ok || strings.TrimSpace(s) == "" {
 			return Record{}, reject("FLTR %s: required element %s missing or empty", doc.String("FLID"), name)
+		}
+	}
+	for _, name := range []string{"MVIN", "FLIN"} {
+		if v := doc.String(name); !slices.Contains(codeDomains[name], v) {
+			return Record{}, reject("FLTR %s: %s %q must be one of %s", doc.String("FLID"), name, v, strings.Join(codeDomains[name], "/"))
 		}
 	}
 	flid, err := strconv.ParseInt(doc.String("FLID"), 10, 64)
@@ -50,7 +63,19 @@ func FromFLTR(n *sis.Node, od OpDay) (Record, error) {
 	}
 	moveReserved(doc)
 	normalizeRoute(doc)
+	orderLists(doc)
 	return Record{FLID: flid, Doc: doc, Sent: sent}, nil
+}
+
+// withValue returns the elements of children that are not bare.
+func withValue(children []*sis.Node) []*sis.Node {
+	out := make([]*sis.Node, 0, len(children))
+	for _, c := range children {
+		if !isBare(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Merge applies an ad-hoc flight record (SCHD ADFT) to the current document
@@ -65,17 +90,28 @@ func Merge(cur Doc, rec Record) Doc {
 	for _, name := range rec.Sent {
 		switch {
 		case IsDerived(name):
-			v, _ := verbatim(rec.Doc, name)
-			setVerbatim(out, name, v)
+			if v, ok := verbatim(rec.Doc, name); ok {
+				setVerbatim(out, name, v)
+			} else {
+				dropVerbatim(out, name)
+			}
 		case name == "ROUT":
-			out["ROUT"] = rec.Doc["ROUT"]
+			if v, ok := rec.Doc["ROUT"]; ok {
+				out["ROUT"] = v
+			} else {
+				delete(out, "ROUT")
+			}
 			if v, ok := verbatim(rec.Doc, "ROUT"); ok {
 				setVerbatim(out, "ROUT", v)
 			} else {
 				dropVerbatim(out, "ROUT")
 			}
 		default:
-			out[name] = rec.Doc[name]
+			if v, ok := rec.Doc[name]; ok {
+				out[name] = v
+			} else {
+				delete(out, name) // sent empty: no value (see FromFLTR)
+			}
 		}
 	}
 	return out

@@ -88,7 +88,8 @@ func TestRunningState_R_C4_StatusSubtypesMoveTheDerivedState(t *testing.T) {
 		styp, payload, want string
 		changed             []string
 	}{
-		{"BOTM", "<BOTM>23JAN210500</BOTM>", "BOARDING", []string{"BOTM", "RUNSTATE"}},
+		// The first FLOP also records the record's FFID (VERBATIM.FFID, R-C1).
+		{"BOTM", "<BOTM>23JAN210500</BOTM>", "BOARDING", []string{"BOTM", "RUNSTATE", "VERBATIM"}},
 		{"LACL", "<LACL>23JAN210520</LACL>", "LAST_CALL", []string{"LACL", "RUNSTATE"}},
 		{"LACL", "<LACL></LACL>", "BOARDING", []string{"LACL", "RUNSTATE"}},
 		{"BOTM", "<BOTM/>", "SCHEDULED", []string{"BOTM", "RUNSTATE"}},

@@ -91,6 +91,12 @@ func (w *writer) put(ctx context.Context, cur *flightRow, flid int64, doc flight
 	if err != nil {
 		return false, err
 	}
+	if w.src.Type != "FLOP" && cur != nil && cur.State == "ACTIVE" {
+		// A daily flight record never carries what FLOPs keep verbatim
+		// (FFID, extra elements): keep it, or every snapshot after a FLOP
+		// would bump the version for nothing (R-C1, INV-13).
+		doc = flight.KeepFLOPVerbatim(cur.Doc, doc)
+	}
 	doc = flight.Derive(doc, flid, kids)
 	delete(w.dirty, flid) // its MAFL is fresh now
 	if cur != nil && cur.State == "ACTIVE" && flight.Equal(cur.Doc, doc) {

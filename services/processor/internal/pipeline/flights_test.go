@@ -162,14 +162,21 @@ func TestFLOP_R_C4_EmptyClearsAbsentKeeps(t *testing.T) {
 	h := newHarness(t)
 	h.run(1, schd(1, "DNLD", fltr(15, day23, "<TOBT>23JAN210500</TOBT><APPT>23JAN210510</APPT><PADT>23JAN210400</PADT>")))
 	h.run(2, flopMsg(2, "TOBT", flopRec(15, ""))) // FLOP-TOBT-1: no TOBT element at all
-	require.Equal(t, int64(1), h.flight(15).Version)
-	require.Equal(t, StateSucceeded, h.state(2))
+	require.Equal(t, StateApplied, h.state(2), "it wrote a version: applied until projected")
 	require.Equal(t, "23JAN210500", h.flight(15).Doc["TOBT"])
+	// The only change is the record's FFID, kept verbatim (R-C1).
+	var first Event
+	require.NoError(t, json.Unmarshal(h.outbox(`target='msg' AND msg_id=2`)[0].Payload, &first))
+	require.Equal(t, []string{"VERBATIM"}, first.Changed)
+	require.Equal(t, int64(2), h.flight(15).Version)
+	h.run(5, flopMsg(5, "TOBT", flopRec(15, ""))) // the same again: nothing at all
+	require.Equal(t, int64(2), h.flight(15).Version)
+	require.Equal(t, StateSucceeded, h.state(5))
 
 	h.run(3, flopMsg(3, "APPT", flopRec(15, "<APPT></APPT>")))
 	h.run(4, flopMsg(4, "PADT", flopRec(15, "<PADT/>")))
 	f := h.flight(15)
-	require.Equal(t, int64(3), f.Version)
+	require.Equal(t, int64(4), f.Version)
 	require.NotContains(t, f.Doc, "APPT")
 	require.NotContains(t, f.Doc, "PADT")
 	require.Equal(t, "23JAN210500", f.Doc["TOBT"])
