@@ -154,13 +154,11 @@ func (b *testBundle) start(rdb *redis.Client) (*projector.Service, func()) {
 // (the first start builds it from PostgreSQL) and Kafka answers.
 func (b *testBundle) awaitReady(svc *projector.Service) {
 	b.t.Helper()
-	var last error
-	require.Eventually(b.t, func() bool {
+	require.EventuallyWithT(b.t, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		last = svc.Ready(ctx)
-		return last == nil
-	}, waitFor, tick, "projector not ready: %v", &last)
+		assert.NoError(c, svc.Ready(ctx), "projector not ready")
+	}, waitFor, tick)
 }
 
 func flightDoc(flid, version int64) []byte {

@@ -33,7 +33,7 @@ const waitFor = 30 * time.Second
 // testBundle is one test's projection: a Redis prefix, its store, a
 // migrated PostgreSQL database and the metrics of the watchdogs started.
 type testBundle struct {
-	t      *testing.T
+	t      testing.TB
 	rdb    *redis.Client
 	prefix string
 	store  *store.Store
@@ -43,7 +43,9 @@ type testBundle struct {
 	meter  *sdkmetric.MeterProvider
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T) *testBundle { return setupBench(t) }
+
+func setupBench(t testing.TB) *testBundle {
 	t.Helper()
 	b := &testBundle{t: t, prefix: redistest.NewPrefix(t)}
 	var err error
@@ -83,7 +85,7 @@ func (b *testBundle) run(src Source, opt Options) *Recovery {
 	return r
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
