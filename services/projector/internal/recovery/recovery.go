@@ -255,9 +255,6 @@ type marker struct {
 	Flights int64  `json:"flights"`
 }
 
-// errLockLost is the error of an Interrupted rebuild whose lock was lost.
-var errLockLost = errors.New("the rebuild lock expired or Redis lost it")
-
 // rebuild writes every PostgreSQL flight to Redis under the lock and sets
 // the marker. It returns the outcome, the flights written and, for
 // Failed and Interrupted, why.
@@ -349,7 +346,7 @@ func (r *Recovery) rebuild(ctx context.Context) (Outcome, int64, error) {
 	case fin == store.FinishLockLost:
 		return Interrupted, written, errLockLost
 	case fin == store.FinishDataLost:
-		return Interrupted, written, errors.New("redis lost the versions hash or documents during the rebuild")
+		return Interrupted, written, errDataLost
 	}
 	r.complete.Store(1)
 	return Completed, written, nil
