@@ -70,6 +70,8 @@ type treeBuilder struct {
 	run       []byte              // character data since the last tag of the innermost element
 	slab      []Node              // nodes are carved out of chunks of growing size
 	elements  int                 // elements started so far
+	density   int                 // most elements the density limit admits for this input
+	size      int                 // input bytes, for the density limit's reason
 	nextChunk int                 // nodes in the next chunk of slab
 	seen      map[string]struct{} // attribute names of one element, for large attribute lists
 }
@@ -93,8 +95,11 @@ const (
 )
 
 func newTreeBuilder(lim Limits, body []byte) treeBuilder {
+	lim = lim.resolved()
 	return treeBuilder{
-		lim:       lim.resolved(),
+		lim:       lim,
+		density:   len(body)/lim.MinBytesPerElement + densitySlack,
+		size:      len(body),
 		stack:     make([]frame, 0, 8),
 		nextChunk: min(max(bytes.Count(body, []byte("<"))/2+1, minChunk), maxChunk),
 	}
@@ -163,6 +168,8 @@ func (b *treeBuilder) admit(name string) *Error {
 		return malformed("element <%s> after the end of the root element", truncate(name, 40))
 	case b.elements >= b.lim.MaxElements:
 		return elementsExceeded(b.lim.MaxElements)
+	case b.elements >= b.density:
+		return densityExceeded(b.lim.MinBytesPerElement, b.density, b.size)
 	case len(b.stack) >= b.lim.MaxDepth:
 		return depthExceeded(b.lim.MaxDepth, name)
 	}

@@ -34,7 +34,20 @@ const (
 	// the longest attribute value, after references are resolved. SIS texts
 	// are codes, times and short remarks (the longest seen is 48 bytes).
 	DefaultMaxTextBytes = 64 << 10
+	// DefaultMinBytesPerElement is the density limit: a message may hold at
+	// most one element per 6 bytes of input (plus [densitySlack]). The
+	// smallest SIS element, an empty four-letter one (<FLID/>), takes 7
+	// bytes and real messages average 21; only hostile input is denser.
+	// It is what keeps the tree within 20× the message's own size: at
+	// about 100 bytes of tree per element, 6 bytes per element cost at most
+	// 2 + 100/6 ≈ 18.7× the input.
+	DefaultMinBytesPerElement = 6
 )
+
+// densitySlack is the number of elements any message may hold whatever
+// its size, so that the density limit never refuses a small message of
+// short elements (a SIS envelope has about ten).
+const densitySlack = 256
 
 // Limits bound the work [Decode] does for one message, so that a hostile
 // message cannot exhaust the processor's memory (R-H2). Each limit is
@@ -51,9 +64,11 @@ const (
 // message; the costliest 10 MiB shape measured (the element limit's worth
 // of minimal elements, the rest in attributes) peaks at 14× its size. A
 // message stays under 20× its own size whenever its elements average 6
-// bytes or more: a SIS message averages 21 (a 10 MiB snapshot peaks at
-// 5×); only a stream of nothing but 4-byte elements (<a/>) costs more,
-// about 26× its size, and the element limit caps that at 100 MB.
+// bytes or more — a SIS message averages 21 (a 10 MiB snapshot peaks at
+// 5×) — and the density limit (MinBytesPerElement) refuses any denser
+// message before its tree outgrows that: a stream of nothing but 4-byte
+// elements (<a/>), which would cost about 26× its size, is refused once it
+// holds more than one element per 6 bytes of the message.
 // docs/reliability.md (R-H2) gives the measurements and the tests that
 // assert them.
 //
@@ -74,6 +89,9 @@ type Limits struct {
 	// text runs together) and the longest attribute value, in bytes after
 	// references are resolved.
 	MaxTextBytes int
+	// MinBytesPerElement is the density limit: at most one element per
+	// this many bytes of input, plus 256 elements for any message.
+	MinBytesPerElement int
 }
 
 // DefaultLimits returns the limits [Decode] and [DecodeText] apply.
@@ -85,6 +103,8 @@ func DefaultLimits() Limits {
 		MaxDepth:     DefaultMaxDepth,
 		MaxNameBytes: DefaultMaxNameBytes,
 		MaxTextBytes: DefaultMaxTextBytes,
+
+		MinBytesPerElement: DefaultMinBytesPerElement,
 	}
 }
 
@@ -118,6 +138,8 @@ func (l Limits) resolved() Limits {
 		MaxDepth:     min(pick(l.MaxDepth, d.MaxDepth), maxDepth),
 		MaxNameBytes: pick(l.MaxNameBytes, d.MaxNameBytes),
 		MaxTextBytes: pick(l.MaxTextBytes, d.MaxTextBytes),
+
+		MinBytesPerElement: pick(l.MinBytesPerElement, d.MinBytesPerElement),
 	}
 }
 
@@ -131,6 +153,10 @@ func sizeExceeded(limit, size int) *Error {
 
 func elementsExceeded(limit int) *Error {
 	return malformed("element limit %d exceeded", limit)
+}
+
+func densityExceeded(perElement, elements, size int) *Error {
+	return malformed("density limit of one element per %d bytes exceeded: more than %d elements in %d bytes", perElement, elements, size)
 }
 
 func attrsExceeded(limit int, element string) *Error {

@@ -164,6 +164,9 @@ type hostileCase struct {
 func hostileCases() []hostileCase {
 	const size = DefaultMaxBytes
 	elementLimit := "element limit " + strconv.Itoa(DefaultMaxElements) + " exceeded"
+	// A UTF-16 message shrinks to half its size as UTF-8, so the same
+	// elements are twice as dense: the density limit refuses it first.
+	densityLimit := "density limit of one element per " + strconv.Itoa(DefaultMinBytesPerElement) + " bytes exceeded"
 	textLimit := "text limit " + strconv.Itoa(DefaultMaxTextBytes) + " bytes exceeded"
 	return []hostileCase{
 		{"MillionsOfEmptyElements", func() []byte { return fill(size, hostileHead, "<a/>", hostileTail) }, false, elementLimit},
@@ -173,7 +176,7 @@ func hostileCases() []hostileCase {
 		{"MillionsOfElementPairs", func() []byte { return fill(size, hostileHead, "<ab></ab>", hostileTail) }, false, elementLimit},
 		{"MillionsOfEmptyElementsInUTF16", func() []byte {
 			return utf16LEBytes(fill((size-2)/2, "<MSG><META>"+flopMeta+"</META>", "<a/>", hostileTail))
-		}, true, elementLimit},
+		}, true, densityLimit},
 		{"MinimalElementsUpToTheLimit", func() []byte {
 			// MSG, META and its five fields are 7 elements.
 			return padTo(size, hostileHead, strings.Repeat("<a/>", DefaultMaxElements-7))
@@ -298,26 +301,41 @@ func TestDecode_R_H2_HostileInputsStayWithinHeapAndTimeBounds(t *testing.T) {
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
 // TestDecode_R_H2_TreeCostPerElement pins the cost the stated bound is built
-// on: a message of nothing but minimal elements (<a/>, the densest an
-// element can be written) up to the element limit. Such a message is the
-// one shape whose tree costs more than 20× its own size (about 26×: some
-// 100 bytes of tree per 4-byte element), so its bound is the absolute one,
-// 20× the largest allowed message; the per-element cost is what keeps
-// every other shape under 20× its size.
+// on: a message of minimal elements at the densest the density limit admits
+// (one element per 6 bytes, <abc/>) up to the element limit decodes within
+// 20× its own size; a denser one (<a/>, 4 bytes per element, which would
+// cost about 26× its size) is refused by the density limit, also within
+// 20× its size.
 //
 // Not parallel: the heap is measured for the whole process.
 func TestDecode_R_H2_TreeCostPerElement(t *testing.T) {
 	const perElement = 112 // bytes of heap per element, the input copy included
 	elements := DefaultMaxElements - 7
-	text := hostileHead + strings.Repeat("<a/>", elements) + hostileTail
-	use, m, err := measureHeap(func() (*Message, error) { return DecodeText(text) })
-	require.NoError(t, err)
-	require.Len(t, m.Root.Children, elements+1)
-	t.Logf("%d minimal elements in %d bytes: peak heap %.1f MB (%.0f bytes per element, %.1f× the message), allocated %.1f MB, %v",
-		elements, len(text), mib(use.peak), float64(use.peak)/float64(elements), float64(use.peak)/float64(len(text)), mib(use.total), use.elapsed)
-	require.LessOrEqual(t, use.peak, uint64(perElement*elements))
-	require.LessOrEqual(t, use.total, uint64(perElement*elements))
-	require.LessOrEqual(t, use.total, uint64(heapBoundFactor*DefaultMaxBytes))
+	t.Run("DensestAdmitted", func(t *testing.T) {
+		text := hostileHead + strings.Repeat("<abc/>", elements) + hostileTail
+		use, m, err := measureHeap(func() (*Message, error) { return DecodeText(text) })
+		require.NoError(t, err)
+		require.Len(t, m.Root.Children, elements+1)
+		t.Logf("%d minimal elements in %d bytes: peak heap %.1f MB (%.0f bytes per element, %.1f× the message), allocated %.1f MB, %v",
+			elements, len(text), mib(use.peak), float64(use.peak)/float64(elements), float64(use.peak)/float64(len(text)), mib(use.total), use.elapsed)
+		require.LessOrEqual(t, use.peak, uint64(perElement*elements))
+		require.LessOrEqual(t, use.total, uint64(perElement*elements))
+		require.LessOrEqual(t, use.peak, uint64(heapBoundFactor*len(text)), "peak heap over %d× the message size", heapBoundFactor)
+		require.LessOrEqual(t, use.total, uint64(heapBoundFactor*len(text)))
+	})
+	t.Run("DenserIsRefused", func(t *testing.T) {
+		text := hostileHead + strings.Repeat("<a/>", elements) + hostileTail
+		use, m, err := measureHeap(func() (*Message, error) { return DecodeText(text) })
+		require.Nil(t, m)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, ClassMalformed, e.Class)
+		require.Contains(t, err.Error(), "density limit of one element per 6 bytes exceeded")
+		t.Logf("%d elements of 4 bytes in %d bytes: refused at peak heap %.1f MB (%.1f× the message)",
+			elements, len(text), mib(use.peak), float64(use.peak)/float64(len(text)))
+		require.LessOrEqual(t, use.peak, uint64(heapBoundFactor*len(text)), "peak heap over %d× the message size", heapBoundFactor)
+		require.LessOrEqual(t, use.total, uint64(heapBoundFactor*len(text)))
+	})
 }
 
 // TestDecode_R_H2_LimitsAreExact checks every limit at its value (accepted)
