@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Lints and renders the Helm chart helm/msgexchange, then checks what it
 # renders:
-#   - `helm lint --strict` with the default values and with each ci/*-values.yaml;
-#   - `helm template` of the same (fails on a template error or on rendered
-#     YAML that does not parse);
+#   - `helm lint --strict` with the default values and with each ci/*-values.yaml
+#     (values.schema.json refuses unknown keys and wrong types);
+#   - `helm template` of the same, on a cluster that serves the Prometheus
+#     Operator's APIs (fails on a template error or on rendered YAML that does
+#     not parse), and the default values once more on one that does not: no
+#     ServiceMonitor or PrometheusRule may be rendered there;
 #   - every Deployment has liveness and readiness probes and the hardened
 #     securityContext (runAsNonRoot, read-only root filesystem, drop ALL,
 #     seccomp RuntimeDefault); the migration Job has the securityContext;
-#   - the single-active pods (all-in-one, ingest, processor) run one replica
-#     with the Recreate strategy, and each mode renders the Deployments it should;
+#   - with the default values every single-active pod (all-in-one; ingest,
+#     processor and dispatcher when distributed) runs two replicas (active and
+#     standby) with a RollingUpdate, and each mode renders the Deployments it should;
 #   - the rendered msgx configuration is accepted by the real binary: for
 #     every Deployment and the Job, `msgx -target=<its target> -verify-config`
 #     with placeholder secrets (strict YAML: a key msgx does not know fails);
 #   - every key of values.yaml has a `# --` comment and a row in README.md.
+# The Go test deploy/helmchart decodes every rendered manifest strictly into
+# the Kubernetes API types and checks selectors, spread and GOMEMLIMIT.
 #
 # helm is built from source through the Go module proxy at a pinned version
 # into <repo>/bin/tools/helm on first use (a few minutes on a cold machine),
@@ -70,11 +76,16 @@ install_helm() {
 # comment right above it, and for every key path missing from README.md.
 check_values_docs() {
 	local values="$CHART/values.yaml" readme="$CHART/README.md"
+	# Keys inside list items (e.g. the default topologySpreadConstraints) are
+	# data, not values of their own.
 	awk '
 		/^[[:space:]]*# --/ { doc = 1; next }
 		/^[[:space:]]*#/ { next }
 		/^[[:space:]]*$/ { doc = 0; next }
-		/^[[:space:]]*-/ { doc = 0; next }
+		{ match($0, /^ */); ind = RLENGTH }
+		inlist && ind > listind { next }
+		{ inlist = 0 }
+		/^[[:space:]]*-/ { doc = 0; inlist = 1; listind = ind; next }
 		/^[[:space:]]*[A-Za-z_][A-Za-z0-9_.-]*:/ {
 			if (!doc) printf "values.yaml:%d: key without a \"# --\" comment: %s\n", NR, $0
 			doc = 0
@@ -84,7 +95,11 @@ check_values_docs() {
 
 	# Dotted path of every key, from its indentation (two spaces a level).
 	awk '
-		/^[[:space:]]*(#|-|$)/ { next }
+		/^[[:space:]]*(#|$)/ { next }
+		{ match($0, /^ */); ind = RLENGTH }
+		inlist && ind > listind { next }
+		{ inlist = 0 }
+		/^[[:space:]]*-/ { inlist = 1; listind = ind; next }
 		/^[[:space:]]*[A-Za-z_][A-Za-z0-9_.-]*:/ {
 			match($0, /^ */); depth = RLENGTH / 2
 			key = $0; sub(/^ */, "", key); sub(/:.*/, "", key)
@@ -171,16 +186,14 @@ verify_config() {
 		return
 	fi
 	cfg="$WORK/$(basename "$dir")-$name.yaml"
-	if ! config_of "$dir" "$cm" >"$cfg"; then
+	if ! config_of "$dir" "$cm" >"$cfg.rendered"; then
 		fail "$kind $name: ConfigMap $cm is not rendered"
 		return
 	fi
-	if ! out=$(env \
-		MSGX_POSTGRES_URL='postgres://msgx@postgres:5432/msgx?sslmode=require' \
-		MSGX_MYSQL_DSN='msgx:secret@tcp(mysql:3306)/mailbox' \
-		MSGX_REDIS_URL='redis://redis:6379/0' \
-		MSGX_CONTROL_AUTH_TOKEN='ci-token' \
-		"$WORK/msgx" -config.file="$cfg" -config.expand-env -target="$target" -verify-config 2>&1); then
+	# The pods read their secrets from the Secret mounted at /etc/msgx/secrets;
+	# here placeholder files stand in for it.
+	sed "s|/etc/msgx/secrets/|$WORK/secrets/|g" "$cfg.rendered" >"$cfg"
+	if ! out=$("$WORK/msgx" -config.file="$cfg" -config.expand-env -target="$target" -verify-config 2>&1); then
 		fail "$kind $name: msgx rejects its configuration (target $target): $out"
 	fi
 }
@@ -198,10 +211,10 @@ check_render() {
 			deployments=$((deployments + 1))
 			check_pod "$f" "$kind" "$name"
 			verify_config "$f" "$kind" "$name" "$dir"
-			case "$name" in
-			*-all | *-ingest | *-processor)
-				grep -q '^  replicas: 1$' "$f" || fail "$label: $name is single-active but does not run exactly one replica"
-				grep -q '^    type: Recreate$' "$f" || fail "$label: $name is single-active but its strategy is not Recreate"
+			case "$label:$name" in
+			default:*-all | distributed:*-ingest | distributed:*-processor | distributed:*-dispatcher)
+				grep -q '^  replicas: 2$' "$f" || fail "$label: $name is single-active but has no standby (want 2 replicas)"
+				grep -q '^    type: RollingUpdate$' "$f" || fail "$label: $name does not roll (want RollingUpdate)"
 				;;
 			esac
 			;;
@@ -218,6 +231,7 @@ check_render() {
 	esac
 	if [ "$label" = default ]; then
 		grep -q '^kind: ServiceMonitor$' "$2" || fail "$label: no ServiceMonitor rendered (it is on by default)"
+		grep -q '^kind: PrometheusRule$' "$2" || fail "$label: no PrometheusRule rendered (it is on by default)"
 		grep -q '^kind: Job$' "$2" || fail "$label: no migration Job rendered (it is on by default)"
 	fi
 	log "$label: $mode, $deployments Deployment(s) checked"
@@ -239,6 +253,14 @@ fi
 
 check_values_docs
 
+mkdir -p "$WORK/secrets"
+printf '%s\n' 'postgres://msgx@postgres:5432/msgx?sslmode=require' >"$WORK/secrets/MSGX_POSTGRES_URL"
+printf '%s\n' 'msgx:secret@tcp(mysql:3306)/mailbox' >"$WORK/secrets/MSGX_MYSQL_DSN"
+printf '%s\n' 'redis://redis:6379/0' >"$WORK/secrets/MSGX_REDIS_URL"
+printf '%s\n' 'ci-token-0123456789abcdef0123456789abcdef' >"$WORK/secrets/MSGX_CONTROL_AUTH_TOKEN"
+# The Prometheus Operator's APIs, as a cluster that has its CRDs serves them.
+MONITORING_APIS=(--api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions monitoring.coreos.com/v1/PrometheusRule)
+
 export HELM_CACHE_HOME="$WORK/helm-cache" HELM_CONFIG_HOME="$WORK/helm-config" HELM_DATA_HOME="$WORK/helm-data"
 
 renders=("default:")
@@ -255,12 +277,29 @@ for r in "${renders[@]}"; do
 		fail "$label: helm lint"
 		continue
 	fi
-	if ! "$HELM" template msgx "$CHART" --namespace msgx --kube-version "$KUBE_VERSION" "${args[@]}" >"$WORK/render-$label.yaml" 2>"$WORK/template-$label.log"; then
+	if ! "$HELM" template msgx "$CHART" --namespace msgx --kube-version "$KUBE_VERSION" "${MONITORING_APIS[@]}" "${args[@]}" >"$WORK/render-$label.yaml" 2>"$WORK/template-$label.log"; then
 		cat "$WORK/template-$label.log" >&2
 		fail "$label: helm template"
 		continue
 	fi
 	check_render "$label" "$WORK/render-$label.yaml" "$WORK/docs-$label"
+done
+
+# Without the Prometheus Operator's APIs the install must not need them.
+if "$HELM" template msgx "$CHART" --namespace msgx --kube-version "$KUBE_VERSION" >"$WORK/render-no-operator.yaml" 2>"$WORK/template-no-operator.log"; then
+	if grep -qE '^kind: (ServiceMonitor|PrometheusRule)$' "$WORK/render-no-operator.yaml"; then
+		fail "no-operator: a ServiceMonitor or PrometheusRule is rendered on a cluster without their API"
+	fi
+else
+	cat "$WORK/template-no-operator.log" >&2
+	fail "no-operator: helm template"
+fi
+
+# values.schema.json refuses a misspelt key and a wrong type.
+for bad in processor.replica=2 processr.replicas=2 processor.replicas=two; do
+	if "$HELM" template msgx "$CHART" --kube-version "$KUBE_VERSION" --set "$bad" >/dev/null 2>&1; then
+		fail "--set $bad renders; want a schema error"
+	fi
 done
 
 # A deploymentMode other than the two must be refused.

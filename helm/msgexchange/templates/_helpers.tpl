@@ -94,10 +94,47 @@ Takes (dict "ctx" $ "target" name), returns YAML (use with fromYaml).
 {{- end }}
 {{- end }}
 
-{{/* Fails on a deploymentMode other than AllInOne or Distributed. */}}
+{{/*
+Fails on values the schema cannot express: a deploymentMode other than the
+two (kept for `helm template --skip-schema-validation`), and a Secret that is
+both existing and created.
+*/}}
 {{- define "msgexchange.validate" -}}
 {{- if not (has .Values.deploymentMode (list "AllInOne" "Distributed")) }}
 {{- fail (printf "deploymentMode %q: want AllInOne or Distributed" .Values.deploymentMode) }}
+{{- end }}
+{{- if and .Values.secret.existingSecret .Values.secret.create }}
+{{- fail "secret: set existingSecret or create, not both" }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the Secret mounted under /etc/msgx/secrets; empty when there is none. */}}
+{{- define "msgexchange.secretName" -}}
+{{- if .Values.secret.existingSecret }}
+{{- .Values.secret.existingSecret }}
+{{- else if .Values.secret.create }}
+{{- printf "%s-secrets" (include "msgexchange.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+GOMEMLIMIT for a memory limit (a Kubernetes quantity such as 512Mi, 1Gi,
+1G or 536870912): goMemLimit.percent of it, in whole MiB. Empty when the
+quantity is empty; fails on one it cannot read.
+*/}}
+{{- define "msgexchange.goMemLimit" -}}
+{{- $q := toString .quantity | trim }}
+{{- if $q }}
+{{- $m := regexFindAll "^([0-9]+(?:\\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$" $q 1 }}
+{{- if not $m }}
+{{- fail (printf "memory limit %q: want a number with an optional Ki, Mi, Gi, Ti, k, M, G or T suffix" $q) }}
+{{- end }}
+{{- $num := regexReplaceAll "^([0-9.]+).*$" $q "${1}" | float64 }}
+{{- $suffix := regexReplaceAll "^[0-9.]+" $q "" }}
+{{- $mult := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "K" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 }}
+{{- $bytes := mulf $num (get $mult $suffix) }}
+{{- $limit := divf (mulf $bytes (float64 .percent)) 100.0 }}
+{{- printf "%dMiB" (int64 (floor (divf $limit 1048576.0))) }}
 {{- end }}
 {{- end }}
 
@@ -134,7 +171,7 @@ The msgx configuration file. The chart owns http_addr and control.grpc_addr
 {{- end }}
 {{- end }}
 {{- if not (hasKey $lease "auth_token") }}
-{{- $_ := set $lease "auth_token" (get $control "auth_token" | default "${MSGX_CONTROL_AUTH_TOKEN}") }}
+{{- $_ := set $lease "auth_token" (get $control "auth_token" | default "${file:/etc/msgx/secrets/MSGX_CONTROL_AUTH_TOKEN}") }}
 {{- end }}
 {{- $_ := set $cfg "lease" $lease }}
 {{- toYaml $cfg }}
@@ -142,12 +179,30 @@ The msgx configuration file. The chart owns http_addr and control.grpc_addr
 
 {{/* envFrom of every msgx container. */}}
 {{- define "msgexchange.envFrom" -}}
-{{- with .Values.secret.existingSecret }}
-- secretRef:
-    name: {{ . }}
-{{- end }}
 {{- with .Values.extraEnvFrom }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+env of a msgx container; takes (dict "ctx" $ "values" targetValues):
+the global extraEnv, the target's extraEnv, then GOMEMLIMIT from the memory
+limit unless one of them sets it.
+*/}}
+{{- define "msgexchange.env" -}}
+{{- $ctx := .ctx }}
+{{- $env := concat ($ctx.Values.extraEnv | default list) (.values.extraEnv | default list) }}
+{{- $names := list }}
+{{- range $env }}{{ $names = append $names .name }}{{ end }}
+{{- if and $ctx.Values.goMemLimit.enabled (not (has "GOMEMLIMIT" $names)) }}
+{{- $limit := "" }}
+{{- with .values.resources }}{{ with .limits }}{{ $limit = .memory | default "" }}{{ end }}{{ end }}
+{{- with (include "msgexchange.goMemLimit" (dict "quantity" $limit "percent" $ctx.Values.goMemLimit.percent)) }}
+{{- $env = append $env (dict "name" "GOMEMLIMIT" "value" .) }}
+{{- end }}
+{{- end }}
+{{- with $env }}
+{{- toYaml . }}
 {{- end }}
 {{- end }}
 
@@ -185,9 +240,9 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
   envFrom:
     {{- . | nindent 4 }}
   {{- end }}
-  {{- with $ctx.Values.extraEnv }}
+  {{- with (include "msgexchange.env" (dict "ctx" $ctx "values" .values) | trim) }}
   env:
-    {{- toYaml . | nindent 4 }}
+    {{- . | nindent 4 }}
   {{- end }}
   {{- if .probes }}
   ports:
@@ -220,6 +275,11 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
       readOnly: true
     - name: tmp
       mountPath: /tmp
+    {{- if include "msgexchange.secretName" $ctx }}
+    - name: secrets
+      mountPath: /etc/msgx/secrets
+      readOnly: true
+    {{- end }}
     {{- with $ctx.Values.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -256,14 +316,16 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .values.topologySpreadConstraints }}
+{{- if .probes }}
+{{- with (.values.topologySpreadConstraints | default $ctx.Values.topologySpreadConstraints) }}
 {{- $selector := dict "matchLabels" (fromYaml (include "msgexchange.targetSelectorLabels" (dict "ctx" $ctx "target" $.target))) }}
 {{- $constraints := list }}
 {{- range . }}
-{{- $constraints = append $constraints (merge (deepCopy .) (dict "labelSelector" $selector)) }}
+{{- $constraints = append $constraints (merge (deepCopy .) (dict "labelSelector" $selector "matchLabelKeys" (list "pod-template-hash"))) }}
 {{- end }}
 topologySpreadConstraints:
   {{- toYaml $constraints | nindent 2 }}
+{{- end }}
 {{- end }}
 containers:
   {{- include "msgexchange.container" (dict "ctx" $ctx "target" .target "values" .values "name" "msgx" "probes" .probes) | nindent 2 }}
@@ -273,20 +335,27 @@ volumes:
       name: {{ .configMap }}
   - name: tmp
     emptyDir: {}
+  {{- with (include "msgexchange.secretName" $ctx) }}
+  - name: secrets
+    secret:
+      secretName: {{ . }}
+      defaultMode: 0440
+  {{- end }}
   {{- with $ctx.Values.extraVolumes }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end }}
 
 {{/*
-A target's Deployment; takes (dict "ctx" $ "target" name). The all-in-one
-pod, ingest and the processor are single-active by contract: one replica,
-Recreate strategy, whatever the values say.
+A target's Deployment; takes (dict "ctx" $ "target" name). Every target
+runs `replicas` pods (two by default): the single-active roles (ingest's
+scanner, the processor, each dispatcher target) hold leases, so the extra
+pods are standbys that take over, never a second active instance, and a
+RollingUpdate is safe for every target.
 */}}
 {{- define "msgexchange.deployment" -}}
 {{- $ctx := .ctx }}
 {{- $v := fromYaml (include "msgexchange.targetValues" .) }}
-{{- $scalable := not (has .target (list "all" "ingest" "processor")) }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -295,11 +364,6 @@ metadata:
   labels:
     {{- include "msgexchange.targetLabels" . | nindent 4 }}
 spec:
-  {{- if not $scalable }}
-  replicas: 1
-  strategy:
-    type: Recreate
-  {{- else }}
   {{- if not (and $v.hpa $v.hpa.enabled) }}
   replicas: {{ $v.replicas }}
   {{- end }}
@@ -310,7 +374,6 @@ spec:
     {{- else }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- end }}
   {{- end }}
   revisionHistoryLimit: 5
   selector:
@@ -325,6 +388,9 @@ spec:
         {{- end }}
       annotations:
         checksum/config: {{ include "msgexchange.config" $ctx | sha256sum }}
+        {{- if $ctx.Values.secret.create }}
+        checksum/secret: {{ toYaml $ctx.Values.secret.stringData | sha256sum }}
+        {{- end }}
         {{- with $ctx.Values.podAnnotations }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -368,7 +434,7 @@ spec:
     {{- end }}
 {{- end }}
 
-{{/* A scalable target's PodDisruptionBudget; takes (dict "ctx" $ "target" name). */}}
+{{/* A target's PodDisruptionBudget; takes (dict "ctx" $ "target" name). */}}
 {{- define "msgexchange.pdb" -}}
 {{- $ctx := .ctx }}
 {{- $v := fromYaml (include "msgexchange.targetValues" .) }}
@@ -396,7 +462,7 @@ spec:
 {{- end }}
 {{- end }}
 
-{{/* A scalable target's HorizontalPodAutoscaler; takes (dict "ctx" $ "target" name). */}}
+{{/* A HorizontalPodAutoscaler (projector, control); takes (dict "ctx" $ "target" name). */}}
 {{- define "msgexchange.hpa" -}}
 {{- $ctx := .ctx }}
 {{- $v := fromYaml (include "msgexchange.targetValues" .) }}
@@ -438,4 +504,19 @@ spec:
           averageUtilization: {{ $mem }}
     {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* True (non-empty) when the cluster serves the Prometheus Operator's ServiceMonitor. */}}
+{{- define "msgexchange.hasServiceMonitor" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor" }}true{{ end }}
+{{- end }}
+
+{{/* True (non-empty) when the cluster serves the Prometheus Operator's PrometheusRule. */}}
+{{- define "msgexchange.hasPrometheusRule" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule" }}true{{ end }}
+{{- end }}
+
+{{/* The Deployments of the current mode. */}}
+{{- define "msgexchange.targets" -}}
+{{- if eq .Values.deploymentMode "AllInOne" }}all{{ else }}ingest processor projector dispatcher control{{ end }}
 {{- end }}

@@ -1,0 +1,10 @@
+// Package charttest holds the Helm chart's Go test (R-I2): it renders
+// helm/msgexchange with the Helm library at the version scripts/helm-lint.sh
+// builds, with the default values and every ci/*-values.yaml, decodes each
+// manifest strictly into the Kubernetes and Prometheus Operator API types
+// (an unknown or duplicated field fails), and checks what YAML linting
+// cannot: selectors that match their pods, standbys and rolling updates for
+// the single-active roles, GOMEMLIMIT against the memory limits, monitoring
+// objects only where their API exists, alerts on metrics that exist, and a
+// schema that refuses unknown keys and wrong types. It has no non-test code.
+package charttest
