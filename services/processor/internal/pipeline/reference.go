@@ -22,8 +22,8 @@ var refKeys = map[string]string{
 // reference applies a reference-data message (R-C10): DNLD and RESP replace
 // the whole type, ADD and UPD upsert by key, DEL deletes by key. Every record
 // is validated first, so a failing message leaves its type untouched. The
-// stored document is the record's element mapping (flight.NodeValue) with
-// "no value" made explicit (see refValue).
+// stored document follows the ref_data contract (RefDataContractVersion):
+// one JSON shape per field, "no value" null (see refDoc).
 func (e *Engine) reference(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	typ := msg.Meta.TYPE
 	keyName, ok := refKeys[typ]
@@ -45,7 +45,11 @@ func (e *Engine) reference(ctx context.Context, w *writer, msg *sis.Message) (ou
 			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("%s key %s twice in one message", typ, key)}
 		}
 		seen[key] = true
-		doc, err := json.Marshal(refValue(flight.NodeValue(n)))
+		value, err := refDoc(typ, key, n)
+		if err != nil {
+			return outcome{}, err
+		}
+		doc, err := json.Marshal(value)
 		if err != nil {
 			return outcome{}, fmt.Errorf("encoding %s %s: %w", typ, key, err)
 		}
@@ -89,37 +93,4 @@ func (e *Engine) reference(ctx context.Context, w *writer, msg *sis.Message) (ou
 		note += suffix
 	}
 	return outcome{note: note}, nil
-}
-
-// refValue makes "no value" explicit in a reference document (R-C10,
-// INV-26): an empty element or attribute (present with no text, or blank
-// text) is JSON null — not deleted, not "" — and an empty member of a
-// repeated element is dropped (catalogue §2.7: `<STND></STND>` between two
-// codes), the element being null when no member is left.
-func refValue(v any) any {
-	switch x := v.(type) {
-	case string:
-		if strings.TrimSpace(x) == "" {
-			return nil
-		}
-		return x
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, c := range x {
-			out[k] = refValue(c)
-		}
-		return out
-	case []any:
-		out := make([]any, 0, len(x))
-		for _, c := range x {
-			if r := refValue(c); r != nil {
-				out = append(out, r)
-			}
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		return out
-	}
-	return v
 }

@@ -7,9 +7,10 @@ import (
 )
 
 // TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument pins the
-// stored document contract (C-31): an empty element or attribute is JSON
-// null (not deleted, not ""), an empty member of a repeated element is
-// dropped, free text is kept as sent and codes are trimmed.
+// stored document contract (C-31, version 2): an empty element or
+// attribute is JSON null (not deleted, not ""), an empty member of a
+// repeated element is dropped, a repeatable element is an array even with
+// one member, free text is kept as sent and codes are trimmed.
 //
 // Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument(t *testing.T) {
@@ -32,8 +33,8 @@ func TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument(t *testing.T) {
 		"ITOP": "CA", "ONAM": "Air China",
 		"TRML": []any{
 			map[string]any{"@MVIN": nil, "@FLIN": "D", "#text": "T3"},
-			map[string]any{"@MVIN": "A", "@FLIN": nil},
+			map[string]any{"@MVIN": "A", "@FLIN": nil, "#text": nil},
 		},
-		"SUBC": map[string]any{"CODE": "CA1", "NAME": nil, "NAMC": nil},
+		"SUBC": []any{map[string]any{"CODE": "CA1", "NAME": nil, "NAMC": nil}},
 	}, h.ref("AIRL", "CA"))
 }
