@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
+
+	"msgexchange/libs/config"
 )
 
 // Config is the Kafka connection and topic configuration.
@@ -21,6 +23,11 @@ type Config struct {
 	Partitions        int32         `yaml:"partitions"`
 	ReplicationFactor int16         `yaml:"replication_factor"`
 	CreateTopics      bool          `yaml:"create_topics"`
+	// TLS encrypts every broker connection and verifies the brokers'
+	// certificates (R-H8); a client certificate makes it mutual TLS.
+	TLS config.TLS `yaml:"tls"`
+	// SASL authenticates every connection (R-H8).
+	SASL SASL `yaml:"sasl"`
 }
 
 // Topics are the names of every topic the system uses. The internal topics
@@ -57,6 +64,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	})
 	c.ReplicationFactor = 1
 	fs.BoolVar(&c.CreateTopics, prefix+"create-topics", true, "create missing topics at start")
+	c.TLS.RegisterFlags(prefix+"tls.", "Kafka brokers", fs)
+	c.SASL.RegisterFlags(prefix+"sasl.", fs)
 }
 
 // Validate reports missing brokers or topic names.
@@ -76,6 +85,7 @@ func (c *Config) Validate() error {
 	if c.ReplicationFactor < 1 {
 		errs = append(errs, errors.New("kafka.replication-factor: must be at least 1"))
 	}
+	errs = append(errs, c.TLS.Validate("kafka.tls."), c.SASL.Validate("kafka.sasl."))
 	return errors.Join(errs...)
 }
 
@@ -91,19 +101,26 @@ func (c *Config) BrokerList() []string {
 }
 
 // ClientOpts returns the options every msgexchange client starts from:
-// seeds, client ID, logging through slog, and an idempotent producer with
-// acks=all (franz-go's default, stated here so it cannot silently change).
+// seeds, client ID, logging through slog, an idempotent producer with
+// acks=all (franz-go's default, stated here so it cannot silently change),
+// and the connection security of the cluster: TLS and SASL when configured
+// (R-H8), with a log line that names the cause when a broker refuses the
+// connection. Every Kafka client of the system is built from these
+// options, so none can reach a secured cluster without its credentials or
+// bypass them.
 func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
-	return []kgo.Opt{
+	log := logger.With("component", "kafka-"+component)
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.BrokerList()...),
 		kgo.ClientID(c.ClientID + "-" + component),
 		kgo.DialTimeout(c.DialTimeout),
-		kgo.WithLogger(kslog.New(logger.With("component", "kafka-"+component))),
+		kgo.WithLogger(kslog.New(log)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RetryTimeout(30 * time.Second),
 	}
+	return append(opts, c.securityOpts(log)...)
 }
 
 type int32Value struct{ p *int32 }

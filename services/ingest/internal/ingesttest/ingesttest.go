@@ -166,8 +166,8 @@ type Inbox struct {
 // NewInbox returns a consumer of the inbox topic.
 func NewInbox(t testing.TB, cfg kafka.Config) *Inbox {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.BrokerList()...), kgo.ConsumeTopics(cfg.Topics.Inbox),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	cl, err := kgo.NewClient(append(cfg.ClientOpts(slog.New(slog.DiscardHandler), "ingest-test-inbox"), kgo.ConsumeTopics(cfg.Topics.Inbox),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return &Inbox{cfg: cfg, client: cl}

@@ -1,0 +1,284 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"msgexchange/libs/config"
+)
+
+// SASL mechanisms a cluster may require (R-H8).
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL is how every client authenticates to the brokers. The password
+// comes from a file (PasswordFile, a mounted Secret) or from the
+// configuration file through ${file:PATH} expansion; it is a config.Secret,
+// so -print-config and the logs show a mask.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty means no
+	// authentication.
+	Mechanism string `yaml:"mechanism"`
+	// Username is the SASL user.
+	Username string `yaml:"username"`
+	// Password is the user's password. Prefer PasswordFile, or
+	// ${file:PATH} in the configuration file.
+	Password config.Secret `yaml:"password"`
+	// PasswordFile is a file holding the password (trailing line breaks
+	// dropped). It is read at every authentication, so a rotated Secret is
+	// used by the next connection.
+	PasswordFile string `yaml:"password_file"`
+}
+
+// RegisterFlags registers <prefix>mechanism, <prefix>username,
+// <prefix>password and <prefix>password-file.
+func (s *SASL) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.StringVar(&s.Mechanism, prefix+"mechanism", "", "SASL mechanism of every Kafka connection: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL); PLAIN sends the password as it is, so production requires kafka.tls with it")
+	fs.StringVar(&s.Username, prefix+"username", "", "SASL user name")
+	fs.Func(prefix+"password", "SASL password; prefer "+prefix+"password-file, or ${file:PATH} in the config file with -config.expand-env, over the command line", func(v string) error {
+		s.Password = config.Secret(v)
+		return nil
+	})
+	fs.StringVar(&s.PasswordFile, prefix+"password-file", "", "file holding the SASL password (a mounted secret; read at every authentication, trailing line breaks dropped)")
+}
+
+// On reports whether SASL is configured.
+func (s *SASL) On() bool { return s.Mechanism != "" }
+
+// Validate reports an unknown mechanism, a missing user or password, both
+// a password and a password file, and a password file that cannot be read
+// or is empty. prefix names the keys, e.g. "kafka.sasl.".
+func (s *SASL) Validate(prefix string) error {
+	if !s.On() {
+		if s.Username != "" || s.Password != "" || s.PasswordFile != "" {
+			return fmt.Errorf("%smechanism: required when a SASL user or password is set (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", prefix)
+		}
+		return nil
+	}
+	var errs []error
+	switch strings.ToUpper(s.Mechanism) {
+	case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
+	default:
+		errs = append(errs, fmt.Errorf("%smechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", prefix, s.Mechanism))
+	}
+	if s.Username == "" {
+		errs = append(errs, fmt.Errorf("%susername: required with mechanism %s", prefix, s.Mechanism))
+	}
+	switch {
+	case s.Password != "" && s.PasswordFile != "":
+		errs = append(errs, fmt.Errorf("%spassword and %spassword-file: set one, not both", prefix, prefix))
+	case s.Password == "" && s.PasswordFile == "":
+		errs = append(errs, fmt.Errorf("%spassword-file: required with mechanism %s (or %spassword)", prefix, s.Mechanism, prefix))
+	case s.PasswordFile != "":
+		if _, err := s.password(); err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", prefix, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// password returns the password, reading PasswordFile when it is set.
+// Errors name the file, never its content.
+func (s *SASL) password() (string, error) {
+	if s.PasswordFile == "" {
+		return s.Password.Reveal(), nil
+	}
+	b, err := os.ReadFile(s.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("password-file: reading %s: %w", s.PasswordFile, err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("password-file: %s is empty", s.PasswordFile)
+	}
+	return pw, nil
+}
+
+// mechanism is the franz-go mechanism of s; the password is fetched at
+// every authentication.
+func (s SASL) mechanism() sasl.Mechanism {
+	switch strings.ToUpper(s.Mechanism) {
+	case MechanismPlain:
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			pw, err := s.password()
+			return plain.Auth{User: s.Username, Pass: pw}, err
+		})
+	case MechanismScramSHA512:
+		return scram.Sha512(func(context.Context) (scram.Auth, error) {
+			pw, err := s.password()
+			return scram.Auth{User: s.Username, Pass: pw}, err
+		})
+	default: // SCRAM-SHA-256; Validate refuses anything else
+		return scram.Sha256(func(context.Context) (scram.Auth, error) {
+			pw, err := s.password()
+			return scram.Auth{User: s.Username, Pass: pw}, err
+		})
+	}
+}
+
+// securityOpts are the TLS dialer, the SASL mechanism and the hook that
+// logs why a broker refused a connection.
+func (c *Config) securityOpts(log *slog.Logger) []kgo.Opt {
+	al := &authLog{log: log, mechanism: strings.ToUpper(c.SASL.Mechanism), user: c.SASL.Username, failing: map[string]string{}}
+	opts := []kgo.Opt{kgo.WithHooks(al)}
+	if c.TLS.On() {
+		al.tls = true
+		opts = append(opts, kgo.Dialer(tlsDialer(c.TLS, c.DialTimeout)))
+	}
+	if c.SASL.On() {
+		opts = append(opts, kgo.SASL(c.SASL.mechanism()))
+	}
+	return opts
+}
+
+// tlsDialer dials a broker and completes the TLS handshake within timeout.
+// The CA, certificate and key are read at every dial, so certificates
+// rotated in a mounted Secret are used by the next connection; the server
+// name defaults to the dialled host.
+func tlsDialer(t config.TLS, timeout time.Duration) func(ctx context.Context, network, host string) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: timeout}
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		cfg, err := t.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading kafka.tls.%w", err)
+		}
+		if cfg.ServerName == "" {
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				cfg.ServerName = h
+			} else {
+				cfg.ServerName = host
+			}
+		}
+		conn, err := (&tls.Dialer{NetDialer: nd, Config: cfg}).DialContext(ctx, network, host)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to kafka broker %s over TLS: %w", host, err)
+		}
+		return conn, nil
+	}
+}
+
+// SASL request keys of the Kafka protocol.
+const (
+	keySASLHandshake    = 17
+	keySASLAuthenticate = 36
+	keyAPIVersions      = 18
+)
+
+// authLog logs, at error level and once per broker and cause until the
+// broker is reached again, why a connection was refused: a failed TLS
+// handshake (wrong CA, a certificate for another name, no client
+// certificate) or a failed SASL authentication (wrong user or password, a
+// mechanism the broker does not offer). franz-go retries such connections
+// quietly, and a broker that rejects credentials may simply close the
+// connection, so without this line an operator would see only timeouts.
+type authLog struct {
+	log       *slog.Logger
+	tls       bool
+	mechanism string
+	user      string
+
+	nfailing atomic.Int32 // len(failing), read without the lock on every request
+	mu       sync.Mutex
+	failing  map[string]string // broker address -> cause last logged
+}
+
+var (
+	_ kgo.HookBrokerConnect = (*authLog)(nil)
+	_ kgo.HookBrokerE2E     = (*authLog)(nil)
+)
+
+// OnBrokerConnect logs a refused TLS handshake; a plain dial error (the
+// broker is down) is franz-go's to report.
+func (a *authLog) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if err == nil {
+		if a.mechanism == "" {
+			a.recovered(addr) // no SASL: the handshake was the last step
+		}
+		return
+	}
+	if !a.tls || !isTLSError(err) {
+		return
+	}
+	a.failed(addr, "kafka TLS handshake failed: check kafka.tls.ca-file (the CA that signs the brokers' certificates), kafka.tls.server-name and the client certificate", err)
+}
+
+// OnBrokerE2E logs a SASL exchange the broker ended and clears the cause
+// once the connection is through.
+func (a *authLog) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	err := e2e.Err()
+	switch {
+	case err == nil && key != keySASLHandshake && key != keySASLAuthenticate && key != keyAPIVersions:
+		a.recovered(addr) // a request past authentication went through
+	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate):
+		a.failed(addr, "kafka SASL authentication failed: the broker refused the credentials or the mechanism; check kafka.sasl.mechanism, kafka.sasl.username and the password", err)
+	}
+}
+
+func (a *authLog) failed(addr, msg string, err error) {
+	cause := msg + ": " + err.Error()
+	a.mu.Lock()
+	repeat := a.failing[addr] == cause
+	a.failing[addr] = cause
+	a.nfailing.Store(int32(len(a.failing)))
+	a.mu.Unlock()
+	level := slog.LevelError
+	if repeat {
+		level = slog.LevelDebug
+	}
+	attrs := []any{"broker", addr, "err", err}
+	if a.mechanism != "" {
+		attrs = append(attrs, "mechanism", a.mechanism, "user", a.user)
+	}
+	a.log.Log(context.Background(), level, msg, attrs...)
+}
+
+func (a *authLog) recovered(addr string) {
+	if a.nfailing.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	_, was := a.failing[addr]
+	delete(a.failing, addr)
+	a.nfailing.Store(int32(len(a.failing)))
+	a.mu.Unlock()
+	if was {
+		a.log.Info("kafka broker connection established again", "broker", addr)
+	}
+}
+
+// isTLSError reports whether err comes from the TLS handshake rather than
+// from reaching the host.
+func isTLSError(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var header tls.RecordHeaderError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &verify), errors.As(err, &alert), errors.As(err, &header):
+		return true
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		return true // the server's alert, e.g. it wanted a client certificate
+	}
+	return strings.Contains(err.Error(), "tls:")
+}

@@ -1,0 +1,286 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/config"
+	"msgexchange/libs/kafka"
+	"msgexchange/libs/testutil/kafkatest"
+	"msgexchange/libs/testutil/tlstest"
+)
+
+// logBuffer collects log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// secureBroker is a broker that accepts only TLS connections presenting a
+// client certificate of ca, authenticated by SASL as user/pass.
+type secureBroker struct {
+	ca     *tlstest.CA
+	client tlstest.Pair
+	cfg    kafka.Config // a client configuration with the right credentials
+}
+
+const (
+	brokerUser = "msgx"
+	brokerPass = "correct horse battery staple"
+)
+
+func newSecureBroker(t *testing.T, mechanism string) *secureBroker {
+	t.Helper()
+	ca := tlstest.NewCA(t, "kafka")
+	b := &secureBroker{ca: ca, client: ca.Client("msgx-client")}
+	b.cfg = kafkatest.DefaultConfig()
+	b.cfg.DialTimeout = 2 * time.Second
+	b.cfg.TLS = config.TLS{CAFile: ca.File, CertFile: b.client.CertFile, KeyFile: b.client.KeyFile}
+	b.cfg.SASL = kafka.SASL{Mechanism: mechanism, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
+	require.NoError(t, b.cfg.Validate())
+	kafkatest.NewCluster(t, &b.cfg,
+		kfake.TLS(tlstest.ServerConfig(ca.Server("broker"), ca)),
+		kfake.EnableSASL(),
+		kfake.Superuser(mechanism, brokerUser, brokerPass),
+	)
+	return b
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func newClient(t *testing.T, cfg kafka.Config, log *slog.Logger, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(cfg.ClientOpts(log, "test"), extra...)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// pingFails pings until the deadline and returns the error; a refused
+// client never succeeds.
+func pingFails(t *testing.T, cl *kgo.Client) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := cl.Ping(ctx)
+	require.Error(t, err, "a client with the wrong credentials must be refused")
+	return err
+}
+
+// TestClient_R_H8_TLSAndSASLProduceAndConsume: with TLS (the cluster's CA,
+// a client certificate the broker requires) and each SASL mechanism, the
+// options every client is built from produce a record and consume it back;
+// the password comes from a file.
+func TestClient_R_H8_TLSAndSASLProduceAndConsume(t *testing.T) {
+	t.Parallel()
+	for _, mech := range []string{kafka.MechanismPlain, kafka.MechanismScramSHA256, kafka.MechanismScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			b := newSecureBroker(t, mech)
+			var logs logBuffer
+			topic := b.cfg.Topics.Msg
+			cl := newClient(t, b.cfg, logs.logger(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("1"), Value: []byte("secured")}).FirstErr())
+			var got []string
+			for len(got) == 0 {
+				fs := cl.PollFetches(ctx)
+				require.NoError(t, fs.Err0())
+				fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			}
+			require.Equal(t, []string{"secured"}, got)
+			require.NotContains(t, logs.String(), "failed", "a working connection logs no refusal")
+			require.NotContains(t, logs.String(), brokerPass)
+		})
+	}
+}
+
+// TestClient_R_H8_WrongPasswordRefused: a client with the wrong password
+// (or an unknown user) is refused, and the log names the cause, the
+// mechanism and the user, never the password; the cause is logged once,
+// not at every retry.
+func TestClient_R_H8_WrongPasswordRefused(t *testing.T) {
+	t.Parallel()
+	for _, mech := range []string{kafka.MechanismPlain, kafka.MechanismScramSHA256, kafka.MechanismScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			b := newSecureBroker(t, mech)
+			for name, mutate := range map[string]func(*kafka.Config){
+				"WrongPassword": func(c *kafka.Config) { c.SASL.PasswordFile = writeFile(t, "pw", "wrong password") },
+				"UnknownUser":   func(c *kafka.Config) { c.SASL.Username = "intruder" },
+			} {
+				cfg := b.cfg
+				mutate(&cfg)
+				var logs logBuffer
+				cl := newClient(t, cfg, logs.logger())
+				pingFails(t, cl)
+				require.Eventually(t, func() bool {
+					return strings.Contains(logs.String(), "kafka SASL authentication failed")
+				}, 10*time.Second, 10*time.Millisecond, "%s: no clear log line: %s", name, logs.String())
+				out := logs.String()
+				t.Logf("%s: %s", name, out)
+				require.Contains(t, out, "mechanism="+mech, name)
+				require.Contains(t, out, "user="+cfg.SASL.Username, name)
+				require.NotContains(t, out, "wrong password", name)
+				require.NotContains(t, out, brokerPass, name)
+				require.Equal(t, 1, strings.Count(out, "kafka SASL authentication failed"), "%s: the cause is logged once per broker: %s", name, out)
+			}
+		})
+	}
+}
+
+// TestClient_R_H8_WrongCARefused: a client that trusts another CA refuses
+// the broker's certificate, a client without a certificate is refused by
+// the broker, and a client without TLS never gets an answer; the first two
+// log the TLS cause.
+func TestClient_R_H8_WrongCARefused(t *testing.T) {
+	t.Parallel()
+	b := newSecureBroker(t, kafka.MechanismScramSHA256)
+	other := tlstest.NewCA(t, "other")
+	impostor := other.Client("msgx-client")
+
+	cases := []struct {
+		name   string
+		mutate func(*kafka.Config)
+		err    string
+	}{
+		{"OtherCA", func(c *kafka.Config) { c.TLS.CAFile = other.File }, "certificate signed by unknown authority"},
+		{"NoClientCertificate", func(c *kafka.Config) { c.TLS.CertFile, c.TLS.KeyFile = "", "" }, "certificate required"},
+		// The broker names the CAs it accepts, so the client has no
+		// certificate to offer.
+		{"ClientCertificateOfOtherCA", func(c *kafka.Config) { c.TLS.CertFile, c.TLS.KeyFile = impostor.CertFile, impostor.KeyFile }, "certificate required"},
+		{"WrongServerName", func(c *kafka.Config) { c.TLS.ServerName = "kafka.example.org" }, "kafka.example.org"},
+	}
+	for _, tc := range cases {
+		cfg := b.cfg
+		tc.mutate(&cfg)
+		require.NoError(t, cfg.Validate(), tc.name)
+		var logs logBuffer
+		cl := newClient(t, cfg, logs.logger())
+		err := pingFails(t, cl)
+		require.Eventually(t, func() bool {
+			return strings.Contains(logs.String(), "kafka TLS handshake failed")
+		}, 10*time.Second, 10*time.Millisecond, "%s: no clear log line: %s", tc.name, logs.String())
+		require.Contains(t, logs.String(), tc.err, tc.name)
+		t.Logf("%s: ping: %v", tc.name, err)
+	}
+
+	plain := b.cfg
+	plain.TLS = config.TLS{}
+	cl := newClient(t, plain, slog.New(slog.DiscardHandler))
+	pingFails(t, cl)
+}
+
+// TestConfig_R_H8_ValidateSecurity: every misconfiguration of TLS or SASL
+// refuses to start with the key named, before anything connects.
+func TestConfig_R_H8_ValidateSecurity(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "kafka")
+	pair := ca.Client("c")
+	pw := writeFile(t, "pw", "s3cret\n")
+	empty := writeFile(t, "empty", "\n")
+	notPEM := writeFile(t, "ca.der", "not a certificate")
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	cases := []struct {
+		name   string
+		mutate func(*kafka.Config)
+		want   string
+	}{
+		{"UnknownMechanism", func(c *kafka.Config) { c.SASL = kafka.SASL{Mechanism: "GSSAPI", Username: "u", PasswordFile: pw} }, `kafka.sasl.mechanism "GSSAPI": want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`},
+		{"UserWithoutMechanism", func(c *kafka.Config) { c.SASL = kafka.SASL{Username: "u"} }, "kafka.sasl.mechanism: required"},
+		{"NoUser", func(c *kafka.Config) { c.SASL = kafka.SASL{Mechanism: "PLAIN", PasswordFile: pw} }, "kafka.sasl.username: required"},
+		{"NoPassword", func(c *kafka.Config) { c.SASL = kafka.SASL{Mechanism: "SCRAM-SHA-512", Username: "u"} }, "kafka.sasl.password-file: required"},
+		{"PasswordTwice", func(c *kafka.Config) {
+			c.SASL = kafka.SASL{Mechanism: "PLAIN", Username: "u", Password: "x", PasswordFile: pw}
+		}, "set one, not both"},
+		{"MissingPasswordFile", func(c *kafka.Config) {
+			c.SASL = kafka.SASL{Mechanism: "PLAIN", Username: "u", PasswordFile: missing}
+		}, "kafka.sasl.password-file: reading " + missing},
+		{"EmptyPasswordFile", func(c *kafka.Config) {
+			c.SASL = kafka.SASL{Mechanism: "PLAIN", Username: "u", PasswordFile: empty}
+		}, "is empty"},
+		{"MissingCA", func(c *kafka.Config) { c.TLS = config.TLS{CAFile: missing} }, "kafka.tls.ca-file: reading " + missing},
+		{"CAWithoutCertificate", func(c *kafka.Config) { c.TLS = config.TLS{CAFile: notPEM} }, "no PEM certificate"},
+		{"CertWithoutKey", func(c *kafka.Config) { c.TLS = config.TLS{CertFile: pair.CertFile} }, "set both"},
+		{"KeyOfAnotherCert", func(c *kafka.Config) {
+			c.TLS = config.TLS{CertFile: pair.CertFile, KeyFile: ca.Client("d").KeyFile}
+		}, "kafka.tls.cert-file/key-file: loading"},
+	}
+	for _, tc := range cases {
+		cfg := kafkatest.DefaultConfig()
+		tc.mutate(&cfg)
+		err := cfg.Validate()
+		require.ErrorContains(t, err, tc.want, tc.name)
+		require.NotContains(t, err.Error(), "s3cret", tc.name)
+	}
+	if err := (&config.TLS{CAFile: notPEM}).Validate("kafka.tls."); err != nil {
+		require.ErrorIs(t, err, config.ErrNoCertificate)
+	}
+}
+
+// TestConfig_R_H8_FlagsAndMaskedPassword: the flags and YAML keys set TLS
+// and SASL, a lower-case mechanism is accepted, and -print-config masks the
+// password.
+func TestConfig_R_H8_FlagsAndMaskedPassword(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "kafka")
+	pair := ca.Client("c")
+	var c kafka.Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags("kafka.", fs)
+	require.NoError(t, fs.Parse([]string{
+		"-kafka.tls.ca-file=" + ca.File, "-kafka.tls.cert-file=" + pair.CertFile, "-kafka.tls.key-file=" + pair.KeyFile,
+		"-kafka.sasl.mechanism=scram-sha-512", "-kafka.sasl.username=msgx", "-kafka.sasl.password=hunter2-hunter2",
+	}))
+	require.True(t, c.TLS.On())
+	require.NoError(t, c.Validate())
+
+	var y struct {
+		Kafka kafka.Config `yaml:"kafka"`
+	}
+	require.NoError(t, config.Unmarshal([]byte("kafka:\n  tls:\n    enabled: true\n    server_name: kafka.internal\n  sasl:\n    mechanism: PLAIN\n    username: u\n    password_file: /run/secrets/pw\n"), &y))
+	require.Equal(t, config.TLS{Enabled: true, ServerName: "kafka.internal"}, y.Kafka.TLS)
+	require.Equal(t, kafka.SASL{Mechanism: "PLAIN", Username: "u", PasswordFile: "/run/secrets/pw"}, y.Kafka.SASL)
+
+	var out bytes.Buffer
+	require.NoError(t, config.Print(&out, c))
+	require.NotContains(t, out.String(), "hunter2")
+	require.Contains(t, out.String(), "password: '********'")
+}
