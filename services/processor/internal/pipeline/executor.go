@@ -456,8 +456,19 @@ func (e *Engine) guard(ctx context.Context, msgID int64, stage string, fn func()
 			"panic", value, "stack", stack, "alert", "processor-handler-panic")
 		err = &failure{class: ClassInfra, reason: clip.Text(fmt.Sprintf("panic while %s: %s (at %s)", stage, value, stack))}
 	}()
+	if hook, ok := ctx.Value(stageHookKey{}).(stageHook); ok {
+		hook(stage, msgID)
+	}
 	return fn()
 }
+
+// stageHook runs at the start of each guarded stage, inside the guard, when
+// the context carries one: tests use it to make a stage panic. Production
+// contexts carry none; the cost is one context lookup per stage.
+type stageHook func(stage string, msgID int64)
+
+// stageHookKey is the context key of a stageHook.
+type stageHookKey struct{}
 
 // panicStackFrames is how many frames of a panicking stack a reason keeps.
 const panicStackFrames = 8

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"flag"
+	"os"
 	"strconv"
 	"testing"
 
@@ -15,6 +16,9 @@ import (
 const minParallel = 8
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(executorChildEnv); url != "" {
+		os.Exit(runExecutorChild(url)) // this binary is a processor process of a test (killed_test.go)
+	}
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })

@@ -1,0 +1,151 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/lifecycle"
+)
+
+// executorChildEnv, when set to a PostgreSQL URL, turns this test binary
+// into a processor process running the executor loop on that database
+// (see TestMain): a real process for a test to SIGKILL.
+const executorChildEnv = "MSGX_PIPELINE_EXECUTOR_CHILD"
+
+// executorChildMaxAttempts is the child's pipeline.max-attempts.
+const executorChildMaxAttempts = 3
+
+// runExecutorChild runs the executor loop on url, with the real clock and
+// short backoffs, until SIGTERM, and returns the exit code. Its sessions
+// check every 100 ms that the process is still there, so PostgreSQL ends a
+// killed child's transaction even while it waits for a lock.
+func runExecutorChild(url string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		log.Error("parsing database URL", "err", err)
+		return 2
+	}
+	cfg.ConnConfig.RuntimeParams["client_connection_check_interval"] = "100"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		log.Error("connecting", "err", err)
+		return 2
+	}
+	defer pool.Close()
+	opt := defaultOptions()
+	opt.Logger, opt.Clock, opt.Pool = log, clock.Real{}, pool
+	opt.MaxAttempts = executorChildMaxAttempts
+	opt.Backoff = []time.Duration{20 * time.Millisecond}
+	e, err := NewEngine(opt)
+	if err != nil {
+		log.Error("building engine", "err", err)
+		return 2
+	}
+	if err := lifecycle.NewManager(log, e.executorService()).Run(ctx); err != nil {
+		log.Error("executor failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// executorProcess is a running child processor.
+type executorProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// startExecutor starts a child processor on the harness's database.
+func (h *harness) startExecutor() *executorProcess {
+	h.t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), executorChildEnv+"="+h.pool.Config().ConnString())
+	cmd.Stdout, cmd.Stderr = tLog{h.t}, tLog{h.t}
+	require.NoError(h.t, cmd.Start())
+	p := &executorProcess{cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	h.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait returns the process's exit error, failing after a deadline.
+func (p *executorProcess) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("processor process did not exit")
+		return nil
+	}
+}
+
+// TestExecutor_R_H1_SIGKILLAtHeadCountsAsAttempt runs the executor as a
+// real process and SIGKILLs it while it executes the head — held inside
+// its handler by a lock on the table the handler writes, past the head's
+// marker — max-attempts times, restarting it each time. Each killed
+// execution is counted by the next process; the fourth process ends the
+// head DEAD(EXHAUSTED) and processes the rest of the stream.
+func TestExecutor_R_H1_SIGKILLAtHeadCountsAsAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "killer")))
+	for id := int64(2); id <= 5; id++ {
+		h.insert(id, refMsg(id, "GLST", "ADD", glst("G"+strconv.FormatInt(id, 10), "after")))
+	}
+	h.insert(6, envelope(6, "EROR", "NONE", "<EROR>x</EROR>"))
+	release := h.lockTable("ref_data")
+
+	for kill := 0; kill < executorChildMaxAttempts; kill++ {
+		p := h.startExecutor()
+		h.lockWaiter() // the child is inside the head's handler
+		r := h.proc(1)
+		require.Equal(t, kill, r.Attempts, "every earlier kill was counted once")
+		require.NotEmpty(t, h.markerOf(1), "the head is marked while it executes")
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		require.Error(t, p.wait(t), "killed")
+		// PostgreSQL ends the dead process's session and its transaction.
+		require.Eventually(t, func() bool {
+			return h.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0
+		}, 30*time.Second, 5*time.Millisecond, "the killed execution's session stayed")
+	}
+	release()
+	p := h.startExecutor()
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`) == 0
+	}, 60*time.Second, 10*time.Millisecond, "the stream was not processed")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait(t), "a clean stop")
+
+	r := h.proc(1)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassExhausted, r.ErrorClass)
+	require.Equal(t, executorChildMaxAttempts, r.Attempts)
+	require.Contains(t, r.Reason, fmt.Sprintf("gave up after %d attempts (last INFRA: execution by", executorChildMaxAttempts))
+	require.Contains(t, r.Reason, "ended its process")
+	for id := int64(2); id <= 5; id++ {
+		require.Equal(t, StateSucceeded, h.state(id), "message %d", id)
+	}
+	require.Equal(t, StateSkipped, h.state(6))
+	require.Equal(t, []string{"G2", "G3", "G4", "G5"}, h.refKeys("GLST"))
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE executing_by IS NOT NULL`))
+}
