@@ -83,6 +83,7 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 		"doc": map[string]any{
 			"FLID": "15", "ALCD": "YG", "FLNO": "YG9015", "MVIN": "A", "SODT": day23, "FLTY": "W", "FLIN": "D",
 			"ACFT": "733", "RENO": "B1", "STND": "S1", "RUNSTATE": "SCHEDULED",
+			"VERBATIM": map[string]any{"FFID": "YG-YG9015-A-23JAN210535-D"}, // the FLOP record's FFID (R-C1)
 		},
 	}, st)
 	require.Equal(t, "15", states[1].Pkey)
@@ -96,7 +97,7 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 	require.Equal(t, 15.0, ev["flid"])
 	require.Equal(t, 2.0, ev["state_version"])
 	require.Equal(t, "2021-01-23", ev["operation_day"])
-	require.Equal(t, []any{"STND"}, ev["changed"])
+	require.Equal(t, []any{"STND", "VERBATIM"}, ev["changed"])
 	require.Equal(t, map[string]any{"msg_id": 2.0, "type": "FLOP", "subtype": "STND", "sender": "AODB", "seqn": "2"}, ev["source"])
 	require.Equal(t, t0.Add(90*time.Second).Format(time.RFC3339Nano), ev["occurred_at"])
 	require.Equal(t, st["doc"], ev["flight"])
