@@ -5,32 +5,52 @@ package mysqlutil
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"msgexchange/libs/config"
 )
 
 // Config is a mailbox database connection.
 type Config struct {
 	DSN string `yaml:"dsn"`
+	// TLS encrypts the connection and verifies the server against a CA of
+	// the site, optionally presenting a client certificate (R-H11). The
+	// DSN's own tls=true uses the system's roots; these files are for a
+	// private CA, which the DSN cannot name.
+	TLS config.TLS `yaml:"tls"`
 }
 
-// RegisterFlags registers <prefix>dsn.
+// RegisterFlags registers <prefix>dsn and <prefix>tls.*.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.DSN, prefix+"dsn", "root@tcp(127.0.0.1:3306)/msgx_mailbox", "mailbox database DSN (go-sql-driver/mysql format)")
+	c.TLS.RegisterFlags(prefix+"tls.", "mailbox database server", fs)
 }
 
-// Validate reports a missing or unparsable DSN.
+// Validate reports a missing or unparsable DSN, TLS files that cannot be
+// loaded, and a DSN whose tls parameter contradicts them (skip-verify or
+// preferred would give up the verification or the encryption the files
+// ask for).
 func (c *Config) Validate() error {
 	if c.DSN == "" {
 		return errors.New("mysql.dsn: required")
 	}
-	if _, err := mysql.ParseDSN(c.DSN); err != nil {
+	mc, err := mysql.ParseDSN(c.DSN)
+	if err != nil {
 		return fmt.Errorf("mysql.dsn: %w", err)
+	}
+	if c.TLS.On() {
+		if t := mc.TLSConfig; t != "" && t != "true" {
+			return fmt.Errorf("mysql.dsn: tls=%s contradicts mysql.tls.*: drop the DSN's tls parameter (or set it to true)", t)
+		}
+		return c.TLS.Validate("mysql.tls.")
 	}
 	return nil
 }
@@ -56,6 +76,11 @@ func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
 	if mc.Collation == "" {
 		mc.Collation = "utf8mb4_general_ci" // full UTF-8: Chinese text in messages
 	}
+	if c.TLS.On() {
+		if err := useTLS(mc, c.TLS); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {
 		return nil, fmt.Errorf("configuring mysql: %w", err)
@@ -70,4 +95,36 @@ func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
 		return nil, fmt.Errorf("pinging mysql: %w", err)
 	}
 	return db, nil
+}
+
+// useTLS makes every connection of mc use TLS from t, never falling back to
+// plaintext. The files are read again before each new connection, so
+// certificates rotated in a mounted Secret are used without a restart; the
+// server name defaults to the DSN's host.
+func useTLS(mc *mysql.Config, t config.TLS) error {
+	load := func(addr string) (*tls.Config, error) {
+		tc, err := t.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading mysql.tls.%w", err)
+		}
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			}
+		}
+		return tc, nil
+	}
+	tc, err := load(mc.Addr)
+	if err != nil {
+		return err
+	}
+	mc.TLS, mc.TLSConfig, mc.AllowFallbackToPlaintext = tc, "", false
+	return mc.Apply(mysql.BeforeConnect(func(_ context.Context, cfg *mysql.Config) error {
+		tc, err := load(cfg.Addr)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tc
+		return nil
+	}))
 }

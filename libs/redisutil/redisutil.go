@@ -2,12 +2,17 @@
 package redisutil
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"msgexchange/libs/config"
 )
 
 // Config is a Redis connection plus the key prefix every key of the
@@ -15,21 +20,38 @@ import (
 type Config struct {
 	URL       string `yaml:"url"`
 	KeyPrefix string `yaml:"key_prefix"`
+	// TLS holds the CA, and the client certificate when the server
+	// requires one, of a rediss:// URL (R-H11); without it rediss://
+	// verifies the server against the system's roots.
+	TLS config.TLS `yaml:"tls"`
 }
 
-// RegisterFlags registers <prefix>url and <prefix>key-prefix.
+// RegisterFlags registers <prefix>url, <prefix>key-prefix and <prefix>tls.*.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, prefix+"url", "redis://127.0.0.1:6379/0", "Redis URL")
+	fs.StringVar(&c.URL, prefix+"url", "redis://127.0.0.1:6379/0", "Redis URL (rediss:// for TLS)")
 	fs.StringVar(&c.KeyPrefix, prefix+"key-prefix", "msgx:", "prefix of every Redis key the system writes")
+	c.TLS.RegisterFlags(prefix+"tls.", "Redis server", fs)
 }
 
-// Validate reports an unparsable URL.
+// Validate reports an unparsable URL, TLS files that cannot be loaded, TLS
+// files with a plaintext redis:// URL (the files would be silently
+// ignored), and a URL that turns verification off.
 func (c *Config) Validate() error {
 	if c.URL == "" {
 		return errors.New("redis.url: required")
 	}
-	if _, err := redis.ParseURL(c.URL); err != nil {
+	opt, err := redis.ParseURL(c.URL)
+	if err != nil {
 		return fmt.Errorf("redis.url: %w", err)
+	}
+	if opt.TLSConfig != nil && opt.TLSConfig.InsecureSkipVerify {
+		return errors.New("redis.url: skip_verify turns off the verification of the server's certificate; give its CA in redis.tls.ca-file instead")
+	}
+	if c.TLS.On() {
+		if opt.TLSConfig == nil {
+			return errors.New("redis.tls.*: set, but redis.url is redis://; use rediss:// for TLS")
+		}
+		return c.TLS.Validate("redis.tls.")
 	}
 	return nil
 }
@@ -45,5 +67,32 @@ func New(c Config) (*redis.Client, error) {
 	opt.ReadTimeout = 2 * time.Second
 	opt.WriteTimeout = 2 * time.Second
 	opt.MaxRetries = 1
+	if opt.TLSConfig != nil && c.TLS.On() {
+		host := opt.TLSConfig.ServerName // the URL's host, as rediss:// alone verifies
+		load := func() (*tls.Config, error) {
+			tc, err := c.TLS.ClientConfig()
+			if err != nil {
+				return nil, fmt.Errorf("loading redis.tls.%w", err)
+			}
+			if tc.ServerName == "" {
+				tc.ServerName = host
+			}
+			return tc, nil
+		}
+		if opt.TLSConfig, err = load(); err != nil {
+			return nil, err
+		}
+		// The files are read again for every new connection, so that
+		// certificates rotated in a mounted Secret are used without a
+		// restart.
+		nd := &net.Dialer{Timeout: opt.DialTimeout}
+		opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			tc, err := load()
+			if err != nil {
+				return nil, err
+			}
+			return (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, network, addr)
+		}
+	}
 	return redis.NewClient(opt), nil
 }

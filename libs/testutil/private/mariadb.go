@@ -22,9 +22,12 @@ type MariaDB struct {
 
 // NewMariaDB installs a system database in a new directory and starts the
 // server on a free loopback port, reading no option file. It is killed and
-// its directory removed when the test ends.
-func NewMariaDB(t testing.TB) *MariaDB {
+// its directory removed when the test ends. Under WithTLS it offers TLS
+// with a certificate of the CA and verifies client certificates against
+// it; plaintext stays allowed for root, which the helper uses.
+func NewMariaDB(t testing.TB, opts ...Option) *MariaDB {
 	t.Helper()
+	o := newOptions(opts)
 	install := lookPath(t, "mariadb-install-db", "mysql_install_db")
 	server := lookPath(t, "mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
 	m := &MariaDB{t: t, dir: newDir(t, "msgx-mariadb-"), port: freePort(t)}
@@ -42,6 +45,10 @@ func NewMariaDB(t testing.TB) *MariaDB {
 			"--bind-address=127.0.0.1", "--user=root", "--skip-name-resolve",
 			"--innodb-buffer-pool-size=64M", "--max-connections=300",
 			"--log-error=" + filepath.Join(m.dir, "mariadb.log")},
+	}
+	if o.ca != nil {
+		server := o.ca.Server("mariadb")
+		m.d.argv = append(m.d.argv, "--ssl-cert="+server.CertFile, "--ssl-key="+server.KeyFile, "--ssl-ca="+o.ca.File)
 	}
 	t.Cleanup(func() {
 		if err := m.d.kill(); err != nil {

@@ -2,6 +2,7 @@ package private
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -14,20 +15,30 @@ import (
 type Redis struct {
 	port int
 	d    *daemon
+	tls  *tls.Config // the helper's client side under WithTLS
 }
 
 // NewRedis starts a Redis server on a free loopback port; it is killed when
-// the test ends.
-func NewRedis(t testing.TB) *Redis {
+// the test ends. Under WithTLS it listens only for TLS (rediss://) and
+// requires a client certificate.
+func NewRedis(t testing.TB, opts ...Option) *Redis {
 	t.Helper()
+	o := newOptions(opts)
 	bin := lookPath(t, "redis-server")
 	dir := newDir(t, "msgx-redis-")
 	r := &Redis{port: freePort(t)}
+	listen := []string{"--port", itoa(r.port)}
+	if o.ca != nil {
+		server := o.ca.Server("redis")
+		listen = []string{"--port", "0", "--tls-port", itoa(r.port), "--tls-cert-file", server.CertFile,
+			"--tls-key-file", server.KeyFile, "--tls-ca-cert-file", o.ca.File, "--tls-auth-clients", "yes"}
+		r.tls = helperTLS(o.ca, o.ca.Client("private-redis-helper"))
+	}
 	r.d = &daemon{
 		name: "private Redis",
 		log:  filepath.Join(dir, "redis.log"),
-		argv: []string{bin, "--port", itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--daemonize", "no"},
+		argv: append(append([]string{bin}, listen...), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no"),
 	}
 	t.Cleanup(func() {
 		if err := r.d.kill(); err != nil {
@@ -40,8 +51,13 @@ func NewRedis(t testing.TB) *Redis {
 	return r
 }
 
-// URL is the server's redis:// URL (database 0).
-func (r *Redis) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+// URL is the server's redis:// URL (database 0); rediss:// under WithTLS.
+func (r *Redis) URL() string {
+	if r.tls != nil {
+		return fmt.Sprintf("rediss://127.0.0.1:%d/0", r.port)
+	}
+	return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port)
+}
 
 // Start starts the server (empty) and waits until it answers PING.
 func (r *Redis) Start() error {
@@ -52,6 +68,9 @@ func (r *Redis) Start() error {
 		opt, err := redis.ParseURL(r.URL())
 		if err != nil {
 			return err
+		}
+		if r.tls != nil {
+			opt.TLSConfig = r.tls
 		}
 		c := redis.NewClient(opt)
 		defer c.Close()
