@@ -141,7 +141,8 @@ func (a *app) needs(dep string) bool {
 
 func (a *app) init(ctx context.Context) error {
 	var err error
-	if a.tel, err = telemetry.New(); err != nil {
+	b := currentBuild()
+	if a.tel, err = telemetry.New(telemetry.Build{Version: b.Version, Commit: b.Commit, GoVersion: b.GoVersion, Platform: b.Platform}); err != nil {
 		return err
 	}
 	cfg := a.cfg
