@@ -1,0 +1,239 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"msgexchange/services/internal/flight"
+)
+
+// SchemaVersion is the schema version of both consumer topics. It moves
+// only for a change an existing consumer could trip over (a field renamed,
+// removed or retyped, a new event type); added optional fields keep it
+// (docs/consumer-contract.md, "Compatibility policy").
+const SchemaVersion = 2
+
+// Event types: what happened to the flight. The set is closed within a
+// schema version.
+const (
+	EventCreated = "FLIGHT_CREATED"
+	EventUpdated = "FLIGHT_UPDATED"
+	EventDeleted = "FLIGHT_DELETED"
+)
+
+// Record headers, set on every record of msg and schd (the content type
+// only where there is content: a tombstone has none).
+const (
+	// HeaderEventID is the event ID, equal to event_id in the value; the
+	// only ID a schd tombstone has. Debezium's outbox router calls it "id".
+	HeaderEventID = "msgx-event-id"
+	// HeaderEventType is event_type; on a tombstone always FLIGHT_DELETED.
+	HeaderEventType = "msgx-event-type"
+	// HeaderSchemaVersion is the schema version of the value, decimal, so a
+	// consumer can pick its decoder before parsing (and for a tombstone).
+	HeaderSchemaVersion = "msgx-schema-version"
+	// HeaderStateVersion is state_version, decimal: a tombstone's only
+	// version, and what a consumer compares to drop stale records.
+	HeaderStateVersion = "msgx-state-version"
+	// HeaderMsgID is source.msg_id, the mailbox message that caused the
+	// change; absent when no message caused it (the history sweep).
+	HeaderMsgID = "msgx-msg-id"
+	// HeaderContentType is the media type of the value.
+	HeaderContentType = "content-type"
+	// HeaderTraceparent and HeaderTracestate carry the W3C trace context
+	// of the change when one was recorded.
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+)
+
+// ContentTypeJSON is the media type of every value on msg and schd.
+const ContentTypeJSON = "application/json"
+
+// Source identifies the mailbox message that caused a change.
+type Source struct {
+	MsgID   int64  `json:"msg_id"`
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	Sender  string `json:"sender"`
+	Seqn    string `json:"seqn"`
+}
+
+// Event is the value of a msg record (schema version 2): one event per
+// flight change. EventID is stable for a (FLID, state version), so a
+// consumer drops duplicates by EventID and stale changes by StateVersion.
+type Event struct {
+	SchemaVersion int    `json:"schema_version"`
+	EventID       string `json:"event_id"`
+	EventType     string `json:"event_type"`
+	FLID          int64  `json:"flid"`
+	StateVersion  int64  `json:"state_version"`
+	// OperationDay is the flight's operation day (YYYY-MM-DD); absent
+	// when the flight has none.
+	OperationDay string `json:"operation_day,omitempty"`
+	// Changed lists the top-level elements of Flight that differ from the
+	// previous version, sorted; empty for a deletion.
+	Changed []string `json:"changed"`
+	// Source is the message that caused the change; absent when none did.
+	Source *Source `json:"source,omitempty"`
+	// Reason says why a deletion no message caused happened, e.g.
+	// "history-sweep" (R-C11); absent for message-driven changes.
+	Reason     string    `json:"reason,omitempty"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// Flight is the whole flight document after the change, null for a
+	// deletion. Its SIS times stay as sent (DDMMMYYHHMM, no zone).
+	Flight flight.Doc `json:"flight"`
+	// Times maps the JSON Pointer (RFC 6901) of every SIS time in Flight
+	// to the same time in ISO 8601 with the operation-day zone's offset;
+	// empty for a deletion.
+	Times map[string]string `json:"times"`
+}
+
+// State is the value of a schd record (schema version 2): the latest
+// state of an existing flight. A deleted flight is a tombstone instead.
+// The fields mean what the msg event's fields of the same name mean; the
+// event fields name the change that produced this state.
+type State struct {
+	SchemaVersion int               `json:"schema_version"`
+	EventID       string            `json:"event_id"`
+	EventType     string            `json:"event_type"`
+	FLID          int64             `json:"flid"`
+	StateVersion  int64             `json:"state_version"`
+	OperationDay  string            `json:"operation_day,omitempty"`
+	Source        *Source           `json:"source,omitempty"`
+	OccurredAt    time.Time         `json:"occurred_at"`
+	Flight        flight.Doc        `json:"flight"`
+	Times         map[string]string `json:"times"`
+}
+
+// Change is one committed flight change, the input of both encoders.
+type Change struct {
+	FLID         int64
+	StateVersion int64
+	// EventType is EventCreated, EventUpdated or EventDeleted.
+	EventType string
+	// OperationDay is YYYY-MM-DD, "" when the flight has none.
+	OperationDay string
+	Changed      []string
+	// Source is nil when no message caused the change.
+	Source *Source
+	// Reason is set for a deletion no message caused.
+	Reason     string
+	OccurredAt time.Time
+	// Flight is the document after the change; nil for a deletion.
+	Flight flight.Doc
+	// Trace is the trace context of the change; zero when none.
+	Trace Trace
+}
+
+// Record is one encoded record as the outbox stores it: the key, the value
+// (nil for a tombstone) and the headers.
+type Record struct {
+	Key     string
+	Value   []byte
+	Headers map[string]string
+}
+
+// Encoder encodes changes for msg and schd. Zone is the operation-day zone
+// (operation-day.zone) in which SIS times are read; it may be nil only for
+// changes whose document carries no SIS time (deletions).
+type Encoder struct {
+	Zone *time.Location
+}
+
+// EventID returns the event ID of flight flid at version: stable for the
+// pair, so a redelivery carries the same ID.
+func EventID(flid, version int64) string {
+	return "flight-" + strconv.FormatInt(flid, 10) + "-v" + strconv.FormatInt(version, 10)
+}
+
+// Msg encodes c as a msg record.
+func (e Encoder) Msg(c Change) (Record, error) {
+	if err := c.check(); err != nil {
+		return Record{}, err
+	}
+	times, err := Times(c.Flight, e.Zone)
+	if err != nil {
+		return Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
+	}
+	changed := c.Changed
+	if changed == nil {
+		changed = []string{}
+	}
+	v, err := json.Marshal(Event{
+		SchemaVersion: SchemaVersion, EventID: EventID(c.FLID, c.StateVersion), EventType: c.EventType,
+		FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay, Changed: changed,
+		Source: c.Source, Reason: c.Reason, OccurredAt: c.OccurredAt.UTC(), Flight: c.Flight, Times: times,
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
+	}
+	return Record{Key: c.key(), Value: v, Headers: c.headers(true)}, nil
+}
+
+// Schd encodes c as a schd record: the state of the flight after the
+// change, or a tombstone (nil value) for a deletion.
+func (e Encoder) Schd(c Change) (Record, error) {
+	if err := c.check(); err != nil {
+		return Record{}, err
+	}
+	if c.EventType == EventDeleted {
+		return Record{Key: c.key(), Headers: c.headers(false)}, nil
+	}
+	times, err := Times(c.Flight, e.Zone)
+	if err != nil {
+		return Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
+	}
+	v, err := json.Marshal(State{
+		SchemaVersion: SchemaVersion, EventID: EventID(c.FLID, c.StateVersion), EventType: c.EventType,
+		FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay,
+		Source: c.Source, OccurredAt: c.OccurredAt.UTC(), Flight: c.Flight, Times: times,
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
+	}
+	return Record{Key: c.key(), Value: v, Headers: c.headers(true)}, nil
+}
+
+// check refuses a change the schemas would refuse, so a bug in a writer
+// fails its transaction instead of reaching consumers.
+func (c Change) check() error {
+	switch c.EventType {
+	case EventCreated, EventUpdated:
+		if c.Flight == nil {
+			return fmt.Errorf("encoding %s of flight %d: no document: %w", c.EventType, c.FLID, ErrChange)
+		}
+	case EventDeleted:
+		if c.Flight != nil {
+			return fmt.Errorf("encoding %s of flight %d: a deletion carries no document: %w", c.EventType, c.FLID, ErrChange)
+		}
+	default:
+		return fmt.Errorf("encoding change of flight %d: %q: %w", c.FLID, c.EventType, ErrEventType)
+	}
+	if c.FLID < 1 || c.StateVersion < 1 {
+		return fmt.Errorf("encoding %s of flight %d version %d: FLID and version start at 1: %w", c.EventType, c.FLID, c.StateVersion, ErrChange)
+	}
+	return nil
+}
+
+func (c Change) key() string { return strconv.FormatInt(c.FLID, 10) }
+
+// headers returns the record headers of c; withValue adds the content
+// type, which a tombstone does not have.
+func (c Change) headers(withValue bool) map[string]string {
+	h := map[string]string{
+		HeaderEventID:       EventID(c.FLID, c.StateVersion),
+		HeaderEventType:     c.EventType,
+		HeaderSchemaVersion: strconv.Itoa(SchemaVersion),
+		HeaderStateVersion:  strconv.FormatInt(c.StateVersion, 10),
+	}
+	if withValue {
+		h[HeaderContentType] = ContentTypeJSON
+	}
+	if c.Source != nil {
+		h[HeaderMsgID] = strconv.FormatInt(c.Source.MsgID, 10)
+	}
+	c.Trace.addTo(h)
+	return h
+}
