@@ -28,6 +28,9 @@ type Config struct {
 	TLS config.TLS `yaml:"tls"`
 	// SASL authenticates every connection (R-H8).
 	SASL SASL `yaml:"sasl"`
+	// Metrics, when set, receives the hooks of every client built from
+	// ClientOpts. It is wired by the composition root, never configured.
+	Metrics *Metrics `yaml:"-"`
 }
 
 // Topics are the names of every topic the system uses. The internal topics
@@ -107,7 +110,7 @@ func (c *Config) BrokerList() []string {
 // (R-H8), with a log line that names the cause when a broker refuses the
 // connection. Every Kafka client of the system is built from these
 // options, so none can reach a secured cluster without its credentials or
-// bypass them.
+// bypass them, and each is measured by Metrics when it is set.
 func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 	log := logger.With("component", "kafka-"+component)
 	opts := []kgo.Opt{
@@ -119,6 +122,9 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 		kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RetryTimeout(30 * time.Second),
+	}
+	if c.Metrics != nil {
+		opts = append(opts, kgo.WithHooks(c.Metrics.hook(component)))
 	}
 	return append(opts, c.securityOpts(log)...)
 }
