@@ -53,7 +53,31 @@ type Config struct {
 	PostgresTimeout time.Duration `yaml:"postgres_timeout"`
 	// Consistency tunes the consistency sentinel (R-H5).
 	Consistency ConsistencyConfig `yaml:"consistency"`
+	// Zone is the airport's time zone (IANA name), in which the SIS flight
+	// times (SODT) are airport wall-clock times: the from/to filters of
+	// GET /all/flights and the board's window read them in it; default
+	// Asia/Shanghai, as processor.operation-day.zone.
+	Zone string `yaml:"zone"`
+	// Board tunes the web flight board.
+	Board BoardConfig `yaml:"board"`
 }
+
+// BoardConfig is the web flight board's default window: the flights
+// scheduled from Past before now to Ahead after now (airport time). A
+// board's URL may ask for another window (?past=1h&ahead=6h) of at most
+// MaxBoardWindow each way.
+type BoardConfig struct {
+	// Past is how far back the window reaches; default 2h, so flights
+	// that just left or landed stay on the board.
+	Past time.Duration `yaml:"past"`
+	// Ahead is how far forward the window reaches; default 12h.
+	Ahead time.Duration `yaml:"ahead"`
+}
+
+// MaxBoardWindow bounds each side of a board's window: a board is for the
+// operation of the coming hours, and a week each way is already more rows
+// than a screen can show; the whole projection is GET /all/flights.
+const MaxBoardWindow = 7 * 24 * time.Hour
 
 // ConsistencyConfig tunes the consistency sentinel, which compares a
 // random sample of PostgreSQL's flights with Redis and repairs what
@@ -99,6 +123,9 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.Float64Var(&c.Consistency.DailySampleRatio, prefix+"consistency.daily-sample-ratio", 0.01, "share of all flights the consistency checks compare per day (each periodic check compares ratio × flights × interval / 24h)")
 	fs.IntVar(&c.Consistency.MinSample, prefix+"consistency.min-sample", 100, "least number of flights one consistency check compares (all of them when there are fewer)")
 	fs.DurationVar(&c.Consistency.Settle, prefix+"consistency.settle", time.Minute, "flights changed in PostgreSQL more recently are not sampled: their record may still be on its way to Redis")
+	fs.StringVar(&c.Zone, prefix+"zone", "Asia/Shanghai", "airport time zone (IANA name) in which SIS flight times (SODT) are read: the from/to filters of GET /all/flights and the flight board's window")
+	fs.DurationVar(&c.Board.Past, prefix+"board.past", 2*time.Hour, "the flight board shows flights scheduled from this long before now (airport time); a board URL may ask for another with ?past=")
+	fs.DurationVar(&c.Board.Ahead, prefix+"board.ahead", 12*time.Hour, "the flight board shows flights scheduled up to this long after now (airport time); a board URL may ask for another with ?ahead=")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 
@@ -134,6 +161,20 @@ func (c *Config) Validate() error {
 	}
 	if c.PostgresTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("projector.postgres-timeout: %s must be positive (default 30s)", c.PostgresTimeout))
+	}
+	if c.Zone == "" {
+		errs = append(errs, errors.New("projector.zone: must not be empty; set the airport time zone (default Asia/Shanghai)"))
+	} else if _, err := time.LoadLocation(c.Zone); err != nil {
+		errs = append(errs, fmt.Errorf("projector.zone: %q is not a known time zone (an IANA name such as Asia/Shanghai): %w", c.Zone, err))
+	}
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+		def  string
+	}{{"projector.board.past", c.Board.Past, "2h"}, {"projector.board.ahead", c.Board.Ahead, "12h"}} {
+		if w.d < 0 || w.d > MaxBoardWindow {
+			errs = append(errs, fmt.Errorf("%s: %s must be between 0 and %s (default %s)", w.name, w.d, MaxBoardWindow, w.def))
+		}
 	}
 	cc := c.Consistency
 	if cc.Interval < 0 {

@@ -30,6 +30,8 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		Consistency: projector.ConsistencyConfig{
 			OnStartup: true, Interval: time.Hour, DailySampleRatio: 0.01, MinSample: 100, Settle: time.Minute,
 		},
+		Zone:  "Asia/Shanghai",
+		Board: projector.BoardConfig{Past: 2 * time.Hour, Ahead: 12 * time.Hour},
 	}, c)
 	require.NoError(t, c.Validate())
 
@@ -37,7 +39,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		"-projector.redis-timeout=1s", "-projector.kafka-timeout=2s", "-projector.rebuild-wait=30s", "-projector.rebuild-max-age=2h",
 		"-projector.watchdog-interval=250ms", "-projector.postgres-timeout=5s", "-projector.consistency.on-startup=false",
 		"-projector.consistency.interval=6h", "-projector.consistency.daily-sample-ratio=0.5", "-projector.consistency.min-sample=7",
-		"-projector.consistency.settle=10s"}))
+		"-projector.consistency.settle=10s", "-projector.zone=Europe/Zurich", "-projector.board.past=30m", "-projector.board.ahead=3h"}))
 	require.Equal(t, projector.Config{
 		Group: "site-b", BackoffMax: time.Minute, MaxBatch: 50, RedisTimeout: time.Second, KafkaTimeout: 2 * time.Second,
 		SessionTimeout:   10 * time.Second,
@@ -48,6 +50,8 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		Consistency: projector.ConsistencyConfig{
 			Interval: 6 * time.Hour, DailySampleRatio: 0.5, MinSample: 7, Settle: 10 * time.Second,
 		},
+		Zone:  "Europe/Zurich",
+		Board: projector.BoardConfig{Past: 30 * time.Minute, Ahead: 3 * time.Hour},
 	}, c)
 }
 
@@ -69,6 +73,10 @@ func TestConfig_ValidateReportsEveryProblem(t *testing.T) {
 		{name: "RatioAboveOne", tweak: func(c *projector.Config) { c.Consistency.DailySampleRatio = 1.5 }, want: []string{"projector.consistency.daily-sample-ratio"}},
 		{name: "NegativeMinSample", tweak: func(c *projector.Config) { c.Consistency.MinSample = -1 }, want: []string{"projector.consistency.min-sample"}},
 		{name: "NegativeSettle", tweak: func(c *projector.Config) { c.Consistency.Settle = -time.Second }, want: []string{"projector.consistency.settle"}},
+		{name: "EmptyZone", tweak: func(c *projector.Config) { c.Zone = "" }, want: []string{"projector.zone"}},
+		{name: "UnknownZone", tweak: func(c *projector.Config) { c.Zone = "Mars/Olympus" }, want: []string{"projector.zone", "Mars/Olympus"}},
+		{name: "NegativeBoardPast", tweak: func(c *projector.Config) { c.Board.Past = -time.Hour }, want: []string{"projector.board.past"}},
+		{name: "BoardAheadTooFar", tweak: func(c *projector.Config) { c.Board.Ahead = projector.MaxBoardWindow + time.Hour }, want: []string{"projector.board.ahead"}},
 		{name: "ChecksThatCompareNothing", tweak: func(c *projector.Config) {
 			c.Consistency.DailySampleRatio, c.Consistency.MinSample = 0, 0
 		}, want: []string{"compares nothing"}},

@@ -109,6 +109,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
+	// Validate checked the zone.
+	zone, err := time.LoadLocation(cfg.Zone)
+	if err != nil {
+		return nil, fmt.Errorf("creating projector: loading projector.zone: %w", err)
+	}
 	st := store.New(deps.Redis, deps.KeyPrefix)
 	bc := board.NewBroadcaster(st, deps.Logger, deps.Clock, board.BroadcasterOptions{ReadTimeout: cfg.RedisTimeout})
 	c, err := consumer.New(consumer.Config{
@@ -161,7 +166,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		rebuild:   rb,
 		rebuildLp: rb.Service(),
 		loop:      c.Service(),
-		http:      httpapi.New(st, deps.Logger, cfg.RedisTimeout),
+		http:      httpapi.New(st, deps.Logger, httpapi.Options{Timeout: cfg.RedisTimeout, Zone: zone}),
 		boardLoop: bc.Service(),
 		board:     board.NewHandler(bc, deps.Logger, board.HandlerOptions{Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout}),
 	}

@@ -14,20 +14,55 @@ import (
 
 // Reader reads the projection; store.Store implements it.
 type Reader interface {
-	All(ctx context.Context) ([]store.Flight, error)
+	List(ctx context.Context) (store.Listing, error)
+	Page(ctx context.Context, l store.Listing, flids []int64) ([][]byte, error)
 	Get(ctx context.Context, flid int64) (json.RawMessage, error)
+}
+
+// Options tune the Handler; zero values take the defaults.
+type Options struct {
+	// Timeout bounds each Redis read (the listing, one page, one flight);
+	// default 5s. A streamed list makes one read per page, so the whole
+	// response may take longer.
+	Timeout time.Duration
+	// Zone is the airport's time zone, in which the scheduled times (SODT)
+	// are read for the from and to filters; default UTC.
+	Zone *time.Location
+	// PageSize is the number of flights read from Redis and written (then
+	// flushed) at a time while streaming GET /all/flights; default 500.
+	PageSize int
+	// BufferBytes bounds the documents a filtered list keeps from its
+	// selecting pass; a selection larger than that is read from Redis a
+	// second time while it is streamed; default 4 MiB.
+	BufferBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Zone == nil {
+		o.Zone = time.UTC
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = 4 << 20
+	}
+	return o
 }
 
 // Handler serves the projection's HTTP routes.
 type Handler struct {
-	reader  Reader
-	logger  *slog.Logger
-	timeout time.Duration
+	reader Reader
+	logger *slog.Logger
+	opts   Options
 }
 
-// New returns a Handler reading from r; timeout bounds each Redis read.
-func New(r Reader, logger *slog.Logger, timeout time.Duration) *Handler {
-	return &Handler{reader: r, logger: logger.With("component", "projector-http"), timeout: timeout}
+// New returns a Handler reading from r.
+func New(r Reader, logger *slog.Logger, opts Options) *Handler {
+	return &Handler{reader: r, logger: logger.With("component", "projector-http"), opts: opts.withDefaults()}
 }
 
 // Register adds GET /all/flights and GET /flights/{flid} to mux.
@@ -36,31 +71,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /flights/{flid}", h.flight)
 }
 
-// allFlightsResponse is the body of GET /all/flights.
-type allFlightsResponse struct {
-	Count   int               `json:"count"`
-	Flights []json.RawMessage `json:"flights"`
-}
-
 // errorResponse is the body of every error.
 type errorResponse struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
-}
-
-func (h *Handler) allFlights(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-	defer cancel()
-	flights, err := h.reader.All(ctx)
-	if err != nil {
-		h.unavailable(w, err)
-		return
-	}
-	resp := allFlightsResponse{Count: len(flights), Flights: make([]json.RawMessage, len(flights))}
-	for i, f := range flights {
-		resp.Flights[i] = f.Doc
-	}
-	h.writeJSON(w, http.StatusOK, resp)
 }
 
 func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +85,7 @@ func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	doc, err := h.reader.Get(ctx, flid)
 	switch {

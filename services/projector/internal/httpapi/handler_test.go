@@ -32,7 +32,7 @@ func setup(t *testing.T, rdb *redis.Client, prefix string) *testBundle {
 	t.Helper()
 	st := store.New(rdb, prefix)
 	mux := http.NewServeMux()
-	New(st, logging.Discard(), 5*time.Second).Register(mux)
+	New(st, logging.Discard(), Options{Timeout: 5 * time.Second}).Register(mux)
 	return &testBundle{store: st, mux: mux}
 }
 
@@ -199,13 +199,31 @@ func TestHandler_R_H5_IncompleteProjectionIs503NeverPartial(t *testing.T) {
 	}
 }
 
-// fakeReader is a Reader whose answers the test sets.
+// fakeReader is a Reader whose answers the test sets: a complete
+// projection of docs (FLIDs 1, 2, ...) or err.
 type fakeReader struct {
-	flights []store.Flight
-	err     error
+	docs [][]byte
+	err  error
 }
 
-func (f fakeReader) All(context.Context) ([]store.Flight, error) { return f.flights, f.err }
+func (f fakeReader) List(context.Context) (store.Listing, error) {
+	if f.err != nil {
+		return store.Listing{}, f.err
+	}
+	l := store.Listing{Docs: int64(len(f.docs))}
+	for i := range f.docs {
+		l.FLIDs = append(l.FLIDs, int64(i+1))
+	}
+	return l, nil
+}
+
+func (f fakeReader) Page(_ context.Context, _ store.Listing, flids []int64) ([][]byte, error) {
+	out := make([][]byte, len(flids))
+	for i, flid := range flids {
+		out[i] = f.docs[flid-1]
+	}
+	return out, nil
+}
 
 func (f fakeReader) Get(context.Context, int64) (json.RawMessage, error) {
 	if f.err != nil {
@@ -236,7 +254,7 @@ func TestHandler_Errors(t *testing.T) {
 		},
 		{
 			name:      "CorruptStoredDocumentIs500NotTruncated200",
-			reader:    fakeReader{flights: []store.Flight{{FLID: 1, Doc: json.RawMessage(`{"broken`)}}},
+			reader:    fakeReader{docs: [][]byte{[]byte(`{"flid":1}`), []byte(`{"broken`)}},
 			code:      http.StatusInternalServerError,
 			wantError: "internal",
 		},
@@ -245,7 +263,7 @@ func TestHandler_Errors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			mux := http.NewServeMux()
-			New(tc.reader, logging.Discard(), time.Second).Register(mux)
+			New(tc.reader, logging.Discard(), Options{Timeout: time.Second}).Register(mux)
 			rec := httptest.NewRecorder()
 			mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/all/flights", nil))
 			require.Equal(t, tc.code, rec.Code)
