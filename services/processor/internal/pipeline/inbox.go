@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/backoff"
+	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -101,7 +102,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)
 			if err != nil || id <= 0 {
-				e.log.Error("inbox record without a mailbox ID key; skipped", "offset", r.Offset, "key", string(r.Key))
+				e.log.Error("inbox record without a mailbox ID key; skipped", "offset", r.Offset, "key", clip.N(string(r.Key), 256))
 				continue
 			}
 			var received *time.Time
