@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/logging"
 )
@@ -40,15 +42,19 @@ type Options struct {
 	CallTimeout time.Duration
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
+	// Meter, when set, receives msgx_lease_held{lease}: 1 while this
+	// process holds the lease, 0 while it is standby (R-I4).
+	Meter metric.Meter
 }
 
 // Elector runs functions single-active under leases. One Elector may run
 // several leases at once (one Run per name); it keeps no state between
 // runs.
 type Elector struct {
-	client Client
-	opt    Options
-	log    *slog.Logger
+	client  Client
+	opt     Options
+	log     *slog.Logger
+	holding *holding
 }
 
 // NewElector returns an Elector using client, or an error when the options
@@ -88,7 +94,13 @@ func NewElector(client Client, opt Options) (*Elector, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Elector{client: client, opt: opt, log: opt.Logger}, nil
+	e := &Elector{client: client, opt: opt, log: opt.Logger, holding: newHolding()}
+	if opt.Meter != nil {
+		if err := e.holding.register(opt.Meter); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // Options returns the effective options (defaults filled in).
@@ -119,6 +131,7 @@ func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx cont
 		return fmt.Errorf("running lease %q for holder %q: %w: name and holder are required", name, holder, ErrRejected)
 	}
 	log := e.log.With("lease", name, "holder", holder)
+	defer e.holding.run(name)()
 	// Terms that end fenced one after the other back off (Retry doubling up
 	// to the TTL), so a misconfigured fence cannot spin acquire and refusal.
 	var fencedWait *backoff.Backoff
@@ -201,6 +214,7 @@ func (e *Elector) acquire(ctx context.Context, name, holder string, log *slog.Lo
 // whether the term ended fenced: fn returned an error wrapping ErrFenced,
 // or its context was cancelled with such a cause (Term ends it so).
 func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent time.Time, fn func(context.Context, int64) error, log *slog.Logger) (fenced bool) {
+	released := e.holding.hold(name)
 	tctx, cancel := context.WithCancelCause(ctx)
 	renewed := make(chan struct{})
 	go func() {
@@ -212,6 +226,7 @@ func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent t
 	fenced = errors.Is(err, ErrFenced) || errors.Is(context.Cause(tctx), ErrFenced)
 	cancel(context.Canceled)
 	<-renewed
+	released()
 	switch {
 	case fenced:
 		// The one line of the term's end: fn's loops stop without logging
