@@ -35,10 +35,10 @@ type TLS struct {
 // the server ("Kafka brokers") in the help texts.
 func (c *TLS) RegisterFlags(prefix, what string, fs *flag.FlagSet) {
 	fs.BoolVar(&c.Enabled, prefix+"enabled", false, "connect to the "+what+" over TLS (implied by any of the "+prefix+"* files)")
-	fs.StringVar(&c.CAFile, prefix+"ca-file", "", "PEM file of the certificate authorities that sign the "+what+"' certificates (default: the system's roots)")
+	fs.StringVar(&c.CAFile, prefix+"ca-file", "", "PEM file of the certificate authorities that sign the certificates of the "+what+" (default: the system's roots)")
 	fs.StringVar(&c.CertFile, prefix+"cert-file", "", "PEM file of the client certificate presented to the "+what+" (mutual TLS; with "+prefix+"key-file)")
 	fs.StringVar(&c.KeyFile, prefix+"key-file", "", "PEM file of the client certificate's private key (a mounted secret; with "+prefix+"cert-file)")
-	fs.StringVar(&c.ServerName, prefix+"server-name", "", "name the "+what+"' certificates must carry when it differs from the dialled host")
+	fs.StringVar(&c.ServerName, prefix+"server-name", "", "name the certificates of the "+what+" must carry when it differs from the dialled host")
 }
 
 // On reports whether TLS is used: enabled explicitly or implied by a file.

@@ -191,6 +191,7 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 	}
 	httpAddr := freeAddr(s.t)
 	args := []string{
+		"-mode=development", // the stacks run the control plane without authentication
 		"-target=" + target,
 		"-postgres.idle-in-tx-timeout=2s",
 		"-http.addr=" + httpAddr,

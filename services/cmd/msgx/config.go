@@ -27,6 +27,9 @@ import (
 // prefixed with its name (flags ingest.pipeline.poll-interval, YAML
 // ingest: pipeline: poll_interval).
 type Config struct {
+	// Mode is production (the default: strict security checks) or
+	// development (the local stack and the tests).
+	Mode           string            `yaml:"mode"`
 	Target         string            `yaml:"target"`
 	HTTPAddr       string            `yaml:"http_addr"`
 	MigrateOnStart bool              `yaml:"migrate_on_start"`
@@ -67,6 +70,7 @@ func printTargets(w io.Writer) {
 }
 
 func (c *Config) registerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Mode, "mode", ModeProduction, "production refuses an unauthenticated control plane, the development token, tokens shorter than 32 bytes and SASL PLAIN without TLS; development (the local stack only) allows them")
 	fs.StringVar(&c.Target, "target", "all", "comma list of targets to run: "+strings.Join(allTargets, ",")+" or all")
 	fs.StringVar(&c.HTTPAddr, "http.addr", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the services' routes")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")
@@ -178,6 +182,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("shutdown-delay: must not be negative"))
 	}
+	errs = append(errs, c.validateMode(need, ts))
 	return errors.Join(errs...)
 }
 
