@@ -166,7 +166,7 @@ func (h *harness) markerOf(id int64) string {
 func TestExecutor_R_H1_FailedAttemptIsCountedOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.insert(1, envelope(1, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(1, codecRaw)
 	h.step()
 	r := h.proc(1)
 	require.Equal(t, StateFailed, r.State)
@@ -180,7 +180,7 @@ func TestExecutor_R_H1_FailedAttemptIsCountedOnce(t *testing.T) {
 	require.True(t, progressed)
 	r = h.proc(1)
 	require.Equal(t, 2, r.Attempts, "one failure, one attempt: no crash counted on top")
-	require.Equal(t, ClassUnsupported, r.ErrorClass)
+	require.Equal(t, ClassCodec, r.ErrorClass)
 	require.True(t, r.ProcessingStartedAt.Equal(t0))
 }
 
@@ -192,7 +192,7 @@ func TestExecutor_R_H1_NextHeadMarkedByThePreviousCommit(t *testing.T) {
 	h := newHarness(t)
 	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G2", "b")))
-	h.insert(3, envelope(3, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(3, codecRaw)
 	h.step()
 	require.Equal(t, StateSucceeded, h.state(1))
 	require.Empty(t, h.markerOf(1))
@@ -369,8 +369,8 @@ func TestExecutor_R_H3_OperatorEndsHeadWhileExecuting(t *testing.T) {
 // next head) plus one for the first head — the same as without the marker
 // — counted by the processor's transaction metric, and cross-checked with
 // PostgreSQL's own count of committed transactions in the test's private
-// database: at most three per message (the replay probe and the head read,
-// which commit nothing durable, and the message's transaction).
+// database: three per message (the replay probe and the head read, which
+// commit nothing durable, and the message's transaction), well below four.
 func TestExecutor_R_H1_NormalPathAddsNoCommitPerMessage(t *testing.T) {
 	t.Parallel()
 	reader := sdkmetric.NewManualReader()
@@ -389,7 +389,9 @@ func TestExecutor_R_H1_NormalPathAddsNoCommitPerMessage(t *testing.T) {
 	commits := counterValue(t, reader, "msgx_processor_transactions_total", "outcome", "committed") - registered
 	t.Logf("%d messages: %d processor commits, %d PostgreSQL commits (%.2f per message)", n, commits, after-before, float64(after-before)/n)
 	require.Equal(t, int64(n+1), commits, "one commit per message, one for the first head's marker")
-	require.LessOrEqual(t, after-before, int64(3*n+10), "PostgreSQL counts no extra transaction per message")
+	// A fourth transaction per message would be 4n; the margin above 3n
+	// absorbs the pool's idle-connection pings and the reads of this test.
+	require.Less(t, after-before, int64(3*n+n/2), "PostgreSQL counts no extra transaction per message")
 }
 
 // xactCommits returns PostgreSQL's count of committed transactions in the
