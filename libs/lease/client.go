@@ -67,10 +67,15 @@ func NewGRPCClient(cc grpc.ClientConnInterface) *GRPCClient {
 }
 
 // Dial returns a Client connected to the control plane at addr (host:port)
-// with DialOptions(token). Nothing is sent before the first call. Close it
-// when done.
+// with DialOptions(token): plaintext, for tests and development; services
+// dial through Config.Dial, which adds TLS and token files. Nothing is
+// sent before the first call. Close it when done.
 func Dial(addr, token string) (*GRPCClient, error) {
-	conn, err := grpc.NewClient(addr, DialOptions(token)...)
+	return dial(addr, DialOptions(token))
+}
+
+func dial(addr string, opts []grpc.DialOption) (*GRPCClient, error) {
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the control plane at %s: %w", addr, err)
 	}
@@ -90,29 +95,16 @@ func (c *GRPCClient) Close() error {
 	return nil
 }
 
-// DialOptions are the options for a connection to the control plane: the
-// bearer token on every call (R-F3; none when token is empty) over a
-// plaintext connection. The transport is insecure for now — the control
-// plane serves plaintext gRPC inside the cluster network, like msgxctl's
-// connection; TLS belongs here once the control plane serves it.
+// DialOptions are the options for a plaintext connection to the control
+// plane with the bearer token on every call (R-F3; none when token is
+// empty). Config.DialOptions adds TLS and token files.
 func DialOptions(token string) []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: token}))
 	}
 	return opts
 }
-
-// bearer is the per-call credential carrying the control-plane token.
-type bearer string
-
-// GetRequestMetadata returns the authorization header.
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-// RequireTransportSecurity is false: see DialOptions.
-func (bearer) RequireTransportSecurity() bool { return false }
 
 // Acquire calls LeaseService.Acquire.
 func (c *GRPCClient) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Grant, error) {

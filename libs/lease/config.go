@@ -8,6 +8,10 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"msgexchange/libs/config"
 )
 
@@ -17,8 +21,18 @@ type Config struct {
 	// ControlAddr is the control plane's gRPC address. Default
 	// 127.0.0.1:9095.
 	ControlAddr string `yaml:"control_addr"`
-	// AuthToken is the control plane's bearer token (R-F3).
+	// AuthToken is the control plane's bearer token (R-F3), given as a
+	// value. TokenFile is preferred: it rotates without a restart.
 	AuthToken config.Secret `yaml:"auth_token"`
+	// TokenFile is a file holding the service's bearer token (the token of
+	// a principal:service:token line of the control plane's token file),
+	// re-read when it changes so that the token rotates without a restart
+	// (R-H9). It takes precedence over AuthToken.
+	TokenFile string `yaml:"token_file"`
+	// TLS is how the connection to the control plane is secured: the CA
+	// that signs the control plane's certificate and, for mutual TLS, the
+	// service's client certificate. Default: plaintext.
+	TLS config.TLS `yaml:"tls"`
 	// TTL is the lease time to live. Default 10s.
 	TTL time.Duration `yaml:"ttl"`
 	// Retry is how often a standby tries to acquire. Default 2s.
@@ -26,13 +40,15 @@ type Config struct {
 }
 
 // RegisterFlags registers <prefix>control-addr, <prefix>auth-token,
-// <prefix>ttl and <prefix>retry.
+// <prefix>token-file, <prefix>tls.*, <prefix>ttl and <prefix>retry.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.ControlAddr, prefix+"control-addr", "127.0.0.1:9095", "gRPC address of the control plane that keeps the leases")
 	fs.Func(prefix+"auth-token", "bearer token of the control plane; prefer the config file with ${VAR} and -config.expand-env over the command line", func(s string) error {
 		c.AuthToken = config.Secret(s)
 		return nil
 	})
+	fs.StringVar(&c.TokenFile, prefix+"token-file", "", "file holding this service's control-plane bearer token (role service), re-read when it changes; takes precedence over "+prefix+"auth-token")
+	c.TLS.RegisterFlags(prefix+"tls.", "control plane", fs)
 	fs.DurationVar(&c.TTL, prefix+"ttl", DefaultTTL, "lease time to live: a standby takes over at most ttl + retry after the active instance died")
 	fs.DurationVar(&c.Retry, prefix+"retry", DefaultRetry, "how often a standby tries to acquire the lease")
 }
@@ -52,7 +68,52 @@ func (c *Config) Validate(prefix string) error {
 	if c.Retry <= 0 {
 		errs = append(errs, fmt.Errorf("%sretry %v: must be positive, e.g. 2s", prefix, c.Retry))
 	}
+	if c.TokenFile != "" {
+		if _, err := readTokenFile(c.TokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("%stoken-file: %w", prefix, err))
+		}
+	}
+	if err := c.TLS.Validate(prefix + "tls."); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// Dial connects to the control plane at ControlAddr with the configured
+// credentials and transport (DialConfigOptions). fallbackToken is used when
+// neither TokenFile nor AuthToken is set (an all-in-one process reusing
+// its own control plane's token).
+func (c *Config) Dial(fallbackToken string) (*GRPCClient, error) {
+	opts, err := c.DialOptions(fallbackToken)
+	if err != nil {
+		return nil, err
+	}
+	return dial(c.ControlAddr, opts)
+}
+
+// DialOptions are the connection options of c: TLS as configured (or
+// plaintext), and the bearer token of TokenFile, AuthToken or
+// fallbackToken, in that order, on every call.
+func (c *Config) DialOptions(fallbackToken string) ([]grpc.DialOption, error) {
+	var transport credentials.TransportCredentials = insecure.NewCredentials()
+	if c.TLS.On() {
+		tcfg, err := ClientTLS(c.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("loading the control plane's TLS: %w", err)
+		}
+		transport = credentials.NewTLS(tcfg)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	secure := c.TLS.On()
+	switch {
+	case c.TokenFile != "":
+		opts = append(opts, grpc.WithPerRPCCredentials(NewFileToken(c.TokenFile, secure)))
+	case c.AuthToken.Reveal() != "":
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: c.AuthToken.Reveal(), secure: secure}))
+	case fallbackToken != "":
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: fallbackToken, secure: secure}))
+	}
+	return opts, nil
 }
 
 // Options returns the Elector options of c, logging to logger.

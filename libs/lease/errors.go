@@ -24,3 +24,6 @@ var ErrLost = errors.New("lease lost")
 // unauthorized (wrong token, bad argument, unknown method): retrying cannot
 // help, so an Elector gives up and returns it.
 var ErrRejected = errors.New("lease call rejected by the control plane")
+
+// ErrEmptyToken is reported for a token file that holds no token.
+var ErrEmptyToken = errors.New("the file holds no token")

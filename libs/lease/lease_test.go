@@ -81,7 +81,7 @@ func TestDialOptions_CarryBearerToken(t *testing.T) {
 	t.Parallel()
 	require.Len(t, DialOptions(""), 1)
 	require.Len(t, DialOptions("t"), 2)
-	md, err := bearer("s3cret").GetRequestMetadata(context.Background())
+	md, err := bearer{token: "s3cret"}.GetRequestMetadata(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "Bearer s3cret", md["authorization"])
 	c, err := Dial("127.0.0.1:1", "t")

@@ -25,6 +25,7 @@ func TestConfig_DefaultsFromFlags(t *testing.T) {
 	cfg.RegisterFlags("control.", flagSet())
 	require.Equal(t, control.Config{
 		GRPCAddr:            "127.0.0.1:9095",
+		TokenReloadInterval: 5 * time.Second,
 		QueryTimeout:        10 * time.Second,
 		HealthCheckInterval: 5 * time.Second,
 		ShutdownTimeout:     10 * time.Second,

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -52,6 +53,7 @@ type Deps struct {
 // standard health service and server reflection.
 type Service struct {
 	cfg     Config
+	creds   *interceptor.Credentials // nil without authentication
 	logger  *slog.Logger
 	db      *pgxpool.Pool
 	server  *grpc.Server
@@ -83,20 +85,36 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	logger := deps.Logger.With("component", "control")
 
-	token := cfg.AuthToken.Reveal()
-	if token == "" {
+	var creds *interceptor.Credentials
+	if cfg.Authenticated() {
+		var err error
+		if creds, err = interceptor.NewCredentials(cfg.TokenFile, cfg.AuthToken.Reveal()); err != nil {
+			return nil, fmt.Errorf("loading control-plane credentials: %w", err)
+		}
+	} else {
 		logger.Warn("control-plane authentication is DISABLED (control.insecure-no-auth); never run like this outside development")
 	}
-	auth := interceptor.NewAuth(token, logger)
+	auth := interceptor.NewAuth(creds, logger)
 	obs, err := interceptor.NewObserve(logger, deps.Meter)
 	if err != nil {
 		return nil, fmt.Errorf("creating control-plane metrics: %w", err)
 	}
-	// Observe runs outermost so that refused calls are logged and counted too.
-	server := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(obs.Unary(), auth.Unary()),
-		grpc.ChainStreamInterceptor(obs.Stream(), auth.Stream()),
-	)
+	opts := []grpc.ServerOption{
+		// Observe runs outermost so that refused calls are logged and
+		// counted too; Guard next, so that a panic anywhere inside,
+		// authentication included, becomes an Internal error with a stable
+		// message.
+		grpc.ChainUnaryInterceptor(obs.Unary(), interceptor.NewGuard(logger).Unary(), auth.Unary()),
+		grpc.ChainStreamInterceptor(obs.Stream(), interceptor.NewGuard(logger).Stream(), auth.Stream()),
+	}
+	if cfg.TLS.On() {
+		tlsCfg, err := cfg.TLS.ServerConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading control-plane TLS: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	server := grpc.NewServer(opts...)
 	controlv1.RegisterAdminServiceServer(server, admin.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	controlv1.RegisterReplayServiceServer(server, replay.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	zone, _ := time.LoadLocation(cfg.Zone) // validated above
@@ -113,6 +131,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{
 		cfg:     cfg,
+		creds:   creds,
 		logger:  logger,
 		db:      deps.Postgres,
 		server:  server,
@@ -151,8 +170,30 @@ func (s *Service) starting(ctx context.Context) error {
 	s.ln = ln
 	s.addr.Store(ln.Addr().String())
 	s.watcher.Check(ctx)
-	s.logger.Info("grpc listening", "addr", ln.Addr().String(), "auth", s.cfg.AuthToken.Reveal() != "")
+	attrs := []any{"addr", ln.Addr().String(), "auth", s.creds != nil, "tls", s.cfg.TLS.On(), "mutual_tls", s.cfg.TLS.ClientCAFile != ""}
+	if s.creds != nil {
+		attrs = append(attrs, "token_file", s.cfg.TokenFile, "principals", s.creds.Principals(), "fixed_token", s.cfg.AuthToken.Reveal() != "")
+	}
+	s.logger.Info("grpc listening", attrs...)
 	return nil
+}
+
+// ReloadCredentials re-reads the token file now; the running service also
+// does every control.token-reload-interval. It reports whether the
+// credentials changed. A file that cannot be read or parsed leaves the
+// previous credentials valid and is reported (and logged).
+func (s *Service) ReloadCredentials() (bool, error) {
+	if s.creds == nil {
+		return false, nil
+	}
+	changed, err := s.creds.Reload()
+	switch {
+	case err != nil:
+		s.logger.Error("control-plane token file not reloaded; the previous tokens stay valid", "err", err)
+	case changed:
+		s.logger.Info("control-plane token file reloaded", "path", s.cfg.TokenFile, "credentials", s.creds.Len(), "principals", s.creds.Principals())
+	}
+	return changed, err
 }
 
 // running serves until ctx is done, re-checking PostgreSQL every
@@ -162,8 +203,12 @@ func (s *Service) running(ctx context.Context) error {
 	go func() { errc <- s.server.Serve(s.ln) }()
 	tick := time.NewTicker(s.cfg.HealthCheckInterval)
 	defer tick.Stop()
+	reload := time.NewTicker(s.cfg.TokenReloadInterval)
+	defer reload.Stop()
 	for {
 		select {
+		case <-reload.C:
+			_, _ = s.ReloadCredentials() // logged; the previous tokens stay valid
 		case err := <-errc:
 			s.health.Shutdown()
 			s.server.Stop()

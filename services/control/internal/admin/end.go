@@ -18,6 +18,7 @@ import (
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/nullable"
 	"msgexchange/services/control/internal/rpcstatus"
 )
@@ -181,11 +182,12 @@ func endMessage(ctx context.Context, tx pgx.Tx, id int64, operator, reason strin
 	if a.PreviousClass, err = errorClassFromDB(prev.class); err != nil {
 		return prev, nil, err
 	}
+	c := caller.From(ctx)
 	err = tx.QueryRow(ctx, `
 		INSERT INTO message_end_audit (msg_id, operator, reason, previous_state, previous_class, previous_attempts,
-			previous_reason, backfill_outbox_id, at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		id, operator, reason, prev.state, prev.class, prev.attempts, prev.reason, outboxID, now).Scan(&a.Id)
+			previous_reason, backfill_outbox_id, at, principal, peer)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+		id, operator, reason, prev.state, prev.class, prev.attempts, prev.reason, outboxID, now, c.Principal, c.Peer).Scan(&a.Id)
 	if err != nil {
 		return prev, nil, fmt.Errorf("recording the end audit of message %d: %w", id, err)
 	}

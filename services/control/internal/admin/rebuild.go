@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/rpcstatus"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
@@ -203,11 +204,12 @@ func (s *Server) rebuild(ctx context.Context, tx pgx.Tx, operator, reason string
 		return res, fmt.Errorf("enqueueing rebuild manifest: %w", err)
 	}
 	qctx, cancel = q()
+	c := caller.From(ctx)
 	_, err = tx.Exec(qctx, `INSERT INTO projection_rebuild
-		(id, operator, reason, flights, active, deleted, max_msg_id, first_outbox_id, last_outbox_id, manifest_outbox_id, requested_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		(id, operator, reason, flights, active, deleted, max_msg_id, first_outbox_id, last_outbox_id, manifest_outbox_id, requested_at, principal, peer)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		res.generation, operator, reason, res.active+res.deleted, res.active, res.deleted, res.maxMsgID,
-		res.firstID, res.lastID, res.manifestOutboxID, now)
+		res.firstID, res.lastID, res.manifestOutboxID, now, c.Principal, c.Peer)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("recording projection rebuild: %w", err)

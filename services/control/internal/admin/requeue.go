@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/nullable"
 	"msgexchange/services/control/internal/rpcstatus"
 )
@@ -152,8 +153,9 @@ WHERE state = $2 AND `
 		moved = []int64{}
 	}
 	var auditID int64
-	err = tx.QueryRow(ctx, `INSERT INTO outbox_requeue_audit (at, operator, reason, outbox_ids) VALUES ($1, $2, $3, $4) RETURNING id`,
-		now, r.operator, r.reason, moved).Scan(&auditID)
+	c := caller.From(ctx)
+	err = tx.QueryRow(ctx, `INSERT INTO outbox_requeue_audit (at, operator, reason, outbox_ids, principal, peer) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+		now, r.operator, r.reason, moved, c.Principal, c.Peer).Scan(&auditID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("recording the re-queue audit: %w", err)
 	}

@@ -35,7 +35,19 @@ func MigratedPool(t testing.TB) (string, *pgxpool.Pool) {
 // calls are cancelled) and must have served without error.
 func Serve(t testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Helper()
-	srv := grpc.NewServer()
+	conn, err := grpc.NewClient(ServeWith(t, nil, register), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// ServeWith runs a gRPC server with opts (interceptors, credentials) on
+// 127.0.0.1:0 with the services that register adds, and returns its
+// address. When the test ends the server is stopped (in-flight calls are
+// cancelled) and must have served without error.
+func ServeWith(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) string {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
 	register(srv)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -45,8 +57,5 @@ func Serve(t testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
 		srv.Stop()
 		require.NoError(t, <-served)
 	})
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return ln.Addr().String()
 }

@@ -2,42 +2,47 @@ package interceptor
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"msgexchange/services/control/internal/caller"
 )
 
 // AuthorizationKey is the metadata key that carries "Bearer <token>".
 const AuthorizationKey = "authorization"
 
+// AnonymousPrincipal is the principal recorded for calls to a control
+// plane without authentication (control.insecure-no-auth, development).
+const AnonymousPrincipal = "anonymous"
+
 // exemptPrefixes are the gRPC services callable without a token: the
 // standard health service (Kubernetes probes, load balancers) and server
-// reflection (grpcurl and similar tools discovering the schema).
+// reflection (grpcurl and similar tools discovering the schema, which is
+// public).
 var exemptPrefixes = []string{
 	"/grpc.health.v1.Health/",
 	"/grpc.reflection.v1.ServerReflection/",
 	"/grpc.reflection.v1alpha.ServerReflection/",
 }
 
-// Auth checks the bearer token of every call except the exempt services.
+// Auth authenticates the bearer token of every call except the exempt
+// services, authorises the call by the role its method needs, and hands
+// the caller (principal, roles, peer) to the handler.
 type Auth struct {
-	digest   [sha256.Size]byte
-	disabled bool
-	logger   *slog.Logger
+	creds  *Credentials // nil: no authentication
+	logger *slog.Logger
 }
 
-// NewAuth returns an Auth that accepts exactly token. An empty token
-// disables authentication: only development configurations get there
-// (control.insecure-no-auth).
-func NewAuth(token string, logger *slog.Logger) *Auth {
-	return &Auth{digest: sha256.Sum256([]byte(token)), disabled: token == "", logger: logger}
+// NewAuth returns an Auth accepting creds. Nil creds disable
+// authentication: every call runs as AnonymousPrincipal with every role;
+// only development configurations get there (control.insecure-no-auth).
+func NewAuth(creds *Credentials, logger *slog.Logger) *Auth {
+	return &Auth{creds: creds, logger: logger}
 }
 
 // Exempt reports whether fullMethod ("/package.Service/Method") may be
@@ -54,7 +59,8 @@ func Exempt(fullMethod string) bool {
 // Unary returns the unary server interceptor.
 func (a *Auth) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := a.check(ctx, info.FullMethod); err != nil {
+		ctx, err := a.check(ctx, info.FullMethod)
+		if err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -64,35 +70,60 @@ func (a *Auth) Unary() grpc.UnaryServerInterceptor {
 // Stream returns the stream server interceptor.
 func (a *Auth) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := a.check(ss.Context(), info.FullMethod); err != nil {
+		ctx, err := a.check(ss.Context(), info.FullMethod)
+		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		return handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
 	}
 }
 
-// check returns nil when the call may proceed, else an Unauthenticated
-// status that says what was wrong but never echoes the presented token.
-func (a *Auth) check(ctx context.Context, method string) error {
-	if a.disabled || Exempt(method) {
-		return nil
+// callerStream is a server stream whose context carries the caller.
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *callerStream) Context() context.Context { return s.ctx }
+
+// check returns the call's context with its caller when the call may
+// proceed; else Unauthenticated (no valid token: says what was wrong but
+// never echoes the token) or PermissionDenied (the principal lacks the
+// method's role).
+func (a *Auth) check(ctx context.Context, method string) (context.Context, error) {
+	peerAddr := caller.PeerAddr(ctx)
+	if Exempt(method) {
+		return ctx, nil
+	}
+	if a.creds == nil {
+		return caller.With(ctx, caller.Caller{Principal: AnonymousPrincipal, Roles: caller.AllRoles, Peer: peerAddr}), nil
 	}
 	token, problem := bearerToken(ctx)
 	if problem == "" {
-		// Comparing fixed-size digests keeps the comparison constant-time
-		// in the token's length as well as its content.
-		got := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(got[:], a.digest[:]) == 1 {
-			return nil
+		principal, roles, ok := a.creds.Lookup(token)
+		if ok {
+			return a.authorize(ctx, method, caller.Caller{Principal: principal, Roles: roles, Peer: peerAddr})
 		}
 		problem = "invalid token"
 	}
-	attrs := []any{"method", method, "problem", problem}
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		attrs = append(attrs, "peer", p.Addr.String())
+	a.logger.Warn("unauthenticated control-plane call refused", "method", method, "problem", problem, "peer", peerAddr)
+	return nil, status.Error(codes.Unauthenticated, problem+`: send metadata "authorization: Bearer <token>" with a token of the control plane's token file`)
+}
+
+// authorize admits c to method when one of its roles is the method's.
+func (a *Auth) authorize(ctx context.Context, method string, c caller.Caller) (context.Context, error) {
+	need, known := RequiredRole(method)
+	switch {
+	case !known:
+		a.logger.Warn("control-plane call to a method without a role refused", "method", method, "principal", c.Principal, "peer", c.Peer)
+		return nil, status.Errorf(codes.PermissionDenied, "%s may not be called: no role grants it", method)
+	case !c.Roles.Has(need):
+		a.logger.Warn("control-plane call refused: role missing", "method", method, "principal", c.Principal,
+			"roles", c.Roles.String(), "needs", string(need), "peer", c.Peer)
+		return nil, status.Errorf(codes.PermissionDenied, "principal %s (role %s) may not call %s: it needs role %s",
+			c.Principal, c.Roles.String(), method, need)
 	}
-	a.logger.Warn("unauthenticated control-plane call refused", attrs...)
-	return status.Error(codes.Unauthenticated, problem+`: send metadata "authorization: Bearer <token>" with the control plane's token`)
+	return caller.With(ctx, c), nil
 }
 
 // bearerToken extracts the token from the authorization metadata, or

@@ -23,6 +23,7 @@ import (
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	operatoraudit "msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/caller"
 )
 
 // Limits of the arguments.
@@ -66,27 +67,38 @@ func NewServer(db *pgxpool.Pool, logger *slog.Logger, queryTimeout, lockTimeout 
 }
 
 // Acquire starts a new term of a free lease or renews the caller's own.
+// The token of a live term goes back only to the principal that acquired
+// it: naming the holder of another principal's live term is refused
+// (PERMISSION_DENIED, audited as denied), and a refusal because the lease
+// is held never carries the holder's token (R-H9).
 func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest) (*controlv1.AcquireLeaseResponse, error) {
 	errs := append(identErrors(req.GetName(), req.GetHolder()), ttlErrors(req.GetTtl().AsDuration(), req.GetTtl() == nil)...)
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
+	c := caller.From(ctx)
 	name, holder := req.GetName(), req.GetHolder()
 	var (
 		got     *row
 		newTerm bool
 		prev    *row
 		current *row // set when another holder's term is live
+		denied  bool
 	)
 	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
 		var err error
-		got, newTerm, prev, current = nil, false, nil, nil
+		got, newTerm, prev, current, denied = nil, false, nil, nil, false
 		if prev, err = lockRow(qctx, tx, name); err != nil {
 			return err
 		}
+		if prev.boundElsewhere(holder, c.Principal) {
+			denied, current = true, prev
+			_, err = audit(qctx, tx, c, name, actionDenied, holder, prev.token, "", "acquire of a live term bound to another principal")
+			return err
+		}
 		var r row
-		err = tx.QueryRow(qctx, acquireSQL, name, holder, req.GetTtl().AsDuration().Microseconds()).Scan(
-			&r.name, &r.holder, &r.token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.releasedAt, &r.now, &newTerm)
+		err = tx.QueryRow(qctx, acquireSQL, name, holder, req.GetTtl().AsDuration().Microseconds(), c.Principal).Scan(
+			&r.name, &r.holder, &r.principal, &r.token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.releasedAt, &r.now, &newTerm)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The row is locked by this transaction: prev is current, unless
 			// it was inserted concurrently after the lock was tried.
@@ -106,15 +118,18 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 		if prev != nil && prev.releasedAt == nil {
 			reason := fmt.Sprintf("term ran out at %s without release; next term token %d by %s",
 				prev.expiresAt.UTC().Format(time.RFC3339Nano), r.token, holder)
-			if _, err := audit(qctx, tx, name, actionExpire, prev.holder, prev.token, "", reason); err != nil {
+			if _, err := audit(qctx, tx, c, name, actionExpire, prev.holder, prev.token, "", reason); err != nil {
 				return err
 			}
 		}
-		_, err = audit(qctx, tx, name, actionAcquire, holder, r.token, "", "")
+		_, err = audit(qctx, tx, c, name, actionAcquire, holder, r.token, "", "")
 		return err
 	})
 	if err != nil {
-		return nil, s.queryError("acquiring lease", err, "lease", name, "holder", holder)
+		return nil, s.queryError("acquiring lease", err, "lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer)
+	}
+	if denied {
+		return nil, s.denied("acquire", name, holder, c, current)
 	}
 	if got == nil {
 		desc := "held by another holder"
@@ -124,7 +139,7 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 		return nil, leaseStatus(leaseapi.ReasonHeld, current, "lease %s is held: %s", name, desc)
 	}
 	if newTerm {
-		attrs := []any{"lease", name, "holder", holder, "token", got.token, "expires_at", got.expiresAt}
+		attrs := []any{"lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer, "token", got.token, "expires_at", got.expiresAt}
 		if prev != nil {
 			attrs = append(attrs, "previous_holder", prev.holder, "previous_token", prev.token, "previous_released", prev.releasedAt != nil)
 		}
@@ -138,7 +153,8 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 	}, nil
 }
 
-// Renew extends the caller's live term.
+// Renew extends the caller's live term. A renewal of another principal's
+// live term is refused (PERMISSION_DENIED) and audited.
 func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*controlv1.RenewLeaseResponse, error) {
 	errs := append(identErrors(req.GetName(), req.GetHolder()), ttlErrors(req.GetTtl().AsDuration(), req.GetTtl() == nil)...)
 	if req.GetToken() <= 0 {
@@ -147,19 +163,26 @@ func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
+	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
 	var (
 		expires time.Time
 		lost    bool
+		denied  bool
 		current *row
 	)
 	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
 		var err error
-		lost = false
+		lost, denied = false, false
 		if current, err = lockRow(qctx, tx, name); err != nil {
 			return err
 		}
-		err = tx.QueryRow(qctx, renewSQL, name, holder, token, req.GetTtl().AsDuration().Microseconds()).Scan(&expires)
+		if current.boundElsewhere(holder, c.Principal) {
+			denied = true
+			_, err = audit(qctx, tx, c, name, actionDenied, holder, token, "", "renewal of a live term bound to another principal")
+			return err
+		}
+		err = tx.QueryRow(qctx, renewSQL, name, holder, token, req.GetTtl().AsDuration().Microseconds(), c.Principal).Scan(&expires)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			if err != nil {
 				return fmt.Errorf("renewing lease %s: %w", name, err)
@@ -171,24 +194,30 @@ func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*
 		if current != nil {
 			reason = "term ended; now " + current.describe()
 		}
-		_, err = audit(qctx, tx, name, actionRenewLost, holder, token, "", reason)
+		_, err = audit(qctx, tx, c, name, actionRenewLost, holder, token, "", reason)
 		return err
 	})
 	if err != nil {
-		return nil, s.queryError("renewing lease", err, "lease", name, "holder", holder, "token", token)
+		return nil, s.queryError("renewing lease", err, "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
+	}
+	if denied {
+		return nil, s.denied("renew", name, holder, c, current)
 	}
 	if lost {
 		desc := "no such lease"
 		if current != nil {
 			desc = current.describe()
 		}
-		s.logger.Warn("lease renewal refused: term ended", "lease", name, "holder", holder, "token", token, "current", desc)
+		s.logger.Warn("lease renewal refused: term ended", "lease", name, "holder", holder, "token", token, "current", desc,
+			"principal", c.Principal, "peer", c.Peer)
 		return nil, leaseStatus(leaseapi.ReasonLost, current, "lease %s token %d of %s has ended: %s", name, token, holder, desc)
 	}
 	return &controlv1.RenewLeaseResponse{ExpiresAt: timestamppb.New(expires)}, nil
 }
 
-// Release ends the caller's live term now.
+// Release ends the caller's live term now; it needs the term's token. A
+// release of another principal's live term is refused (PERMISSION_DENIED)
+// and audited.
 func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest) (*controlv1.ReleaseLeaseResponse, error) {
 	errs := identErrors(req.GetName(), req.GetHolder())
 	if req.GetToken() <= 0 {
@@ -197,15 +226,25 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
+	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
-	var released bool
+	var (
+		released, denied bool
+		current          *row
+	)
 	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
-		released = false
-		if _, err := lockRow(qctx, tx, name); err != nil {
+		var err error
+		released, denied = false, false
+		if current, err = lockRow(qctx, tx, name); err != nil {
+			return err
+		}
+		if current.boundElsewhere(holder, c.Principal) {
+			denied = true
+			_, err = audit(qctx, tx, c, name, actionDenied, holder, token, "", "release of a live term bound to another principal")
 			return err
 		}
 		var n string
-		err := tx.QueryRow(qctx, releaseSQL, name, holder, token).Scan(&n)
+		err = tx.QueryRow(qctx, releaseSQL, name, holder, token, c.Principal).Scan(&n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -213,27 +252,47 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 			return fmt.Errorf("releasing lease %s: %w", name, err)
 		}
 		released = true
-		_, err = audit(qctx, tx, name, actionRelease, holder, token, "", "")
+		_, err = audit(qctx, tx, c, name, actionRelease, holder, token, "", "")
 		return err
 	})
 	if err != nil {
-		return nil, s.queryError("releasing lease", err, "lease", name, "holder", holder, "token", token)
+		return nil, s.queryError("releasing lease", err, "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
+	}
+	if denied {
+		return nil, s.denied("release", name, holder, c, current)
 	}
 	if released {
-		s.logger.Info("lease released", "lease", name, "holder", holder, "token", token)
+		s.logger.Info("lease released", "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
 	}
 	return &controlv1.ReleaseLeaseResponse{Released: released}, nil
 }
 
-// List returns every lease by name.
+// denied logs and returns the PERMISSION_DENIED of a call naming the
+// holder of a live term bound to another principal.
+func (s *Server) denied(op, name, holder string, c caller.Caller, current *row) error {
+	bound := ""
+	if current != nil && current.principal != nil {
+		bound = *current.principal
+	}
+	s.logger.Warn("lease call refused: the term belongs to another principal", "op", op, "lease", name, "holder", holder,
+		"principal", c.Principal, "peer", c.Peer, "term_principal", bound)
+	return status.Errorf(codes.PermissionDenied,
+		"lease %s: the live term of holder %s was acquired by another principal; only that principal may %s it (a holder's term is bound to the credential that acquired it)",
+		name, holder, op)
+}
+
+// List returns every lease by name. The token of a live term is shown
+// only to the principal that acquired it (0 otherwise): the list names
+// the holders, and must not hand out their fencing tokens with them.
 func (s *Server) List(ctx context.Context, _ *controlv1.ListLeasesRequest) (*controlv1.ListLeasesResponse, error) {
+	c := caller.From(ctx)
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	var now time.Time
 	if err := s.db.QueryRow(qctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 		return nil, s.queryError("listing leases", err)
 	}
-	rows, err := s.db.Query(qctx, `SELECT name, holder, token, acquired_at, renewed_at, expires_at, released_at, $1::timestamptz FROM lease ORDER BY name`, now)
+	rows, err := s.db.Query(qctx, `SELECT name, holder, principal, token, acquired_at, renewed_at, expires_at, released_at, $1::timestamptz FROM lease ORDER BY name`, now)
 	if err != nil {
 		return nil, s.queryError("listing leases", err)
 	}
@@ -242,7 +301,7 @@ func (s *Server) List(ctx context.Context, _ *controlv1.ListLeasesRequest) (*con
 		if err != nil {
 			return nil, err
 		}
-		return l.toProto(), nil
+		return l.toProto(c.Principal), nil
 	})
 	if err != nil {
 		return nil, s.queryError("listing leases", err)
@@ -260,6 +319,7 @@ func (s *Server) ForceRelease(ctx context.Context, req *controlv1.ForceReleaseLe
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
 	}
+	c := caller.From(ctx)
 	name := req.GetName()
 	var (
 		resp    *controlv1.ForceReleaseLeaseResponse
@@ -285,21 +345,21 @@ func (s *Server) ForceRelease(ctx context.Context, req *controlv1.ForceReleaseLe
 		if err != nil {
 			return err
 		}
-		e, err := audit(qctx, tx, name, actionForceRelease, before.holder, before.token, req.GetOperator(), req.GetReason())
+		e, err := audit(qctx, tx, c, name, actionForceRelease, before.holder, before.token, req.GetOperator(), req.GetReason())
 		if err != nil {
 			return err
 		}
-		resp = &controlv1.ForceReleaseLeaseResponse{Lease: after.toProto(), Audit: e, WasHeld: wasHeld}
+		resp = &controlv1.ForceReleaseLeaseResponse{Lease: after.toProto(c.Principal), Audit: e, WasHeld: wasHeld}
 		return nil
 	})
 	if err != nil {
-		return nil, s.queryError("force-releasing lease", err, "lease", name)
+		return nil, s.queryError("force-releasing lease", err, "lease", name, "principal", c.Principal, "peer", c.Peer)
 	}
 	if missing {
 		return nil, status.Errorf(codes.NotFound, "lease %s not found: no instance ever acquired it (see msgxctl lease list)", name)
 	}
 	s.logger.Warn("lease force-released", "lease", name, "holder", resp.GetAudit().GetHolder(), "token", resp.GetAudit().GetToken(),
-		"was_held", resp.GetWasHeld(), "operator", req.GetOperator(), "reason", req.GetReason())
+		"was_held", resp.GetWasHeld(), "operator", req.GetOperator(), "reason", req.GetReason(), "principal", c.Principal, "peer", c.Peer)
 	return resp, nil
 }
 
@@ -323,7 +383,10 @@ func leaseStatus(reason string, current *row, format string, args ...any) error 
 	info := &errdetails.ErrorInfo{Reason: reason, Domain: leaseapi.ErrorDomain, Metadata: map[string]string{}}
 	if current != nil {
 		info.Metadata["holder"] = current.holder
-		info.Metadata["token"] = strconv.FormatInt(current.token, 10)
+		if !current.live() {
+			// A live term's token goes only to its holder (R-H9).
+			info.Metadata["token"] = strconv.FormatInt(current.token, 10)
+		}
 		info.Metadata["expires_at"] = current.expiresAt.UTC().Format(time.RFC3339Nano)
 	}
 	if withInfo, err := st.WithDetails(info); err == nil {
@@ -334,8 +397,10 @@ func leaseStatus(reason string, current *row, format string, args ...any) error 
 
 // queryError turns a database failure into a gRPC status: a lock wait that
 // ran out or a broken deadlock is ABORTED (retry), a timeout stays a
-// timeout, other SQL errors and contract mismatches are internal (logged),
-// anything else means PostgreSQL cannot be reached (UNAVAILABLE, retry).
+// timeout, other SQL errors and contract mismatches are internal (logged
+// here; the caller sees only a stable message), anything else means
+// PostgreSQL cannot be reached (UNAVAILABLE, retry). No SQL text reaches
+// the caller.
 // It is rpcstatus.QueryError plus the ABORTED class for the lease row's
 // lock, and keeps its own "postgres unreachable" wording.
 func (s *Server) queryError(op string, err error, attrs ...any) error {
@@ -343,17 +408,17 @@ func (s *Server) queryError(op string, err error, attrs ...any) error {
 	switch {
 	case errors.As(err, &pgErr) && (pgErr.Code == sqlLockNotAvailable || pgErr.Code == sqlDeadlock):
 		s.logger.Info(op+" waited too long for the lease row; the caller retries", append(attrs, "err", err)...)
-		return status.Errorf(codes.Aborted, "%s: the lease row is locked by a fenced transaction in progress; retry: %v", op, err)
+		return status.Errorf(codes.Aborted, "%s: the lease row is locked by a fenced transaction in progress; retry", op)
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+		return status.Errorf(codes.DeadlineExceeded, "%s: the database did not answer in time", op)
 	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", op, err)
+		return status.Errorf(codes.Canceled, "%s: cancelled", op)
 	case errors.As(err, &pgErr), errors.Is(err, errContractMismatch):
 		s.logger.Error(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Internal, "%s: %v", op, err)
+		return status.Errorf(codes.Internal, "%s failed", op)
 	default:
 		s.logger.Warn(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Unavailable, "%s: postgres unreachable: %v", op, err)
+		return status.Errorf(codes.Unavailable, "%s: postgres unreachable; retry", op)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -20,18 +22,34 @@ import (
 	"msgexchange/libs/testutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/controltest"
+	"msgexchange/services/control/internal/interceptor"
 	"msgexchange/services/control/internal/lease"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// env is a migrated database and a real LeaseService on 127.0.0.1:0.
+// env is a migrated database and a real LeaseService on 127.0.0.1:0 behind
+// the control plane's authentication, with the principals of
+// serviceTokens and the all-roles token of api.
 type env struct {
 	dbURL string
 	pool  *pgxpool.Pool
 	addr  string
 	api   controlv1.LeaseServiceClient
 }
+
+// allRolesToken is the fixed token (principal interceptor.FixedPrincipal,
+// every role) of env.api and env.client.
+const allRolesToken = "lease-tests-all-roles-token"
+
+// serviceTokens are the service principals of every env's token file.
+var serviceTokens = map[string]string{
+	"processor": "processor-token-0123456789abcdef0123456789",
+	"ingest":    "ingest-token-0123456789abcdef0123456789abc",
+}
+
+// operatorToken is the token of principal "alice", role operate.
+const operatorToken = "alice-operate-token-0123456789abcdef0123"
 
 // newEnv starts the service with the given lock timeout (0: the default).
 func newEnv(t *testing.T, lockTimeout time.Duration) *env {
@@ -40,17 +58,45 @@ func newEnv(t *testing.T, lockTimeout time.Duration) *env {
 		lockTimeout = lease.DefaultLockTimeout
 	}
 	dbURL, pool := controltest.MigratedPool(t)
-	conn := controltest.Serve(t, func(srv *grpc.Server) {
-		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, testLogger(t), 10*time.Second, lockTimeout))
+	lines := "alice:operate:" + operatorToken + "\n"
+	for p, tok := range serviceTokens {
+		lines += p + ":service:" + tok + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(path, []byte(lines), 0o600))
+	creds, err := interceptor.NewCredentials(path, allRolesToken)
+	require.NoError(t, err)
+	logger := testLogger(t)
+	auth := interceptor.NewAuth(creds, logger)
+	addr := controltest.ServeWith(t, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), auth.Unary()),
+	}, func(srv *grpc.Server) {
+		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lockTimeout))
 	})
-	return &env{dbURL: dbURL, pool: pool, addr: conn.Target(), api: controlv1.NewLeaseServiceClient(conn)}
+	conn, err := grpc.NewClient(addr, leaseapi.DialOptions(allRolesToken)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &env{dbURL: dbURL, pool: pool, addr: addr, api: controlv1.NewLeaseServiceClient(conn)}
 }
 
-// client returns a lease client with its own connection, closed when the
-// test ends.
+// client returns a lease client with the all-roles token and its own
+// connection, closed when the test ends.
 func (e *env) client(t *testing.T) *leaseapi.GRPCClient {
 	t.Helper()
-	c, err := leaseapi.Dial(e.addr, "")
+	return e.clientWith(t, allRolesToken)
+}
+
+// clientAs returns a lease client authenticated as a service principal.
+func (e *env) clientAs(t *testing.T, principal string) *leaseapi.GRPCClient {
+	t.Helper()
+	tok, ok := serviceTokens[principal]
+	require.True(t, ok, "no service principal %s", principal)
+	return e.clientWith(t, tok)
+}
+
+func (e *env) clientWith(t *testing.T, token string) *leaseapi.GRPCClient {
+	t.Helper()
+	c, err := leaseapi.Dial(e.addr, token)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

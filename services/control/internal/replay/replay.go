@@ -17,6 +17,7 @@ import (
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/rpcstatus"
 )
 
@@ -75,6 +76,7 @@ func (s *Server) Execute(ctx context.Context, req *controlv1.ExecuteReplayReques
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encoding selector: %v", err)
 	}
+	who := caller.From(ctx) // recorded with the request (R-H9)
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	resp := &controlv1.ExecuteReplayResponse{}
@@ -100,9 +102,9 @@ func (s *Server) Execute(ctx context.Context, req *controlv1.ExecuteReplayReques
 		}
 		var id int64
 		if err := tx.QueryRow(qctx, `
-			INSERT INTO replay_request (msg_ids, selector, operator, reason, requested_at)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			ids, selJSON, req.GetOperator(), req.GetReason(), s.clock.Now()).Scan(&id); err != nil {
+			INSERT INTO replay_request (msg_ids, selector, operator, reason, requested_at, principal, peer)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+			ids, selJSON, req.GetOperator(), req.GetReason(), s.clock.Now(), who.Principal, who.Peer).Scan(&id); err != nil {
 			return fmt.Errorf("recording replay request: %w", err)
 		}
 		resp.Request, err = queryRequest(qctx, tx, id)

@@ -18,6 +18,7 @@ import (
 	"msgexchange/libs/pgxutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/audit"
+	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/rpcstatus"
 	"msgexchange/services/internal/sisrequest"
 )
@@ -95,6 +96,7 @@ func (s *Server) SendRQRD(ctx context.Context, req *controlv1.SendRQRDRequest) (
 // request of the same scope, insert the new one REGISTERED, insert its
 // outbox row.
 func (s *Server) send(ctx context.Context, sc scope, operator, reason string) (*controlv1.SendRequestResponse, error) {
+	who := caller.From(ctx) // recorded with the request (R-H9)
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	now := s.clock.Now()
@@ -134,9 +136,9 @@ func (s *Server) send(ctx context.Context, sc scope, operator, reason string) (*
 		}
 		seqnText, _ := sisrequest.FormatSeqn(seqn) // in range: the sequence cycles 1…999999
 		if _, err := tx.Exec(qctx, `
-			INSERT INTO req_track (id, type, stdb, stde, rtyp, sender, seqn, state, xml, operator, reason, registered_at)
-			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), NULLIF($5, ''), $6, $7, 'REGISTERED', $8, $9, $10, $11)`,
-			id, sc.typ, sc.stdb, sc.stde, sc.rtyp, sc.sender, seqnText, string(xml), operator, reason, now); err != nil {
+			INSERT INTO req_track (id, type, stdb, stde, rtyp, sender, seqn, state, xml, operator, reason, registered_at, principal, peer)
+			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), NULLIF($5, ''), $6, $7, 'REGISTERED', $8, $9, $10, $11, $12, $13)`,
+			id, sc.typ, sc.stdb, sc.stde, sc.rtyp, sc.sender, seqnText, string(xml), operator, reason, now, who.Principal, who.Peer); err != nil {
 			return fmt.Errorf("registering request: %w", err)
 		}
 		if _, err := tx.Exec(qctx, `

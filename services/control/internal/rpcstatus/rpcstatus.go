@@ -18,20 +18,22 @@ var ErrContractMismatch = errors.New("database value unknown to the control-plan
 // QueryError turns a database failure of operation op into a gRPC status: a
 // timeout stays a timeout, SQL errors and contract mismatches are internal
 // (logged at error level with attrs), anything else means PostgreSQL cannot
-// be reached and the call may be retried (logged at warning level).
+// be reached and the call may be retried (logged at warning level). The
+// status carries a stable message naming op only: SQL text, schema names
+// and database addresses stay in the log (R-H9).
 func QueryError(logger *slog.Logger, op string, err error, attrs ...any) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+		return status.Errorf(codes.DeadlineExceeded, "%s: the database did not answer in time", op)
 	case errors.Is(err, context.Canceled):
-		return status.Errorf(codes.Canceled, "%s: %v", op, err)
+		return status.Errorf(codes.Canceled, "%s: cancelled", op)
 	case errors.As(err, &pgErr), errors.Is(err, ErrContractMismatch):
 		logger.Error(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Internal, "%s: %v", op, err)
+		return status.Errorf(codes.Internal, "%s failed", op)
 	default:
 		logger.Warn(op+" failed", append(attrs, "err", err)...)
-		return status.Errorf(codes.Unavailable, "%s: postgres unavailable: %v", op, err)
+		return status.Errorf(codes.Unavailable, "%s: postgres unavailable; retry", op)
 	}
 }
 

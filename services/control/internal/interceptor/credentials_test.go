@@ -1,0 +1,96 @@
+package interceptor
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestParseTokenFile_R_H9: the format, several tokens per principal, and
+// every problem named by its line without the token in the message.
+func TestParseTokenFile_R_H9(t *testing.T) {
+	t.Parallel()
+	good := "# comment\n\n processor : service : " + svcToken + " \nalice:operate:" + operateToken + "\nalice:read:" + readerToken + ":with:colons\n"
+	creds, err := ParseTokenFile([]byte(good))
+	require.NoError(t, err)
+	require.Len(t, creds, 3)
+	require.Equal(t, "processor", creds[0].principal)
+	require.Equal(t, "alice", creds[2].principal)
+
+	secret := strings.Repeat("x", 31)
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"NoColons", "alice-" + operateToken, "line 1: want principal:role:token"},
+		{"UnknownRole", "alice:admin:" + operateToken, `line 1: role "admin"`},
+		{"ShortToken", "alice:read:" + secret, "line 1: the token of alice is shorter than 32"},
+		{"SpaceInToken", "alice:read:" + strings.Repeat("a", 20) + " " + strings.Repeat("b", 20), "contains spaces"},
+		{"BadPrincipal", "al ice:read:" + readerToken, `principal "al ice"`},
+		{"DuplicateToken", "a:read:" + readerToken + "\nb:operate:" + readerToken, "line 2: the token of line 1 again"},
+		{"Empty", "# nothing\n", ErrNoCredentials.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseTokenFile([]byte(tc.content))
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), secret)
+			require.NotContains(t, err.Error(), readerToken)
+		})
+	}
+}
+
+// TestCredentials_R_H9_ReloadRotatesWithoutRestart: a new token is
+// accepted after a reload next to the old one; removing the old line ends
+// it; a broken file keeps the previous credentials in force.
+func TestCredentials_R_H9_ReloadRotatesWithoutRestart(t *testing.T) {
+	t.Parallel()
+	path := writeTokens(t, "alice:operate:"+operateToken+"\n")
+	creds, err := NewCredentials(path, "")
+	require.NoError(t, err)
+	_, _, ok := creds.Lookup(readerToken)
+	require.False(t, ok)
+
+	changed, err := creds.Reload()
+	require.NoError(t, err)
+	require.False(t, changed, "same content, nothing to do")
+
+	require.NoError(t, os.WriteFile(path, []byte("alice:operate:"+operateToken+"\nalice:operate:"+readerToken+"\n"), 0o600))
+	changed, err = creds.Reload()
+	require.NoError(t, err)
+	require.True(t, changed)
+	for _, tok := range []string{operateToken, readerToken} {
+		p, roles, ok := creds.Lookup(tok)
+		require.True(t, ok)
+		require.Equal(t, "alice", p)
+		require.Equal(t, "read,operate", roles.String())
+	}
+
+	require.NoError(t, os.WriteFile(path, []byte("alice:operate:"+readerToken+"\n"), 0o600))
+	_, err = creds.Reload()
+	require.NoError(t, err)
+	_, _, ok = creds.Lookup(operateToken)
+	require.False(t, ok, "the removed token is refused")
+
+	require.NoError(t, os.WriteFile(path, []byte("alice:operate:short\n"), 0o600))
+	_, err = creds.Reload()
+	require.ErrorContains(t, err, "shorter than")
+	_, _, ok = creds.Lookup(readerToken)
+	require.True(t, ok, "a broken file keeps the previous credentials")
+	require.Equal(t, []string{"alice"}, creds.Principals())
+}
+
+// TestCredentials_FixedTokenHasEveryRole: control.auth-token, the
+// development credential, carries every role.
+func TestCredentials_FixedTokenHasEveryRole(t *testing.T) {
+	t.Parallel()
+	creds, err := NewCredentials("", "dev-token")
+	require.NoError(t, err)
+	p, roles, ok := creds.Lookup("dev-token")
+	require.True(t, ok)
+	require.Equal(t, FixedPrincipal, p)
+	require.Equal(t, "service,read,operate", roles.String())
+	_, err = NewCredentials("", "")
+	require.ErrorIs(t, err, ErrNoCredentials)
+}
