@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
-	"time"
 
+	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
 )
@@ -23,44 +22,22 @@ const (
 // record format is shared with the control plane's projection rebuild.
 type FlightState = flightstate.Value
 
-// Source identifies the message that caused an event.
-type Source struct {
-	MsgID   int64  `json:"msg_id"`
-	Type    string `json:"type"`
-	Subtype string `json:"subtype"`
-	Sender  string `json:"sender"`
-	Seqn    string `json:"seqn"`
-}
+// Source identifies the message that caused an event; the type is the
+// external contract's (services/internal/contract).
+type Source = contract.Source
 
-// Event is the value of a record on the external msg topic (schema 1): one
-// event per flight change. EventID is stable for a (FLID, version), so a
-// consumer drops duplicates by EventID and stale changes by StateVersion.
-type Event struct {
-	SchemaVersion int        `json:"schema_version"`
-	EventID       string     `json:"event_id"`
-	EventType     string     `json:"event_type"`
-	FLID          int64      `json:"flid"`
-	StateVersion  int64      `json:"state_version"`
-	OperationDay  string     `json:"operation_day,omitempty"`
-	Changed       []string   `json:"changed"`
-	Source        Source     `json:"source"`
-	OccurredAt    time.Time  `json:"occurred_at"`
-	Flight        flight.Doc `json:"flight"`
-	// Reason says why a deletion no message caused happened, e.g.
-	// "history-sweep" (R-C11); absent for message-driven changes.
-	Reason string `json:"reason,omitempty"`
-}
+// Event is the value of a record on the external msg topic (schema
+// version 2, services/internal/contract): one event per flight change.
+type Event = contract.Event
 
 // Event types.
 const (
-	EventCreated = "FLIGHT_CREATED"
-	EventUpdated = "FLIGHT_UPDATED"
-	EventDeleted = "FLIGHT_DELETED"
+	EventCreated = contract.EventCreated
+	EventUpdated = contract.EventUpdated
+	EventDeleted = contract.EventDeleted
 )
 
-func eventID(flid, version int64) string {
-	return "flight-" + strconv.FormatInt(flid, 10) + "-v" + strconv.FormatInt(version, 10)
-}
+func eventID(flid, version int64) string { return contract.EventID(flid, version) }
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)

@@ -81,7 +81,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		if err != nil {
 			return false, fmt.Errorf("opening savepoint: %w", err)
 		}
-		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now()}
+		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now(), zone: e.zone()}
 		var out outcome
 		herr := e.guard(ctx, h.MsgID, "handling", func() (err error) {
 			out, err = e.handle(ctx, w, msg, cls)

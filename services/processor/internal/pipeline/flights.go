@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
 )
@@ -39,6 +40,7 @@ type writer struct {
 	msgID       int64
 	src         Source
 	now         time.Time
+	zone        *time.Location // operation-day zone of the events' ISO times
 	projections int
 	// dirty are masters whose MAFL may be stale.
 	dirty map[int64]bool
@@ -221,17 +223,25 @@ func (w *writer) emit(ctx context.Context, flid, version int64, state string, op
 		return err
 	}
 	statePayload, headers := rec.Value, rec.Headers
-	ev := mustJSON(Event{
-		SchemaVersion: 1, EventID: eventID(flid, version), EventType: evType, FLID: flid, StateVersion: version,
-		OperationDay: day, Changed: changed, Source: w.src, OccurredAt: w.now.UTC(), Flight: doc,
-	})
+	src := w.src
+	change := contract.Change{FLID: flid, StateVersion: version, EventType: evType, OperationDay: day,
+		Changed: changed, Source: &src, OccurredAt: w.now, Flight: doc}
+	enc := contract.Encoder{Zone: w.zone}
+	ev, err := enc.Msg(change)
+	if err != nil {
+		return err
+	}
+	st, err := enc.Schd(change)
+	if err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
 		TargetFlightState, key, statePayload, mustJSON(headers), w.msgID, w.now)
 	b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-		TargetMsg, key, ev, mustJSON(map[string]string{"msgx-event-id": eventID(flid, version)}), w.msgID, w.now)
+		TargetMsg, key, ev.Value, mustJSON(ev.Headers), w.msgID, w.now)
 	b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-		TargetSchd, key, statePayload, mustJSON(headers), w.msgID, w.now)
+		TargetSchd, key, st.Value, mustJSON(st.Headers), w.msgID, w.now)
 	b.Queue(`INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, $2, $3)
 	         ON CONFLICT (msg_id, flid) DO UPDATE SET version = GREATEST(projection_pending.version, EXCLUDED.version)`,
 		w.msgID, flid, version)

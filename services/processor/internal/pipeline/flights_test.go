@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"msgexchange/services/internal/contract"
+	"msgexchange/services/internal/contract/contracttest"
 	"msgexchange/services/internal/flight"
 )
 
@@ -59,13 +61,21 @@ func TestVersion_R_C3_INV13_OneBumpPerEffectiveChange_INV20b(t *testing.T) {
 	schdRows := h.outbox(`target='schd' AND pkey='15'`)
 	require.Len(t, schdRows, 3, "one schd row per version")
 	for i := range schdRows {
-		require.Equal(t, states[i].Payload, schdRows[i].Payload)
+		var fs FlightState
+		require.NoError(t, json.Unmarshal(states[i].Payload, &fs))
+		var st contract.State
+		require.NoError(t, json.Unmarshal(schdRows[i].Payload, &st))
+		require.Equal(t, fs.Version, st.StateVersion)
+		require.Equal(t, fs.Doc, st.Flight, "schd carries the state the projection gets")
+		require.Equal(t, strconv.FormatInt(fs.Version, 10), schdRows[i].Headers[contract.HeaderStateVersion])
 	}
 }
 
-// TestEvents_R_C3_DocumentedOutboxJSON pins the flight-state value (schema 1)
-// and the msg event (schema_version 1, stable event_id, key FLID).
-func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
+// TestEvents_R_C3_R_I3_DocumentedOutboxJSON pins the flight-state value
+// (schema 1), the msg event and the schd state (schema_version 2, stable
+// event_id, key FLID, ISO times beside the SIS ones) and their headers, and
+// holds every msg and schd row to the published consumer contract.
+func TestEvents_R_C3_R_I3_DocumentedOutboxJSON(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.run(1, schd(1, "DNLD", fltr(15, day23, "<RENO>B1</RENO>")))
@@ -91,7 +101,7 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 
 	var ev map[string]any
 	require.NoError(t, json.Unmarshal(events[1].Payload, &ev))
-	require.Equal(t, 1.0, ev["schema_version"])
+	require.Equal(t, 2.0, ev["schema_version"])
 	require.Equal(t, "flight-15-v2", ev["event_id"])
 	require.Equal(t, EventUpdated, ev["event_type"])
 	require.Equal(t, 15.0, ev["flid"])
@@ -101,8 +111,32 @@ func TestEvents_R_C3_DocumentedOutboxJSON(t *testing.T) {
 	require.Equal(t, map[string]any{"msg_id": 2.0, "type": "FLOP", "subtype": "STND", "sender": "AODB", "seqn": "2"}, ev["source"])
 	require.Equal(t, t0.Add(90*time.Second).Format(time.RFC3339Nano), ev["occurred_at"])
 	require.Equal(t, st["doc"], ev["flight"])
+	require.Equal(t, map[string]any{"/SODT": "2021-01-23T05:35:00+08:00"}, ev["times"], "SODT in operation-day.zone")
 	require.Equal(t, "15", events[1].Pkey)
-	require.Equal(t, map[string]string{"msgx-event-id": "flight-15-v2"}, events[1].Headers)
+	require.Equal(t, map[string]string{
+		"msgx-event-id": "flight-15-v2", "msgx-event-type": EventUpdated, "msgx-schema-version": "2",
+		"msgx-state-version": "2", "msgx-msg-id": "2", "content-type": "application/json",
+	}, events[1].Headers)
+
+	schdRows := h.outbox(`target='schd' AND pkey='15'`)
+	require.Len(t, schdRows, 2)
+	var sc map[string]any
+	require.NoError(t, json.Unmarshal(schdRows[1].Payload, &sc))
+	for _, k := range []string{"schema_version", "event_id", "event_type", "flid", "state_version", "operation_day", "source", "occurred_at", "flight", "times"} {
+		require.Equal(t, ev[k], sc[k], "schd %s is the msg event's", k)
+	}
+	require.NotContains(t, sc, "changed")
+	require.Equal(t, events[1].Headers, schdRows[1].Headers)
+
+	chk, err := contracttest.Load()
+	require.NoError(t, err)
+	chk = chk.InZone(h.e.opt.Zone)
+	for _, r := range events {
+		require.NoError(t, chk.CheckMsg(r.Pkey, r.Payload, r.Headers))
+	}
+	for _, r := range schdRows {
+		require.NoError(t, chk.CheckSchd(r.Pkey, r.Payload, r.Headers))
+	}
 
 	var created Event
 	require.NoError(t, json.Unmarshal(events[0].Payload, &created))

@@ -12,6 +12,7 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/contract"
 )
 
 // Defaults of the maintenance options, used where Options leave them zero.
@@ -634,17 +635,23 @@ func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.T
 func queueDeletion(ctx context.Context, q querier, flid, version int64, opDay, reason string, now time.Time) error {
 	key := strconv.FormatInt(flid, 10)
 	headers := mustJSON(map[string]string{"msgx-version": strconv.FormatInt(version, 10)})
-	ev := mustJSON(Event{
-		SchemaVersion: 1, EventID: eventID(flid, version), EventType: EventDeleted, FLID: flid, StateVersion: version,
-		OperationDay: opDay, Changed: []string{}, OccurredAt: now.UTC(), Reason: reason,
-	})
-	_, err := q.Exec(ctx, `
+	change := contract.Change{FLID: flid, StateVersion: version, EventType: EventDeleted, OperationDay: opDay,
+		Changed: []string{}, Reason: reason, OccurredAt: now}
+	ev, err := contract.Encoder{}.Msg(change) // a deletion has no SIS times: no zone needed
+	if err != nil {
+		return err
+	}
+	tomb, err := contract.Encoder{}.Schd(change)
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, `
 		INSERT INTO outbox (target, pkey, payload, headers, next_attempt_at, created_at) VALUES
 			($1, $4, NULL, $5, $7, $7),
 			($2, $4, $6, $8, $7, $7),
-			($3, $4, NULL, $5, $7, $7)`,
-		TargetFlightState, TargetMsg, TargetSchd, key, headers, ev, now,
-		mustJSON(map[string]string{"msgx-event-id": eventID(flid, version)}))
+			($3, $4, NULL, $9, $7, $7)`,
+		TargetFlightState, TargetMsg, TargetSchd, key, headers, ev.Value, now,
+		mustJSON(ev.Headers), mustJSON(tomb.Headers))
 	if err != nil {
 		return fmt.Errorf("writing deletion of flight %d: %w", flid, err)
 	}

@@ -232,7 +232,8 @@ func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing
 		require.Nil(t, byTarget[TargetFlightState].Payload, "tombstone")
 		require.Equal(t, map[string]string{"msgx-version": v}, byTarget[TargetFlightState].Headers)
 		require.Nil(t, byTarget[TargetSchd].Payload, "tombstone")
-		require.Equal(t, map[string]string{"msgx-version": v}, byTarget[TargetSchd].Headers)
+		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v, "msgx-event-type": EventDeleted,
+			"msgx-schema-version": "2", "msgx-state-version": v}, byTarget[TargetSchd].Headers, "a tombstone: no content type, no message")
 		var ev map[string]any
 		require.NoError(t, json.Unmarshal(byTarget[TargetMsg].Payload, &ev))
 		require.Equal(t, "FLIGHT_DELETED", ev["event_type"])
@@ -241,7 +242,9 @@ func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing
 		require.EqualValues(t, live[flid].Version+1, ev["state_version"])
 		require.Equal(t, "2021-01-23", ev["operation_day"])
 		require.Nil(t, ev["flight"])
-		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v}, byTarget[TargetMsg].Headers)
+		require.NotContains(t, ev, "source", "no message caused the deletion")
+		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v, "msgx-event-type": EventDeleted,
+			"msgx-schema-version": "2", "msgx-state-version": v, "content-type": "application/json"}, byTarget[TargetMsg].Headers)
 	}
 	require.Equal(t, deletedOutbox, h.count(`SELECT count(*) FROM outbox WHERE pkey='103'`), "no deletion for a flight already DELETED")
 
