@@ -11,14 +11,22 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"msgexchange/libs/config"
+	"msgexchange/libs/lease"
 )
 
 // Environment variables that supply the global flags' defaults.
 const (
-	envAddr  = "MSGX_CONTROL_ADDR"
-	envToken = "MSGX_CONTROL_TOKEN"
+	envAddr      = "MSGX_CONTROL_ADDR"
+	envToken     = "MSGX_CONTROL_TOKEN"
+	envTokenFile = "MSGX_CONTROL_TOKEN_FILE"
+	envCA        = "MSGX_CONTROL_CA"
+	envCert      = "MSGX_CONTROL_CERT"
+	envKey       = "MSGX_CONTROL_KEY"
 )
 
 const (
@@ -33,10 +41,12 @@ const (
 // connection, opened on first use so that commands that need no server
 // never dial one.
 type app struct {
-	addr    string
-	token   string
-	json    bool
-	timeout time.Duration
+	addr      string
+	token     string
+	tokenFile string
+	tls       config.TLS
+	json      bool
+	timeout   time.Duration
 
 	stdout, stderr io.Writer
 	loc            *time.Location // zone of printed times
@@ -56,7 +66,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fs.StringVar(&a.addr, "addr", addr, "control plane address host:port (env "+envAddr+")")
 	a.token = getenv(envToken)
-	fs.Var(&secretValue{p: &a.token}, "token", "bearer `token` of the control plane (env "+envToken+"; prefer the variable, a flag shows in the process list)")
+	fs.Var(&secretValue{p: &a.token}, "token", "bearer `token` of the control plane (env "+envToken+"; prefer -token-file or the variable, a flag shows in the process list)")
+	fs.StringVar(&a.tokenFile, "token-file", getenv(envTokenFile), "`file` holding the bearer token; takes precedence over -token (env "+envTokenFile+")")
+	fs.StringVar(&a.tls.CAFile, "ca", getenv(envCA), "PEM `file` of the CA that signs the control plane's certificate: connect over TLS (env "+envCA+")")
+	fs.StringVar(&a.tls.CertFile, "cert", getenv(envCert), "PEM `file` of the client certificate for mutual TLS, with -key (env "+envCert+")")
+	fs.StringVar(&a.tls.KeyFile, "key", getenv(envKey), "PEM `file` of the client certificate's private key (env "+envKey+")")
+	fs.StringVar(&a.tls.ServerName, "server-name", "", "`name` the control plane's certificate must carry when it differs from the -addr host; implies TLS")
+	fs.BoolVar(&a.tls.Enabled, "tls", false, "connect over TLS trusting the system's CAs (implied by -ca, -cert, -key, -server-name)")
 	fs.BoolVar(&a.json, "json", false, "print JSON (protojson with proto field names) instead of tables")
 	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "timeout of each call")
 	a.rootFlags = fs
@@ -107,7 +123,9 @@ func (a *app) describe(err error) string {
 	msg := st.Message()
 	switch st.Code() {
 	case codes.Unauthenticated:
-		return "unauthenticated: check -token or " + envToken + " (" + msg + ")"
+		return "unauthenticated: check -token-file, -token or " + envToken + " (" + msg + ")"
+	case codes.PermissionDenied:
+		return "permission denied: " + msg + " (the credential's role does not allow this call: reading needs role read, repairs need role operate)"
 	case codes.Unavailable:
 		return fmt.Sprintf("unavailable: %s (is the control plane running at %s? check -addr or %s)", msg, a.addr, envAddr)
 	case codes.DeadlineExceeded:
@@ -128,17 +146,36 @@ func (a *app) describe(err error) string {
 }
 
 // client returns the connection to the control plane, creating it on first
-// use. The token travels as "authorization: Bearer <token>" on every call.
+// use: over TLS when -ca, -cert, -key, -server-name or -tls is given, else
+// plaintext. The token (of -token-file, else -token) travels as
+// "authorization: Bearer <token>" on every call, and never in the clear
+// once TLS is configured.
 func (a *app) client() (*grpc.ClientConn, error) {
 	if a.conn != nil {
 		return a.conn, nil
 	}
+	var transport credentials.TransportCredentials = insecure.NewCredentials()
+	secure := a.tls.On()
+	if secure {
+		cfg, err := lease.ClientTLS(a.tls)
+		if err != nil {
+			return nil, fmt.Errorf("loading TLS files: %w (check -ca, -cert and -key)", err)
+		}
+		transport = credentials.NewTLS(cfg)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)),
 	}
-	if a.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(a.token)))
+	switch {
+	case a.tokenFile != "":
+		ft := lease.NewFileToken(a.tokenFile, secure)
+		if _, err := ft.Token(); err != nil {
+			return nil, fmt.Errorf("%w (check -token-file)", err)
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(ft))
+	case a.token != "":
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: a.token, secure: secure}))
 	}
 	conn, err := grpc.NewClient(a.addr, opts...)
 	if err != nil {
@@ -153,17 +190,20 @@ func (a *app) callCtx(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, a.timeout)
 }
 
-// bearer is the per-call credential carrying the token.
-type bearer string
+// bearer is the per-call credential carrying the token of -token.
+type bearer struct {
+	token  string
+	secure bool
+}
 
 // GetRequestMetadata returns the authorization header.
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
 }
 
-// RequireTransportSecurity is false: the control plane speaks plaintext
-// gRPC inside the cluster network.
-func (bearer) RequireTransportSecurity() bool { return false }
+// RequireTransportSecurity is true over TLS, so that the token never
+// travels in the clear once TLS is configured.
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // secretValue is a string flag whose value never appears in help output.
 type secretValue struct{ p *string }

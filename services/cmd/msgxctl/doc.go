@@ -2,7 +2,7 @@
 // control plane (R-F2): every control-plane call as a command, with aligned
 // tables for people and -json (protojson) for scripts.
 //
-//	msgxctl [-addr HOST:PORT] [-token T] [-json] [-timeout D] COMMAND ...
+//	msgxctl [-addr HOST:PORT] [-token-file F | -token T] [-ca F [-cert F -key F] [-server-name N]] [-json] [-timeout D] COMMAND ...
 //	msgxctl message get 42 --raw
 //	msgxctl message list --state pending,failed --limit 5
 //	msgxctl message dead 42 --operator alice --reason "blocks the FIFO; AODB resends it"
@@ -16,10 +16,16 @@
 //	msgxctl replay status 1
 //	msgxctl health
 //
-// -addr defaults to $MSGX_CONTROL_ADDR or 127.0.0.1:9095, -token to
-// $MSGX_CONTROL_TOKEN (prefer the variable: a flag shows up in the process
-// list and the shell history). Exit status: 0 success, 1 failure (the reason
-// on stderr), 2 usage error.
+// -addr defaults to $MSGX_CONTROL_ADDR or 127.0.0.1:9095, -token-file to
+// $MSGX_CONTROL_TOKEN_FILE, -token to $MSGX_CONTROL_TOKEN (prefer the file
+// or the variable: a flag shows up in the process list and the shell
+// history). The token names the operator's principal and role (read for
+// every Get, List and preview; operate for the repairs), see
+// docs/security.md. -ca ($MSGX_CONTROL_CA) connects over TLS trusting that
+// CA; -cert and -key ($MSGX_CONTROL_CERT, $MSGX_CONTROL_KEY) add the
+// client certificate of mutual TLS; -server-name names the certificate
+// when it differs from the -addr host. Exit status: 0 success, 1 failure
+// (the reason on stderr), 2 usage error.
 //
 // Structure: one file per command group (message.go, backlog.go, ...), each
 // returning a *command tree; registry.go lists the groups and dispatches.

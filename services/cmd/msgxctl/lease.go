@@ -18,7 +18,7 @@ func leaseCommand() *command {
 		subs: []*command{
 			{
 				name:    "list",
-				summary: "every lease: holder, fencing token, expiry and time remaining",
+				summary: "every lease: holder, expiry, time remaining and the fencing token of ended terms (a live term's token goes only to its holder)",
 				setup: func(*flag.FlagSet) runFunc {
 					return func(ctx context.Context, a *app, args []string) error {
 						if err := exactArgs(args); err != nil {
@@ -78,10 +78,19 @@ func (a *app) leaseList(ctx context.Context) error {
 	tw := newTable(a.stdout)
 	row(tw, "NAME", "STATE", "HOLDER", "TOKEN", "EXPIRES_AT", "REMAINING", "ACQUIRED_AT", "RENEWED_AT")
 	for _, l := range resp.GetLeases() {
-		row(tw, l.GetName(), leaseState(l), l.GetHolder(), l.GetToken(), a.ts(l.GetExpiresAt()),
+		row(tw, l.GetName(), leaseState(l), l.GetHolder(), leaseToken(l), a.ts(l.GetExpiresAt()),
 			l.GetRemaining().AsDuration().Truncate(100*time.Millisecond), a.ts(l.GetAcquiredAt()), a.ts(l.GetRenewedAt()))
 	}
 	return tw.Flush()
+}
+
+// leaseToken is the listed token, or "-" for a live term whose token the
+// control plane gives only to its holder (R-H9).
+func leaseToken(l *controlv1.Lease) any {
+	if l.GetToken() == 0 {
+		return "-"
+	}
+	return l.GetToken()
 }
 
 // leaseState is "held", "released" (by the holder or an operator) or

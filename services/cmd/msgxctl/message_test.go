@@ -22,7 +22,7 @@ func TestMsgxctl_R_H3_MessageList(t *testing.T) {
 		requireLine(t, r.stdout, "MSG_ID", "STATE", "CLASS", "TYPE", "STYP", "ATTEMPTS", "RECEIVED_AT", "UPDATED_AT", "REASON")
 		require.Regexp(t, `(?m)^43\s+PENDING\s+-\s+-\s+-\s+0\s+`+local(testNow.Add(-30*time.Minute))+`\s`, r.stdout)
 		require.Regexp(t, `(?m)^44\s+FAILED\s+-\s+-\s+-\s+0\s+`+local(testNow.Add(-45*time.Minute))+`\s`, r.stdout)
-		require.NotContains(t, r.stdout, "42")
+		require.NotRegexp(t, `(?m)^42\s`, r.stdout, "message 42 is DEAD") // a time of day may contain 42
 		require.NotContains(t, r.stdout, "more messages")
 	})
 	t.Run("ClassAndRange", func(t *testing.T) {

@@ -44,7 +44,7 @@ type result struct {
 	stdout, stderr string
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T, opts ...func(*control.Config)) *testBundle {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -75,6 +75,9 @@ func setup(t *testing.T) *testBundle {
 	cfg.GRPCAddr = "127.0.0.1:0"
 	cfg.AuthToken = config.Secret(testToken)
 	cfg.HealthCheckInterval = 20 * time.Millisecond
+	for _, o := range opts {
+		o(&cfg)
+	}
 	svc, err := control.New(cfg, control.Deps{Logger: logging.Discard(), Clock: clock.NewFake(testNow), Postgres: pool})
 	require.NoError(t, err)
 	m := lifecycle.NewManager(logging.Discard(), svc.Services()...)
@@ -335,7 +338,7 @@ func TestMsgxctl_R_F3_Authentication(t *testing.T) {
 			require.Equal(t, tc.wantCode, r.code, r.stderr)
 			if tc.wantCode != 0 {
 				require.Empty(t, r.stdout)
-				require.True(t, strings.HasPrefix(r.stderr, "msgxctl: unauthenticated: check -token or MSGX_CONTROL_TOKEN ("), r.stderr)
+				require.True(t, strings.HasPrefix(r.stderr, "msgxctl: unauthenticated: check -token-file, -token or MSGX_CONTROL_TOKEN ("), r.stderr)
 				require.NotContains(t, r.stderr, "wrong", "the token is never echoed")
 			}
 		})
