@@ -270,7 +270,10 @@ func (s *Schd) markFlushed(ctx context.Context, keys []string, ids []int64, supe
 }
 
 // schdRecord builds the record of a FLID's latest row: key FLID, value the
-// flight-state JSON or null for a deleted flight, headers from the row.
+// schd state the processor encoded (services/internal/contract, schema
+// version 2) or null for a deleted flight, headers from the row — event ID
+// and type, schema and state version, content type, trace context — as
+// they were encoded, so the record is exactly the contract's.
 func schdRecord(topic string, l schdLatest) *kgo.Record {
 	rec := &kgo.Record{Topic: topic, Key: []byte(l.Key), Value: l.Payload}
 	if len(l.Headers) > 0 {
