@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"msgexchange/libs/clip"
 	"msgexchange/services/internal/sis"
 )
 
@@ -65,6 +66,20 @@ func FromFLTR(n *sis.Node, od OpDay) (Record, error) {
 	normalizeRoute(doc)
 	orderLists(doc)
 	return Record{FLID: flid, Doc: doc, Sent: sent}, nil
+}
+
+// DeleteFLID returns the FLID of a record of an SCHD DEL message, which
+// deletes by FLID (catalogue §3): the record must carry a positive integer
+// FLID; its other elements are ignored, so a record carrying only FLID is
+// enough. Anything else is rejected: the whole package is then refused,
+// like a snapshot with an unreadable record (R-C6, INV-19).
+func DeleteFLID(n *sis.Node) (int64, error) {
+	v := strings.TrimSpace(n.Child("FLID").Value())
+	flid, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || flid <= 0 {
+		return 0, reject("SCHD DEL: FLTR FLID %q is not a positive integer", clip.N(v, 40))
+	}
+	return flid, nil
 }
 
 // withValue returns the elements of children that are not bare.

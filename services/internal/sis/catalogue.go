@@ -32,15 +32,11 @@ var flopSubtypes = []string{
 // snapshot subtypes (catalogue §3).
 var snapshotSubtypes = []string{"DNLD", "RESP"}
 
-// schdSubtypes are the SCHD subtypes this gateway handles: the snapshots
-// and ADFT, the ad-hoc flight (R-C9), which creates or merges single
-// flights with the SCHD layout.
-var schdSubtypes = []string{"DNLD", "RESP", "ADFT"}
-
-// schdPeerOnlySubtypes are SCHD subtypes the AODB peer accepts (catalogue
-// §3) but this gateway does not handle yet: UNSUPPORTED, so they are
-// retried and can be replayed once a handler exists.
-var schdPeerOnlySubtypes = []string{"ADD", "UPD", "DEL"}
+// schdSubtypes are the SCHD subtypes: the snapshots DNLD and RESP; ADFT,
+// the ad-hoc flight (R-C9), which creates or merges single flights; and
+// ADD, UPD and DEL (catalogue §3), which upsert flights without deleting
+// others or delete flights by FLID.
+var schdSubtypes = []string{"DNLD", "RESP", "ADFT", "ADD", "UPD", "DEL"}
 
 // Message TYPEs with their own layout.
 const (

@@ -13,7 +13,8 @@ type Kind string
 
 const (
 	// KindFlightSnapshot is a daily flight message with the SCHD layout:
-	// TYPE SCHD, the snapshots DNLD and RESP and the ad-hoc flight ADFT.
+	// TYPE SCHD, the snapshots DNLD and RESP, the ad-hoc flight ADFT and
+	// the record operations ADD, UPD and DEL.
 	KindFlightSnapshot Kind = "FLIGHT_SNAPSHOT"
 	// KindSeasonSchedule is a season schedule: TYPE SCHS.
 	KindSeasonSchedule Kind = "SEASON_SCHEDULE"
@@ -92,9 +93,6 @@ func route(meta Meta) (Classification, *Error) {
 		}
 		return Classification{Kind: KindFlightOperation, Handler: "FLOP_" + styp}, nil
 	case typ == typeSCHD:
-		if slices.Contains(schdPeerOnlySubtypes, styp) {
-			return Classification{}, unsupported("SCHD subtype %q is accepted by the AODB peer but not handled by this gateway yet", truncate(styp, 40))
-		}
 		if !slices.Contains(schdSubtypes, styp) {
 			return Classification{}, unsupported("SCHD has no subtype %q", truncate(styp, 40))
 		}

@@ -89,10 +89,10 @@
 //     thrown away.
 //   - [ClassUnsupported] — well-formed and legal, but a TYPE or TYPE/STYP
 //     pair this gateway does not handle: a TYPE not in the catalogue, a FLOP
-//     STYP not on the whitelist, an STYP the TYPE does not have, and the
-//     SCHD subtypes ADD/UPD/DEL that only the peer handles. Only Classify
-//     returns it. Retryable, never DEAD as "illegal": operators replay such
-//     messages once a handler exists.
+//     STYP not on the whitelist, or an STYP the TYPE does not have. Only
+//     Classify returns it. Never "illegal": the processor parks such a
+//     message DEAD(UNSUPPORTED) at its first attempt, so it does not hold
+//     the FIFO, and operators replay it once a handler exists.
 //
 // Decode returns only MALFORMED and CODEC_ERROR; Classify returns
 // UNSUPPORTED and MALFORMED (missing payload, or a DTTM unusable for the

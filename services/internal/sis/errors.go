@@ -28,8 +28,9 @@ const (
 	ClassCodec Class = "CODEC_ERROR"
 	// ClassUnsupported marks a well-formed, legal message whose TYPE or
 	// TYPE/STYP pair this gateway does not handle. Only [Classify] returns
-	// it. The processor marks such a message FAILED(UNSUPPORTED) and retries;
-	// it is never DEAD as "illegal" (R-B9).
+	// it. The processor parks such a message DEAD(UNSUPPORTED) at its first
+	// attempt, replayable once a handler exists; it is never treated as
+	// "illegal" (R-B9).
 	ClassUnsupported Class = "UNSUPPORTED"
 )
 

@@ -67,7 +67,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
 			return e.finishNonBusiness(ctx, h.MsgID, meta, StateDead, ClassMalformed, err.Error())
 		}
-		return &failure{class: ClassUnsupported, reason: err.Error()}
+		return e.parkUnsupported(ctx, h.MsgID, meta, err.Error()) // not retried: see unsupported.go
 	}
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
@@ -94,6 +94,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		var skip *skipError
 		var f *failure
 		var batch *batchCommitted
+		var unsup *unsupportedError
 		switch {
 		case errors.As(herr, &batch):
 			// One batch of a large package (R-C6): commit it and leave the
@@ -109,6 +110,9 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		case errors.As(herr, &skip):
 			_ = sp.Rollback(ctx)
 			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.reason)
+		case errors.As(herr, &unsup):
+			_ = sp.Rollback(ctx)
+			return false, e.parkUnsupportedIn(ctx, tx, h.MsgID, meta, unsup.reason)
 		case errors.As(herr, &f):
 			retry = f
 			return false, herr
@@ -206,7 +210,7 @@ func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls si
 			return e.scheduleResponse(ctx, w, msg)
 		case "DEL":
 			return e.snapshotDelete(ctx, w, msg)
-		default: // ADFT (R-C9)
+		default: // ADFT (R-C9), ADD, UPD
 			return e.snapshotUpsert(ctx, w, msg)
 		}
 	case sis.KindSeasonSchedule:
@@ -219,5 +223,5 @@ func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls si
 	case sis.KindReference:
 		return e.reference(ctx, w, msg)
 	}
-	return outcome{}, &failure{class: ClassUnsupported, reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
+	return outcome{}, &unsupportedError{reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
 }

@@ -93,8 +93,9 @@ func TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder(t *testing.T
 const codecRaw = `<?xml version="1.1" encoding="UTF-8"?><MSG/>`
 
 // TestStep_R_B3_DecodeOutcomes pins the error classes of R-B3: MALFORMED is
-// DEAD at once with its backfill intent; CODEC_ERROR and UNSUPPORTED are
-// FAILED with backoff and no intent.
+// DEAD at once with its backfill intent; CODEC_ERROR is FAILED with backoff
+// and no intent; UNSUPPORTED is parked DEAD at its first attempt with its
+// intent (R-B9, see unsupported.go).
 //
 // Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
@@ -116,10 +117,9 @@ func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
 		{"XMLVersion11", codecRaw, StateFailed, ClassCodec, "1.1"},
 		{"NestingTooDeep", envelope(5, "GLST", "ADD", strings.Repeat("<GLST>", 130)+strings.Repeat("</GLST>", 130)), StateDead, ClassMalformed, "depth limit"}, // R-H2
 		{"Doctype", `<?xml version="1.0"?><!DOCTYPE MSG><MSG/>`, StateFailed, ClassCodec, "DOCTYPE"},
-		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateFailed, ClassUnsupported, "ZZZZ"},
-		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateFailed, ClassUnsupported, "XXXX"},
-		{"SCHDPeerOnlySubtype", schd(5, "ADD", fltr(1, day23)), StateFailed, ClassUnsupported, "ADD"},
-		{"SCHDPeerOnlyDelete", schd(5, "DEL", fltr(1, day23)), StateFailed, ClassUnsupported, "DEL"},
+		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateDead, ClassUnsupported, "ZZZZ"},
+		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateDead, ClassUnsupported, "XXXX"},
+		{"SCHSSubtypeUnknown", envelope(5, "SCHS", "ADD", "<SCHS><RECS>0</RECS></SCHS>"), StateDead, ClassUnsupported, "ADD"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +181,7 @@ func TestStep_R_B3_DeclaredEncodingOfTextIsIgnored(t *testing.T) {
 func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.insert(1, envelope(1, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(1, codecRaw)
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
 	var waits []time.Duration
 	for i := 0; i < 10 && h.state(1) != StateDead; i++ {
@@ -199,7 +199,7 @@ func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
 	require.Equal(t, ClassExhausted, r.ErrorClass)
 	require.Equal(t, 5, r.Attempts)
 	require.Contains(t, r.Reason, "5 attempts")
-	require.Contains(t, r.Reason, ClassUnsupported)
+	require.Contains(t, r.Reason, ClassCodec)
 	require.Equal(t, 1, h.mailboxRows(1))
 	require.Nil(t, r.NextAttemptAt)
 	h.drain()
@@ -304,7 +304,7 @@ func TestStep_R_B5_BackoffCapAppliedToNextAttempt(t *testing.T) {
 		o.Backoff = []time.Duration{2 * time.Minute}
 		o.BackoffCap = 60 * time.Second
 	})
-	h.insert(1, envelope(1, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(1, codecRaw)
 	h.step()
 	r := h.proc(1)
 	require.True(t, r.NextAttemptAt.Equal(t0.Add(time.Minute)), "next_attempt_at %s", r.NextAttemptAt)

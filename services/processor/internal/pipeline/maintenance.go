@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/contract"
+	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/flightstate"
 )
 
 // Defaults of the maintenance options, used where Options leave them zero.
@@ -571,7 +574,11 @@ const (
 	sweptLocked                         // held by a processing transaction
 )
 
-// sweepFlight archives and removes one flight in one transaction.
+// sweepFlight archives and removes one flight in one transaction. A still
+// ACTIVE code-share child leaves its master's MAFL: the master, when it
+// stays live and ACTIVE, is rewritten in the same transaction (R-C8,
+// INV-22); a master a processing transaction holds defers the child to the
+// next run like a locked child.
 func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.Time) (sweepOutcome, error) {
 	out := sweptGone
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
@@ -579,10 +586,11 @@ func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.T
 			state   string
 			version int64
 			opDay   time.Time
+			master  *int64
 		)
 		err := tx.QueryRow(ctx, `
-			SELECT state, state_version, operation_day FROM flight
-			WHERE flid=$1 AND operation_day < $2 FOR UPDATE SKIP LOCKED`, flid, cutoff).Scan(&state, &version, &opDay)
+			SELECT state, state_version, operation_day, master_flid FROM flight
+			WHERE flid=$1 AND operation_day < $2 FOR UPDATE SKIP LOCKED`, flid, cutoff).Scan(&state, &version, &opDay, &master)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Either a processing transaction holds the row (a plain read
 			// does not wait for row locks) or it is gone or no longer due.
@@ -597,6 +605,15 @@ func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.T
 		}
 		if err != nil {
 			return fmt.Errorf("locking flight %d: %w", flid, err)
+		}
+		var m *sweptMaster
+		if state == "ACTIVE" && master != nil && *master != flid {
+			if m, err = lockSweptMaster(ctx, tx, *master); errors.Is(err, errMasterLocked) {
+				out = sweptLocked
+				return nil
+			} else if err != nil {
+				return err
+			}
 		}
 		// History first (INV-28); a version already archived is not written
 		// again.
@@ -616,6 +633,11 @@ func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.T
 		if _, err := tx.Exec(ctx, `DELETE FROM flight WHERE flid=$1`, flid); err != nil {
 			return fmt.Errorf("removing flight %d: %w", flid, err)
 		}
+		if m != nil {
+			if err := m.refresh(ctx, tx, e.zone(), now); err != nil {
+				return err
+			}
+		}
 		out = sweptArchived
 		if state == "ACTIVE" {
 			out = sweptTombstoned
@@ -626,6 +648,115 @@ func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.T
 		return sweptGone, err
 	}
 	return out, nil
+}
+
+// errMasterLocked means the master of a swept child is held by a
+// processing transaction: the child waits for the next run (INV-18).
+var errMasterLocked = errors.New("code-share master locked by processing")
+
+// sweptMaster is the live ACTIVE master of a code-share child the history
+// sweep purges, locked in the sweep's transaction.
+type sweptMaster struct {
+	flid, version, lastMsgID int64
+	opDay                    *time.Time
+	doc                      flight.Doc
+}
+
+// lockSweptMaster locks the master flid of a child being purged, without
+// waiting (SKIP LOCKED, like the child). It returns nil when the master is
+// gone or not ACTIVE (it has no MAFL to keep), errMasterLocked when a
+// processing transaction holds it.
+func lockSweptMaster(ctx context.Context, tx pgx.Tx, flid int64) (*sweptMaster, error) {
+	var (
+		m     = sweptMaster{flid: flid}
+		state string
+		doc   []byte
+	)
+	err := tx.QueryRow(ctx, `SELECT state, state_version, last_msg_id, operation_day, doc FROM flight WHERE flid=$1 FOR UPDATE SKIP LOCKED`, flid).
+		Scan(&state, &m.version, &m.lastMsgID, &m.opDay, &doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flight WHERE flid=$1)`, flid).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("checking code-share master %d: %w", flid, err)
+		}
+		if exists {
+			return nil, errMasterLocked
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locking code-share master %d: %w", flid, err)
+	}
+	if state != "ACTIVE" {
+		return nil, nil
+	}
+	if err := json.Unmarshal(doc, &m.doc); err != nil {
+		return nil, fmt.Errorf("reading code-share master %d document: %w", flid, err)
+	}
+	return &m, nil
+}
+
+// refresh rewrites the master's MAFL from its ACTIVE children once the
+// swept child's row is gone (R-C8, INV-21, INV-22): when it changed, the
+// master gets the next version and its events — the msgx.flight-state
+// record, FLIGHT_UPDATED with reason history-sweep and the schd record, in
+// the contract's formats with SIS times read in zone — in the sweep's
+// transaction, like the deletion it follows, with no message (msg_id
+// NULL, no source, no pending projection; the flight-state record names
+// the master's last message, as a projection rebuild does).
+func (m *sweptMaster) refresh(ctx context.Context, tx pgx.Tx, zone *time.Location, now time.Time) error {
+	rows, err := tx.Query(ctx, `SELECT flid, COALESCE(doc->>'FLNO', '') FROM flight
+		WHERE master_flid=$1 AND state='ACTIVE' AND flid<>$1 ORDER BY flid`, m.flid)
+	if err != nil {
+		return fmt.Errorf("listing code-share children of %d: %w", m.flid, err)
+	}
+	kids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (flight.Child, error) {
+		var c flight.Child
+		err := r.Scan(&c.FLID, &c.FLNO)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("listing code-share children of %d: %w", m.flid, err)
+	}
+	doc := flight.Derive(m.doc, m.flid, kids)
+	if flight.Equal(m.doc, doc) {
+		return nil
+	}
+	version := m.version + 1
+	if _, err := tx.Exec(ctx, `UPDATE flight SET state_version=$2, doc=$3, updated_at=$4 WHERE flid=$1`,
+		m.flid, version, doc.Canonical(), now); err != nil {
+		return fmt.Errorf("rewriting code-share master %d: %w", m.flid, err)
+	}
+	rec, err := flightstate.Encode(m.flid, version, flightstate.StateActive, m.opDay, m.lastMsgID, doc)
+	if err != nil {
+		return err
+	}
+	day := ""
+	if m.opDay != nil {
+		day = m.opDay.Format(time.DateOnly)
+	}
+	change := contract.Change{FLID: m.flid, StateVersion: version, EventType: EventUpdated, OperationDay: day,
+		Changed: changedKeys(m.doc, doc), Reason: historySweepReason, OccurredAt: now, Flight: doc}
+	enc := contract.Encoder{Zone: zone}
+	ev, err := enc.Msg(change)
+	if err != nil {
+		return err
+	}
+	st, err := enc.Schd(change)
+	if err != nil {
+		return err
+	}
+	key := strconv.FormatInt(m.flid, 10)
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO outbox (target, pkey, payload, headers, next_attempt_at, created_at) VALUES
+			($1, $4, $5, $6, $11, $11),
+			($2, $4, $7, $8, $11, $11),
+			($3, $4, $9, $10, $11, $11)`,
+		TargetFlightState, TargetMsg, TargetSchd, key, rec.Value, mustJSON(rec.Headers),
+		ev.Value, mustJSON(ev.Headers), st.Value, mustJSON(st.Headers), now); err != nil {
+		return fmt.Errorf("writing events of code-share master %d: %w", m.flid, err)
+	}
+	return nil
 }
 
 // queueDeletion writes the outbox rows of a flight deletion that no message

@@ -216,10 +216,10 @@ func TestReplay_R_F1_WhitelistRefusesAndLeavesOthersUntouched(t *testing.T) {
 	h.run(3, refMsg(3, "GLST", "ADD", glst("G1", "a")))         // SUCCEEDED
 	h.run(4, envelope(4, "LDM", "ADD", "<LDM>free text</LDM>")) // SKIPPED
 	h.run(5, schd(5, "DNLD", fltr(15, day23)))                  // APPLIED (no ack yet)
-	h.run(6, envelope(6, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))      // FAILED(UNSUPPORTED)
+	h.run(6, envelope(6, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))      // DEAD(UNSUPPORTED), parked
 	want := map[int64][2]string{
 		1: {StateDead, ClassMalformed}, 2: {StateDead, ClassProtocol}, 3: {StateSucceeded, ""},
-		4: {StateSkipped, ""}, 5: {StateApplied, ""}, 6: {StateFailed, ClassUnsupported},
+		4: {StateSkipped, ""}, 5: {StateApplied, ""}, 6: {StateDead, ClassUnsupported},
 	}
 	before := map[int64]string{}
 	for id, w := range want {
@@ -254,13 +254,16 @@ func TestReplay_R_F1_WhitelistRefusesAndLeavesOthersUntouched(t *testing.T) {
 	require.Equal(t, intp(0), o.Replayed)
 	require.Equal(t, []int64{6}, o.RefusedIDs)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM replay_audit`), "audit rows only for replayed messages")
-	require.Equal(t, intents, h.count(`SELECT count(*) FROM outbox WHERE target='mailbox'`), "no intent of a refused message withdrawn")
+	require.Equal(t, intents-1, h.count(`SELECT count(*) FROM outbox WHERE target='mailbox'`),
+		"only the replayed message's undelivered intent is withdrawn")
 
-	// Still unsupported: the replayed message fails again with a fresh count.
+	// Still unsupported: the replayed message is parked again, with a new
+	// intent, at its first attempt.
 	h.step()
 	r = h.proc(6)
-	require.Equal(t, StateFailed, r.State)
-	require.Equal(t, 1, r.Attempts)
+	require.Equal(t, StateDead, r.State)
+	require.Equal(t, ClassUnsupported, r.ErrorClass)
+	require.Equal(t, 1, h.mailboxRows(6))
 }
 
 // TestReplay_R_F1_AppliedByStep: Step applies pending requests before it
@@ -274,7 +277,7 @@ func TestReplay_R_F1_AppliedByStep(t *testing.T) {
 	h.run(1, codecRaw)
 	require.Equal(t, StateFailed, h.state(1))
 	h.exhaust(1)
-	h.insert(2, envelope(2, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))
+	h.insert(2, codecRaw)
 	h.step()
 	require.Equal(t, StateFailed, h.state(2))
 	// The codec still cannot read 1: replayed, it is the head and fails

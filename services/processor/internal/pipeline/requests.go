@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/internal/sisrequest"
@@ -47,6 +48,10 @@ type requestMatch struct {
 	id         int64
 	kind       string
 	candidates int // eligible open requests (fallback only)
+	// stored: the match was made by an earlier step of the message (an
+	// SCHD RESP's first batch) and read from its progress, so the request
+	// is not locked and may have been closed since.
+	stored bool
 }
 
 // requestTimeout is the configured timeout of a request type.
@@ -67,25 +72,85 @@ func orDefault(v, def time.Duration) time.Duration {
 
 // scheduleResponse applies an SCHD RESP (R-C7): only as the answer to an
 // open RQFD request, as a snapshot exactly like DNLD, and closes that
-// request in the same transaction. Without a match it is SKIPPED with the
-// reason and nothing is written.
+// request in the step that writes the terminal state. Without a match it
+// is SKIPPED with the reason and nothing is written.
+//
+// The match is made once, by the step that writes the package's first
+// batch, and stored with the progress (R-C6): every later batch, a resumed
+// run after a failure and a replayed run continue under it and never match
+// again. A package is therefore never left half written and SKIPPED
+// because its request was closed between batches — superseded by a newer
+// request, expired, or closed by an operator. Such a request stays closed
+// (a late answer never changes a closed request, R-D5); the package is
+// finished all the same and its reason says so.
 func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	m, skip, err := e.matchRQFD(ctx, w, msg)
+	p, err := loadProgress(ctx, w)
 	if err != nil {
 		return outcome{}, err
 	}
-	if skip != "" {
-		return outcome{}, &skipError{reason: "SCHD RESP without a matching open RQFD request: " + skip}
+	if p.match != nil {
+		e.log.Info("SCHD RESP continues under the RQFD request matched at its first batch",
+			"msg_id", w.msgID, "request_id", p.match.id, "match_kind", p.match.kind, "records_written", p.next, "batches", p.batches)
+	} else {
+		m, skip, err := e.matchRQFD(ctx, w, msg)
+		if err != nil {
+			return outcome{}, err
+		}
+		if skip != "" {
+			return outcome{}, &skipError{reason: "SCHD RESP without a matching open RQFD request: " + skip}
+		}
+		p.match = m
 	}
-	out, err := e.snapshot(ctx, w, msg)
+	out, err := e.applySnapshot(ctx, w, msg, p)
 	if err != nil {
 		return out, err
 	}
-	if err := e.closeRequest(ctx, w, sisrequest.TypeRQFD, m); err != nil {
+	note, err := e.closeAnswered(ctx, w, p.match)
+	if err != nil {
 		return outcome{}, err
 	}
-	out.note += fmt.Sprintf("; answers RQFD request %d (%s match)", m.id, m.kind)
+	out.note += note
 	return out, nil
+}
+
+// closeAnswered closes the RQFD request m once the whole package was
+// applied and returns the reason's suffix. A request matched in this
+// transaction is locked and open, and closeRequest closes it. A stored
+// match (see scheduleResponse) may name a request that was closed, or
+// purged after request.retention, between the batches: it is left as it
+// is, and the suffix and a warning say so.
+func (e *Engine) closeAnswered(ctx context.Context, w *writer, m *requestMatch) (string, error) {
+	answered := fmt.Sprintf("; answers RQFD request %d (%s match)", m.id, m.kind)
+	if !m.stored {
+		return answered, e.closeRequest(ctx, w, sisrequest.TypeRQFD, m)
+	}
+	var (
+		closed              bool
+		state, closedReason string
+	)
+	err := w.tx.QueryRow(ctx, `
+		WITH done AS (
+			UPDATE req_track SET state='DONE', closed_at=$2, response_msg_id=$3, match_kind=$4, closed_reason=$5
+			WHERE id=$1 AND state IN ('SENT', 'WAITING')
+			RETURNING id)
+		SELECT true, 'DONE', '' FROM done
+		UNION ALL
+		SELECT false, state, COALESCE(closed_reason, '') FROM req_track WHERE id=$1 AND NOT EXISTS (SELECT 1 FROM done)`,
+		m.id, w.now, w.msgID, m.kind, fmt.Sprintf("answered by message %d (%s match)", w.msgID, m.kind)).Scan(&closed, &state, &closedReason)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		e.log.Warn("SCHD RESP finished; the RQFD request it answered is no longer tracked (purged)",
+			"msg_id", w.msgID, "request_id", m.id, "match_kind", m.kind)
+		return answered + ", no longer tracked when the package finished", nil
+	case err != nil:
+		return "", fmt.Errorf("closing RQFD request %d: %w", m.id, err)
+	case closed:
+		e.log.Info("request answered", "msg_id", w.msgID, "request_id", m.id, "type", sisrequest.TypeRQFD, "match_kind", m.kind)
+		return answered, nil
+	}
+	e.log.Warn("SCHD RESP finished; the RQFD request it answered was closed while the package was written and stays closed",
+		"msg_id", w.msgID, "request_id", m.id, "match_kind", m.kind, "request_state", state, "closed_reason", closedReason)
+	return answered + fmt.Sprintf(", which was closed meanwhile (%s: %s) and stays closed", state, clip.N(closedReason, 200)), nil
 }
 
 // answerRQRD closes the open RQRD request a reference RESP answers, if

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,16 +36,25 @@ func (e *Engine) snapshotBatch() int {
 	return DefaultSnapshotBatch
 }
 
+// checkRECS refuses an SCHD package whose RECS, when present and not
+// empty, differs from the number of FLTR records it carries (R-C6, INV-19).
+func checkRECS(schd *sis.Node, fltrs []*sis.Node) error {
+	if recs := schd.Child("RECS"); recs != nil && recs.Value() != "" {
+		n, err := strconv.Atoi(recs.Value())
+		if err != nil || n != len(fltrs) {
+			return &flight.RejectError{Reason: fmt.Sprintf("SCHD declares RECS %q but carries %d FLTR records", recs.Value(), len(fltrs))}
+		}
+	}
+	return nil
+}
+
 // snapshotRecords validates a whole SCHD package before anything is written
 // (R-C6, INV-19): every FLTR valid, RECS matching the records, no FLID twice.
 func (e *Engine) snapshotRecords(msg *sis.Message) ([]flight.Record, []time.Time, error) {
 	schd := msg.Root.Child("SCHD")
 	fltrs := schd.ChildrenNamed("FLTR")
-	if recs := schd.Child("RECS"); recs != nil && recs.Value() != "" {
-		n, err := strconv.Atoi(recs.Value())
-		if err != nil || n != len(fltrs) {
-			return nil, nil, &flight.RejectError{Reason: fmt.Sprintf("SCHD declares RECS %q but carries %d FLTR records", recs.Value(), len(fltrs))}
-		}
+	if err := checkRECS(schd, fltrs); err != nil {
+		return nil, nil, err
 	}
 	out := make([]flight.Record, 0, len(fltrs))
 	days := make([]time.Time, 0, len(fltrs))
@@ -120,39 +130,65 @@ func writeOrder(recs []flight.Record) []int {
 // snapshotProgress is the snapshot_progress row of a message.
 type snapshotProgress struct {
 	next, changed, deleted, batches int
+	// match is the RQFD request an SCHD RESP answers, matched by the step
+	// that wrote the package's first batch (R-C7); nil for a DNLD, and for
+	// a RESP before its first batch committed.
+	match *requestMatch
 }
 
 // loadProgress returns the progress of the current run of the message, or
-// zero progress. A row written under another processing_started_at (a run
-// before an operator replay) is ignored.
+// zero progress. Counters written under another processing_started_at (a
+// run before an operator replay) are ignored: that run starts from the
+// first record. The request match is kept whatever the run: the message
+// answered that request when its first batch was written, and a later run
+// finishes the same answer.
 func loadProgress(ctx context.Context, w *writer) (snapshotProgress, error) {
-	var p snapshotProgress
+	var (
+		p         snapshotProgress
+		current   bool
+		requestID *int64
+		matchKind *string
+	)
 	err := w.tx.QueryRow(ctx, `
-		SELECT sp.next_record, sp.changed, sp.deleted, sp.batches
+		SELECT sp.next_record, sp.changed, sp.deleted, sp.batches,
+		       sp.started_at IS NOT DISTINCT FROM ps.processing_started_at, sp.request_id, sp.match_kind
 		FROM snapshot_progress sp JOIN proc_state ps ON ps.msg_id = sp.msg_id
-		WHERE sp.msg_id=$1 AND sp.started_at IS NOT DISTINCT FROM ps.processing_started_at`, w.msgID).
-		Scan(&p.next, &p.changed, &p.deleted, &p.batches)
+		WHERE sp.msg_id=$1`, w.msgID).
+		Scan(&p.next, &p.changed, &p.deleted, &p.batches, &current, &requestID, &matchKind)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return snapshotProgress{}, nil
 	}
 	if err != nil {
 		return snapshotProgress{}, fmt.Errorf("reading snapshot progress: %w", err)
 	}
+	if !current {
+		p = snapshotProgress{}
+	}
+	if requestID != nil && matchKind != nil {
+		p.match = &requestMatch{id: *requestID, kind: *matchKind, stored: true}
+	}
 	return p, nil
 }
 
-// saveProgress stores the progress with the batch that made it, and shows
-// it as the open message's reason.
+// saveProgress stores the progress, and the request match of a RESP, with
+// the batch that made it, and shows it as the open message's reason.
 func saveProgress(ctx context.Context, w *writer, p snapshotProgress, total int) (string, error) {
 	note := fmt.Sprintf("snapshot in progress: %d of %d records written, %d changed, %d deleted, %d batches committed",
 		p.next, total, p.changed, p.deleted, p.batches)
+	var requestID *int64
+	var matchKind *string
+	if p.match != nil {
+		requestID, matchKind = &p.match.id, &p.match.kind
+		note += fmt.Sprintf("; answers RQFD request %d (%s match)", p.match.id, p.match.kind)
+	}
 	b := &pgx.Batch{}
 	b.Queue(`
-		INSERT INTO snapshot_progress (msg_id, started_at, next_record, changed, deleted, batches, updated_at)
-		SELECT msg_id, processing_started_at, $2, $3, $4, $5, $6 FROM proc_state WHERE msg_id=$1
+		INSERT INTO snapshot_progress (msg_id, started_at, next_record, changed, deleted, batches, updated_at, request_id, match_kind)
+		SELECT msg_id, processing_started_at, $2, $3, $4, $5, $6, $7, $8 FROM proc_state WHERE msg_id=$1
 		ON CONFLICT (msg_id) DO UPDATE SET started_at=EXCLUDED.started_at, next_record=EXCLUDED.next_record,
-			changed=EXCLUDED.changed, deleted=EXCLUDED.deleted, batches=EXCLUDED.batches, updated_at=EXCLUDED.updated_at`,
-		w.msgID, p.next, p.changed, p.deleted, p.batches, w.now)
+			changed=EXCLUDED.changed, deleted=EXCLUDED.deleted, batches=EXCLUDED.batches, updated_at=EXCLUDED.updated_at,
+			request_id=EXCLUDED.request_id, match_kind=EXCLUDED.match_kind`,
+		w.msgID, p.next, p.changed, p.deleted, p.batches, w.now, requestID, matchKind)
 	b.Queue(`UPDATE proc_state SET reason=$2, updated_at=$3 WHERE msg_id=$1`, w.msgID, note, w.now)
 	if err := w.tx.SendBatch(ctx, b).Close(); err != nil {
 		return "", fmt.Errorf("saving snapshot progress: %w", err)
@@ -182,15 +218,21 @@ func saveProgress(ctx context.Context, w *writer, p snapshotProgress, total int)
 // progress (or from its start if the progress is lost): records already
 // written compare equal and bump nothing (INV-13, INV-20b).
 func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
+	p, err := loadProgress(ctx, w)
+	if err != nil {
+		return outcome{}, err
+	}
+	return e.applySnapshot(ctx, w, msg, p)
+}
+
+// applySnapshot is snapshot from the loaded progress p, whose request
+// match (a RESP's, see scheduleResponse) is saved with every batch.
+func (e *Engine) applySnapshot(ctx context.Context, w *writer, msg *sis.Message, p snapshotProgress) (outcome, error) {
 	recs, days, err := e.snapshotRecords(msg)
 	if err != nil {
 		return outcome{}, err
 	}
 	if err := checkOperationDays(ctx, w, recs, days); err != nil {
-		return outcome{}, err
-	}
-	p, err := loadProgress(ctx, w)
-	if err != nil {
 		return outcome{}, err
 	}
 	order := writeOrder(recs)
@@ -309,11 +351,20 @@ func (e *Engine) deleteAbsent(ctx context.Context, w *writer, days []time.Time, 
 	return deleted, more, nil
 }
 
-// snapshotUpsert applies SCHD ADFT (ad-hoc flight, R-C9, INV-14b): each
-// record creates its flight like a snapshot record, or merges into the
-// existing one (elements it carries replace the stored ones, elements it
-// does not carry are kept; see flight.Merge); no other flight is deleted.
-// The package is validated as a whole first, like a snapshot.
+// snapshotUpsert applies SCHD ADFT (ad-hoc flight, R-C9, INV-14b) and SCHD
+// ADD and UPD (catalogue §3: upsert without deleting). The package is
+// validated as a whole first, like a snapshot (RECS, required elements,
+// FLID unique, no flight changing operation day; DEAD(PROTOCOL) with
+// nothing written otherwise), then every record is written in one
+// transaction, code-share children before masters; no other flight is
+// deleted. ADD and UPD write a record exactly as a snapshot does: the
+// record is the AODB's complete word for its flight and replaces the
+// flight's document, optional elements it does not carry included (C-26),
+// and a deleted flight comes back; ADD of a stored flight and UPD of an
+// unknown one are both upserts. ADFT instead creates its flight like a
+// snapshot record or merges into the existing one (elements it carries
+// replace the stored ones, elements it does not carry are kept; see
+// flight.Merge).
 func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	recs, days, err := e.snapshotRecords(msg)
 	if err != nil {
@@ -322,6 +373,7 @@ func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message
 	if err := checkOperationDays(ctx, w, recs, days); err != nil {
 		return outcome{}, err
 	}
+	merge := msg.Meta.STYP == "ADFT"
 	changed := 0
 	for _, i := range writeOrder(recs) {
 		r := recs[i]
@@ -330,7 +382,7 @@ func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message
 			return outcome{}, err
 		}
 		doc := r.Doc
-		if cur != nil && cur.State == "ACTIVE" {
+		if merge && cur != nil && cur.State == "ACTIVE" {
 			doc = flight.Merge(cur.Doc, r)
 		}
 		ok, err := w.put(ctx, cur, r.FLID, doc, &days[i])
@@ -347,26 +399,73 @@ func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message
 	return outcome{note: fmt.Sprintf("%s: %d records, %d changed", msg.Meta.STYP, len(recs), changed)}, nil
 }
 
-// snapshotDelete deletes the flights named by FLID in SCHD DEL records.
-// SCHD DEL is not classified yet (sis.Classify: UNSUPPORTED); the handler
-// is kept for when it is.
+// snapshotDelete applies SCHD DEL (catalogue §3: delete by FLID). The
+// package is validated first: RECS matching the records, every record
+// with a positive integer FLID (its other elements are ignored), no FLID
+// twice; a violation is DEAD(PROTOCOL) with nothing written. Each named
+// ACTIVE flight is then deleted like an FDEL deletes it (R-C5, C-25): state
+// DELETED with a version bump, tombstones and FLIGHT_DELETED, with its
+// ACTIVE code-share children, its master's MAFL rewritten (INV-22), all in
+// one transaction. A FLID that names no ACTIVE flight changes nothing and
+// is listed in the reason; when no record deleted anything the message is
+// SKIPPED with that reason, as an FDEL is (R-C4).
 func (e *Engine) snapshotDelete(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	deleted := 0
-	for _, f := range msg.Root.Child("SCHD").ChildrenNamed("FLTR") {
-		flid, err := strconv.ParseInt(f.Child("FLID").Value(), 10, 64)
+	schd := msg.Root.Child("SCHD")
+	fltrs := schd.ChildrenNamed("FLTR")
+	if err := checkRECS(schd, fltrs); err != nil {
+		return outcome{}, err
+	}
+	flids := make([]int64, 0, len(fltrs))
+	seen := make(map[int64]bool, len(fltrs))
+	for _, f := range fltrs {
+		flid, err := flight.DeleteFLID(f)
 		if err != nil {
-			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("SCHD DEL: FLID %q is not an integer", f.Child("FLID").Value())}
+			return outcome{}, err
 		}
-		n, err := e.deleteCascade(ctx, w, flid)
+		if seen[flid] {
+			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("SCHD carries FLID %d twice", flid)}
+		}
+		seen[flid] = true
+		flids = append(flids, flid)
+	}
+	// What was not ACTIVE before the message is listed; a child the
+	// message also names and its master's deletion took along is not.
+	var missing []string
+	active := flids[:0:0]
+	for _, flid := range flids {
+		cur, err := w.load(ctx, flid)
+		if err != nil {
+			return outcome{}, err
+		}
+		if cur == nil || cur.State != "ACTIVE" {
+			missing = append(missing, notFound(flid, cur))
+			continue
+		}
+		active = append(active, flid)
+	}
+	deleted := 0
+	for _, flid := range active {
+		n, err := e.deleteWithChildren(ctx, w, flid, func(int64) bool { return true })
 		if err != nil {
 			return outcome{}, err
 		}
 		deleted += n
 	}
-	if deleted == 0 {
-		return outcome{}, &skipError{reason: "no active flight to delete"}
+	if err := w.flushMasters(ctx); err != nil {
+		return outcome{}, err
 	}
-	return outcome{note: fmt.Sprintf("%d flights deleted", deleted)}, nil
+	if deleted == 0 {
+		reason := "SCHD DEL deleted nothing"
+		if len(missing) > 0 {
+			reason += ": " + strings.Join(missing, "; ")
+		}
+		return outcome{}, &skipError{reason: reason}
+	}
+	note := fmt.Sprintf("DEL: %d records, %d flights deleted", len(flids), deleted)
+	if len(missing) > 0 {
+		note += "; " + strings.Join(missing, "; ")
+	}
+	return outcome{note: note}, nil
 }
 
 // commitBatch ends a step that wrote one batch and leaves the rest of the

@@ -28,7 +28,7 @@ func TestTerminal_R_B6_INV8_OneMailboxRowWithEveryTerminalState(t *testing.T) {
 	h.insert(5, schd(5, "DNLD", fltr(15, day23)))                                         // APPLIED
 	h.insert(6, flopMsg(6, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="TOO">WX</FDIV>`))) // DEAD(PROTOCOL)
 	h.insert(7, flopMsg(7, "STND", flopRec(99, "<STND>S1</STND>")))                       // SKIPPED (no flight)
-	h.insert(8, envelope(8, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"))                             // FAILED
+	h.insert(8, codecRaw)                                                                 // FAILED
 	h.insert(9, refMsg(9, "GLST", "ADD", glst("G2", "c")))                                // PENDING behind it
 	h.drain()
 
@@ -151,13 +151,14 @@ func TestIgnore_R_B9_IgnoredTypesAreSkippedWithReason(t *testing.T) {
 	require.Empty(t, h.refKeys("REGN"))
 
 	// With an empty ignore list REGN is ordinary reference data and EROR,
-	// not in the catalogue, is FAILED(UNSUPPORTED) and retried.
+	// not in the catalogue, is parked DEAD(UNSUPPORTED) with its intent.
 	h2 := newHarness(t, func(o *Options) { o.IgnoreTypes = map[string]bool{} })
 	h2.run(1, refMsg(3, "REGN", "ADD", "<REGN><RNUM>B1234</RNUM></REGN>"))
 	require.Equal(t, StateSucceeded, h2.state(1))
 	require.Equal(t, []string{"B1234"}, h2.refKeys("REGN"))
 	h2.run(2, envelope(1, "EROR", "NONE", "<EROR/>"))
 	r := h2.proc(2)
-	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, StateDead, r.State)
 	require.Equal(t, ClassUnsupported, r.ErrorClass)
+	require.Equal(t, 1, h2.mailboxRows(2))
 }

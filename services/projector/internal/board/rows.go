@@ -35,9 +35,6 @@ type Row struct {
 	// Scheduled is SODT readable ("23 Jan 05:35"), or SODT itself when it
 	// does not parse.
 	Scheduled string `json:"scheduled"`
-	// T is SODT as 2006-01-02T15:04 (airport time), the key the page sorts
-	// by and compares with the window's now; "" when SODT does not parse.
-	T string `json:"t"`
 	// Route lists the stations of ERUT (the full routing) or, without it,
 	// of ROUT, in RTNO order.
 	Route []string `json:"route"`
@@ -84,14 +81,7 @@ func Rows(flights []store.Flight) []Row {
 	for _, f := range flights {
 		rows = append(rows, rowOf(f))
 	}
-	sortRows(rows)
-	return rows
-}
-
-// sortRows sorts rows by scheduled time, then flight number, then FLID
-// (the page's order too); rows whose SODT does not parse come last.
-func sortRows(rows []Row) {
-	slices.SortFunc(rows, func(a, b Row) int {
+	slices.SortStableFunc(rows, func(a, b Row) int {
 		switch az, bz := a.sortTime.IsZero(), b.sortTime.IsZero(); {
 		case az && !bz:
 			return 1
@@ -106,6 +96,7 @@ func sortRows(rows []Row) {
 		}
 		return cmp.Compare(a.FLID, b.FLID)
 	})
+	return rows
 }
 
 func rowOf(f store.Flight) Row {
@@ -132,7 +123,6 @@ func rowOf(f store.Flight) Row {
 	if t, ok := parseSISTime(r.SODT); ok {
 		r.sortTime = t
 		r.Scheduled = t.Format(readableLayout)
-		r.T = t.Format(wallLayout)
 	}
 	return r
 }
