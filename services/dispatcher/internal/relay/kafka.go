@@ -18,6 +18,8 @@ type outboxRow struct {
 	Payload  []byte
 	Headers  []byte
 	Attempts int
+	// Created is when the intent was written (the message applied).
+	Created time.Time
 }
 
 // kafkaService relays one target's rows to topic.
@@ -56,7 +58,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	// A row is held back while an older row of the same key waits in backoff,
 	// so one key's rows are delivered in order (per-FLID order).
 	rows, err := r.reads.Query(qctx, `
-		SELECT o.id, o.pkey, o.payload, o.headers, o.attempts FROM outbox o
+		SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at FROM outbox o
 		WHERE o.target=$1 AND o.state='PENDING' AND o.next_attempt_at <= $2
 		  AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey
 		                  AND b.state='PENDING' AND b.id < o.id AND b.next_attempt_at > $2)
@@ -66,7 +68,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	}
 	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxRow, error) {
 		var o outboxRow
-		err := row.Scan(&o.ID, &o.Key, &o.Payload, &o.Headers, &o.Attempts)
+		err := row.Scan(&o.ID, &o.Key, &o.Payload, &o.Headers, &o.Attempts, &o.Created)
 		return o, err
 	})
 	if err != nil {
@@ -97,6 +99,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	results := cl.ProduceSync(pctx, recs...)
 	pcancel()
 	var sent []int64
+	var created []time.Time // of the sent rows
 	failedKeys := map[string]bool{}
 	var failed []outboxRow
 	var lastErr error
@@ -114,10 +117,14 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 			continue
 		}
 		sent = append(sent, o.ID)
+		created = append(created, o.Created)
 	}
 	done := r.opt.Clock.Now()
 	if err := r.markDelivered(ctx, target, sent, done); err != nil {
 		return false, err
+	}
+	for _, c := range created {
+		r.stage(ctx, StageProduced, target, c, done)
 	}
 	for _, o := range failed {
 		if err := r.fail(ctx, target, o, lastErr, done); err != nil {

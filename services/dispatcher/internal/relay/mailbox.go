@@ -92,6 +92,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		if err := r.markSent(ctx, it.id, it.msgID, outcome, done); err != nil {
 			return false, err
 		}
+		r.stage(ctx, StageMarked, TargetMailbox, it.created, done)
 	}
 	if lastErr != nil {
 		return false, fmt.Errorf("writing markers: %w", lastErr)

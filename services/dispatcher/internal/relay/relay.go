@@ -86,6 +86,7 @@ type Relay struct {
 	failed     metric.Int64Counter
 	dead       metric.Int64Counter
 	markers    metric.Int64Counter
+	stages     metric.Float64Histogram
 }
 
 // New builds a Relay.
@@ -113,6 +114,9 @@ func New(opt Options) (*Relay, error) {
 	}
 	if r.markers, err = m.Int64Counter("msgx_dispatcher_backfill_total", metric.WithDescription("mailbox marker outcomes, by outcome")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if err := r.initMetrics(m); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

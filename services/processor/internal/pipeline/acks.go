@@ -143,7 +143,11 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 // APPLIED under the same row lock (markApplied).
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
 	now := e.clock.Now()
-	var done []int64
+	type finished struct {
+		ID      int64
+		Applied *time.Time
+	}
+	var done []finished
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		done = done[:0]
 		for p, off := range next {
@@ -171,16 +175,16 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
 				WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
 				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
-				RETURNING ps.msg_id),
+				RETURNING ps.msg_id, ps.applied_at),
 			o AS (
 				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
 				SELECT 'mailbox', msg_id::text, msg_id, $2, $2 FROM s
 				RETURNING msg_id)
-			SELECT msg_id FROM o ORDER BY msg_id`, touched, now)
+			SELECT o.msg_id, s.applied_at FROM o JOIN s USING (msg_id) ORDER BY o.msg_id`, touched, now)
 		if err != nil {
 			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
-		done, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		done, err = pgx.CollectRows(rows, pgx.RowToStructByPos[finished])
 		if err != nil {
 			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
@@ -190,9 +194,10 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		return err
 	}
 	e.metrics.acks.Add(ctx, int64(len(acks)))
-	for _, id := range done {
+	for _, f := range done {
 		e.metrics.finished.Add(ctx, 1, stateAttr(StateSucceeded))
-		e.log.Info("message finished", "msg_id", id, "state", StateSucceeded)
+		e.metrics.stage(ctx, StageSucceeded, f.Applied, now)
+		e.log.Info("message finished", "msg_id", f.ID, "state", StateSucceeded)
 	}
 	return nil
 }

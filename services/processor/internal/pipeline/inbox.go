@@ -97,8 +97,10 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record) error {
 	now := e.clock.Now()
 	n := 0
+	var arrivals []*time.Time // receive times of the records this transaction registered
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
+		queued := make([]*time.Time, 0, len(recs)) // receive time of each queued registration
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)
 			if err != nil || id <= 0 {
@@ -127,12 +129,14 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
 				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i`,
 					id, text, received, r.Offset, now)
+				queued = append(queued, received)
 				n++
 				continue
 			}
 			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at)
 			         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (msg_id) DO NOTHING`,
 				id, string(r.Value), received, r.Offset, now)
+			queued = append(queued, received)
 			n++
 		}
 		last := recs[len(recs)-1].Offset
@@ -140,13 +144,29 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		         VALUES ($1, $2, 0, $3, $4)
 		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
 			e.opt.ConsumerName, topic, last+1, now)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		br := tx.SendBatch(ctx, b)
+		arrivals = arrivals[:0]
+		for _, t := range queued {
+			// A republished mailbox ID inserts nothing: not a registration.
+			tag, err := br.Exec()
+			if err != nil {
+				_ = br.Close()
+				return fmt.Errorf("registering inbox records: %w", err)
+			}
+			if tag.RowsAffected() > 0 {
+				arrivals = append(arrivals, t)
+			}
+		}
+		if err := br.Close(); err != nil {
 			return fmt.Errorf("registering inbox records: %w", err)
 		}
 		return nil
 	})
 	if err == nil {
 		e.metrics.registered.Add(ctx, int64(n))
+		for _, t := range arrivals {
+			e.metrics.stage(ctx, StageInbox, t, now)
+		}
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -28,7 +29,25 @@ type metrics struct {
 	// selfCheckRepaired counts the stranded messages the self-check
 	// finished, by kind (R-H4).
 	selfCheckRepaired metric.Int64Counter
+	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
+	// message took from the previous stage to this one (R-I4).
+	stages metric.Float64Histogram
 }
+
+// Stages of a message's way through the processor, as labelled in
+// msgx_processor_stage_latency_seconds; each is measured from the stage
+// before it, from the timestamps proc_state stores.
+const (
+	// StageInbox: from the mailbox's receive time (received_at) to the
+	// registration in proc_state (registered_at).
+	StageInbox = "inbox"
+	// StageApplied: from the registration to APPLIED (applied_at): the
+	// wait at the FIFO head and the execution.
+	StageApplied = "applied"
+	// StageSucceeded: from APPLIED to SUCCEEDED (finished_at): the wait
+	// for the projector's acknowledgements.
+	StageSucceeded = "succeeded"
+)
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	if m == nil {
@@ -64,12 +83,40 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("stranded messages the self-check finished, by kind (applied-without-pending, terminal-without-intent)")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.stages, err = m.Float64Histogram("msgx_processor_stage_latency_seconds", metric.WithUnit("s"),
+		metric.WithDescription("time from a message's previous stage to this one, by stage: inbox (mailbox receive time to registration), applied (registration to APPLIED), succeeded (APPLIED to SUCCEEDED)")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	// Exported at zero from the start, so an alert on any increase works
 	// from the first scrape.
+	ctx := context.Background()
 	for _, k := range []string{StrandedApplied, StrandedTerminal} {
-		out.selfCheckRepaired.Add(context.Background(), 0, kindAttr(k))
+		out.selfCheckRepaired.Add(ctx, 0, kindAttr(k))
+	}
+	for _, c := range []string{ClassMalformed, ClassCodec, ClassUnsupported, ClassInfra, ClassProtocol, ClassExhausted} {
+		out.failed.Add(ctx, 0, classAttr(c))
+	}
+	for _, st := range []string{StateApplied, StateSucceeded, StateSkipped, StateDead} {
+		out.finished.Add(ctx, 0, stateAttr(st))
+	}
+	for _, o := range []fenced.Outcome{fenced.Committed, fenced.RolledBack, fenced.Refused} {
+		out.transactions.Add(ctx, 0, outcomeAttr(o))
+	}
+	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics} {
+		c.Add(ctx, 0)
 	}
 	return &out, nil
+}
+
+// stage records that a message reached stage at `at`, from the previous
+// stage at from. A message without the earlier time (a mailbox row
+// without a receive time) is not measured; a negative span (clocks of
+// different machines) counts as 0.
+func (m *metrics) stage(ctx context.Context, stage string, from *time.Time, at time.Time) {
+	if from == nil || from.IsZero() {
+		return
+	}
+	m.stages.Record(ctx, max(0, at.Sub(*from).Seconds()), metric.WithAttributes(attribute.String("stage", stage)))
 }
 
 func kindAttr(k string) metric.AddOption {

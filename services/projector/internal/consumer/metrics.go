@@ -44,6 +44,11 @@ func newMetrics(meter metric.Meter) (*metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating projector metrics: %w", err)
 	}
+	// Exported at zero from the start, so rates and alerts work from the
+	// first scrape (R-I4).
+	for _, c := range []metric.Int64Counter{m.applied, m.stale, m.redisErrors, m.invalid, m.acks, m.ackErrors, m.commitErrors} {
+		c.Add(context.Background(), 0)
+	}
 	return m, nil
 }
 

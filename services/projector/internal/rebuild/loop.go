@@ -67,6 +67,12 @@ func NewLoop(cfg LoopConfig, kcfg kafka.Config, h *Handler, logger *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("creating rebuild metrics: %w", err)
 	}
+	// Exported at zero from the start, so alerts on outcome!="complete"
+	// work from the first scrape (R-I4).
+	for _, o := range []Outcome{Complete, Incomplete, Expired, Invalid} {
+		rebuilt.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", string(o))))
+	}
+	removed.Add(context.Background(), 0)
 	return &Loop{cfg: cfg, kafka: kcfg, handler: h, logger: logger.With("component", ServiceName), base: logger,
 		rebuilt: rebuilt, removed: removed}, nil
 }

@@ -134,6 +134,15 @@ func New(st Store, src Source, logger *slog.Logger, clk clock.Clock, meter metri
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating recovery metrics: %w", err)
 	}
+	// Exported at zero from the start, so alerts on any increase work from
+	// the first scrape (R-I4).
+	for _, at := range []string{"startup", "running"} {
+		r.losses.Add(context.Background(), 0, metric.WithAttributes(attribute.String("at", at)))
+	}
+	for _, out := range []Outcome{Completed, AlreadyComplete, Interrupted, Failed} {
+		r.recoveries.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", string(out))))
+	}
+	r.flights.Add(context.Background(), 0)
 	r.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		v := float64(r.complete.Load())
 		if v < 0 {

@@ -134,6 +134,13 @@ func New(st Store, src Source, logger *slog.Logger, meter metric.Meter, opt Opti
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("creating sentinel metrics: %w", err)
 	}
+	// Exported at zero from the start, so alerts on any increase work from
+	// the first scrape (R-I4).
+	for _, k := range []Kind{Missing, Behind, Differs, Ahead} {
+		s.divergent.Add(context.Background(), 0, metric.WithAttributes(attribute.String("kind", string(k))))
+	}
+	s.sampled.Add(context.Background(), 0)
+	s.repaired.Add(context.Background(), 0)
 	return s, nil
 }
 
