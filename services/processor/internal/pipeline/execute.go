@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -168,11 +169,17 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 		UPDATE proc_state SET state='APPLIED', error_class=NULL, reason=NULLIF($3, ''), applied_at=$2, updated_at=$2, next_attempt_at=NULL,
 			sndr=$4, msg_type=$5, msg_styp=$6, seqn=$7, dttm=$8
 		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')
-		  AND EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+		  AND EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)
+		RETURNING registered_at`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
 	br := tx.SendBatch(ctx, b)
 	var state string
 	lockErr := br.QueryRow().Scan(&state)
-	tag, err := br.Exec()
+	var registered time.Time
+	err := br.QueryRow().Scan(&registered)
+	nothingPending := errors.Is(err, pgx.ErrNoRows)
+	if nothingPending {
+		err = nil
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -186,12 +193,13 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 	case err != nil:
 		return fmt.Errorf("marking applied: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if nothingPending {
 		// Open, and every projection it wrote is acknowledged already.
 		return e.finishIn(ctx, tx, msgID, m, StateSucceeded, "", note)
 	}
 	runHook(ctx, hookApplied, tx, msgID)
 	e.metrics.finished.Add(ctx, 1, stateAttr(StateApplied))
+	e.metrics.stage(ctx, StageApplied, &registered, now)
 	e.log.Info("message applied", "msg_id", msgID, "type", m.TYPE, "styp", m.STYP)
 	return nil
 }
