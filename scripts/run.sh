@@ -54,7 +54,7 @@ msgexchange is running (logs in .run/, stop with 'make stop').
   Flight board:   http://127.0.0.1:8080/board
   Flights (JSON): http://127.0.0.1:8080/all/flights
   Health:         http://127.0.0.1:8080/readyz   Metrics: http://127.0.0.1:8080/metrics
-  Compat entry:   curl -H 'Content-Type: text/xml' --data-binary @FILE http://127.0.0.1:8080/cminmsgs/send
+  Compat entry:   curl -H 'Content-Type: text/xml' --data-binary @FILE http://127.0.0.1:8081/cminmsgs/send
   Control plane:  bin/msgxctl -addr 127.0.0.1:9095 -token dev-token backlog
 MSG
 echo "http://127.0.0.1:8080/all/flights"

@@ -169,7 +169,8 @@ func runPerfScenario(t testing.TB, p perfParams, sc perfScenario) perfScenarioRe
 	for _, target := range []string{"processor", "dispatcher", "projector"} {
 		s.start(target)
 	}
-	ingest := s.start("ingest", "-ingest.pipeline.poll-interval="+sc.poll)
+	compatAddr := freeAddr(t) // the compat entry has its own listener (R-H10)
+	s.start("ingest", "-ingest.pipeline.poll-interval="+sc.poll, "-ingest.compat.addr="+compatAddr)
 	s.mu.Lock()
 	procs := map[string]*proc{}
 	for name, pr := range s.procs {
@@ -226,7 +227,7 @@ func runPerfScenario(t testing.TB, p perfParams, sc perfScenario) perfScenarioRe
 		cl := &http.Client{Timeout: 10 * time.Second}
 		compat := pace(t, p, func() perfSent {
 			before := wallNow()
-			resp, err := cl.Post("http://"+ingest.http+"/cminmsgs/send", "text/xml; charset=utf-8", strings.NewReader(perfFLOP(next())))
+			resp, err := cl.Post("http://"+compatAddr+"/cminmsgs/send", "text/xml; charset=utf-8", strings.NewReader(perfFLOP(next())))
 			require.NoError(t, err)
 			body, err := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()

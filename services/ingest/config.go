@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -56,12 +58,25 @@ type MailboxConfig struct {
 
 // CompatConfig tunes POST /cminmsgs/send.
 type CompatConfig struct {
+	// Addr is the listen address of the entry's own HTTP server (R-H10),
+	// separate from the flight list, board and metrics of http.addr, so
+	// that it gets its own Service and network policy. Empty (the default)
+	// serves no compat entry.
+	Addr string `yaml:"addr"`
 	// MaxBody is the largest accepted body (default 10MiB, at most the
 	// mailbox column's 16MiB-1).
 	MaxBody ByteSize `yaml:"max_body"`
 	// AllowedNetworks is a comma-separated list of CIDRs (or addresses)
 	// allowed to post; empty allows every source (default empty).
 	AllowedNetworks string `yaml:"allowed_networks"`
+	// TrustedProxies is a comma-separated list of CIDRs (or addresses) of
+	// the reverse proxies whose X-Forwarded-For names the client checked
+	// against AllowedNetworks (default empty: the header is ignored).
+	TrustedProxies string `yaml:"trusted_proxies"`
+	// TokenFile, when set, is a file of bearer tokens (one a line, re-read
+	// when it changes) of which every request must carry one (default
+	// empty: no token).
+	TokenFile string `yaml:"token_file"`
 }
 
 // Defaults of the configuration.
@@ -107,8 +122,14 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	c.Compat.MaxBody = DefaultMaxBody
 	fs.Var(&c.Compat.MaxBody, prefix+"compat.max-body",
 		"largest POST /cminmsgs/send body, bytes or with a unit such as 10MiB or 10MB (default 10MiB; at most 16MiB-1)")
+	fs.StringVar(&c.Compat.Addr, prefix+"compat.addr", "",
+		"listen address of the compat entry POST /cminmsgs/send, its own HTTP server apart from http.addr, e.g. 0.0.0.0:8081; empty serves no compat entry")
 	fs.StringVar(&c.Compat.AllowedNetworks, prefix+"compat.allowed-networks", "",
-		"comma-separated CIDRs or addresses allowed to POST /cminmsgs/send; empty allows all")
+		"comma-separated CIDRs or addresses allowed to POST /cminmsgs/send (the client address, see compat.trusted-proxies); empty allows all")
+	fs.StringVar(&c.Compat.TrustedProxies, prefix+"compat.trusted-proxies", "",
+		"comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client; empty ignores the header")
+	fs.StringVar(&c.Compat.TokenFile, prefix+"compat.token-file", "",
+		"file of bearer tokens, one a line, re-read when it changes: every compat request must carry one; empty requires none")
 }
 
 // Validate reports every invalid setting.
@@ -146,6 +167,19 @@ func (c *Config) Validate() error {
 	if _, err := c.Compat.Networks(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.Compat.Proxies(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Compat.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Compat.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("compat.addr %q: want host:port, e.g. 0.0.0.0:8081: %w", c.Compat.Addr, err))
+		}
+	}
+	if c.Compat.TokenFile != "" {
+		if _, err := os.Stat(c.Compat.TokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("compat.token-file: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -163,11 +197,21 @@ func (c *MailboxConfig) location() (*time.Location, error) {
 
 // Networks parses AllowedNetworks. A bare address means that host only.
 func (c *CompatConfig) Networks() ([]netip.Prefix, error) {
+	return parsePrefixes("compat.allowed-networks", c.AllowedNetworks)
+}
+
+// Proxies parses TrustedProxies.
+func (c *CompatConfig) Proxies() ([]netip.Prefix, error) {
+	return parsePrefixes("compat.trusted-proxies", c.TrustedProxies)
+}
+
+// parsePrefixes parses a comma-separated list of CIDRs and addresses.
+func parsePrefixes(key, list string) ([]netip.Prefix, error) {
 	var (
 		out  []netip.Prefix
 		errs []error
 	)
-	for _, s := range strings.Split(c.AllowedNetworks, ",") {
+	for _, s := range strings.Split(list, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
@@ -181,7 +225,7 @@ func (c *CompatConfig) Networks() ([]netip.Prefix, error) {
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
-		errs = append(errs, fmt.Errorf("compat.allowed-networks: %q is neither a CIDR such as 10.0.0.0/8 nor an address", s))
+		errs = append(errs, fmt.Errorf("%s: %q is neither a CIDR such as 10.0.0.0/8 nor an address", key, s))
 	}
 	return out, errors.Join(errs...)
 }

@@ -86,4 +86,16 @@
 // mailbox cannot be written. The row is written as the adapter writes it:
 // the text, CMINMSGS_DATE_RECEIVED in airport local time (mailbox.zone) and
 // CMINMSGS_STATUS = mailbox.valid-status; then the scanner is woken.
+//
+// Security (R-H10): the entry has its own listener, compat.addr (none when
+// empty), separate from the flight list, board and metrics of http.addr,
+// so that it gets its own Service and network policy. A browser request
+// from a web page is 403 "cross_site" (any Origin header, or a
+// Sec-Fetch-Site other than none or same-origin): a page open on an
+// airport workstation cannot post messages, not even as a text/plain
+// "simple" request. With compat.token-file every request needs one of its
+// bearer tokens (401 otherwise). compat.allowed-networks is checked
+// against the client address: the peer, or, when the peer is one of
+// compat.trusted-proxies, the rightmost X-Forwarded-For address that is
+// not a trusted proxy.
 package ingest

@@ -63,6 +63,7 @@ type Service struct {
 	mailbox *mailbox.Mailbox
 	metrics *scanner.Metrics
 	compat  *compat.Handler
+	server  *compatServer // nil without compat.addr
 	wake    chan struct{}
 	loop    *lifecycle.Service
 
@@ -102,6 +103,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating ingest service: %w", err)
 	}
+	proxies, err := cfg.Compat.Proxies()
+	if err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
 	s := &Service{
 		cfg:     cfg,
 		deps:    deps,
@@ -113,19 +118,26 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if s.metrics, err = scanner.NewMetrics(deps.Meter); err != nil {
 		return nil, fmt.Errorf("creating ingest service: %w", err)
 	}
+	compatLog := deps.Logger.With("component", "ingest-compat")
 	s.compat, err = compat.New(compat.Config{
 		MaxBody:         int64(cfg.Compat.MaxBody),
 		AllowedNetworks: nets,
+		TrustedProxies:  proxies,
+		TokenFile:       cfg.Compat.TokenFile,
 		ValidStatus:     cfg.Mailbox.ValidStatus,
-	}, s.mailbox, deps.Clock, s.wakeScanner, deps.Meter, deps.Logger.With("component", "ingest-compat"))
+	}, s.mailbox, deps.Clock, s.wakeScanner, deps.Meter, compatLog)
 	if err != nil {
 		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	if cfg.Compat.Addr != "" {
+		s.server = newCompatServer(cfg.Compat.Addr, s.compat, compatLog)
 	}
 	s.loop = lifecycle.NewService(ScannerServiceName, s.starting, s.running, s.stopping)
 	return s, nil
 }
 
-// Services returns the scanner loop.
+// Services returns the scanner loop, then the compat entry's server when
+// compat.addr is set.
 //
 // With an elector the scanner is single-active under the "ingest-scanner"
 // lease (R-B8): a standby waits, and each term starts a fresh scanner (its
@@ -133,14 +145,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 // processor ignores repeats, R-A5). The compat entry serves on every
 // instance either way.
 func (s *Service) Services() []*lifecycle.Service {
+	var compatSvc []*lifecycle.Service
+	if s.server != nil {
+		compatSvc = []*lifecycle.Service{s.server.service()}
+	}
 	if s.deps.Elector == nil {
-		return []*lifecycle.Service{s.loop}
+		return append([]*lifecycle.Service{s.loop}, compatSvc...)
 	}
 	holder := s.deps.Holder
 	if holder == "" {
 		holder = lease.Holder()
 	}
-	return []*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(ctx context.Context) error {
+	return append([]*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(ctx context.Context) error {
 		return s.deps.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
 			// The scanner writes nothing to PostgreSQL; its one side effect,
 			// the produce to the inbox topic, waits for the control plane to
@@ -166,7 +182,7 @@ func (s *Service) Services() []*lifecycle.Service {
 			s.logger.Info("ingest scanner term ended; standby", "err", err)
 			return err
 		})
-	}, nil)}
+	}, nil)}, compatSvc...)
 }
 
 // LeaseName is the scanner's lease.
@@ -179,8 +195,19 @@ type Elector interface {
 	Confirm(ctx context.Context, name, holder string, token int64) error
 }
 
-// RegisterRoutes registers POST /cminmsgs/send.
-func (s *Service) RegisterRoutes(mux *http.ServeMux) { mux.Handle(compat.Path, s.compat) }
+// CompatHandler is the compat entry POST /cminmsgs/send, the handler the
+// compat.addr server serves; tests and embedders may serve it themselves.
+// It is never registered on the process's main HTTP server (R-H10).
+func (s *Service) CompatHandler() http.Handler { return s.compat }
+
+// CompatAddr is the address the compat entry listens on (useful with port
+// 0), or "" before it started or without compat.addr.
+func (s *Service) CompatAddr() string {
+	if s.server == nil {
+		return ""
+	}
+	return s.server.addr.Load().(string)
+}
 
 // Ready reports whether the mailbox table can be read and the Kafka
 // producer reaches a broker.

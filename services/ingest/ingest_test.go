@@ -81,9 +81,7 @@ func TestService_R_A7_CompatInsertWakesTheScanner(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, s.Ready(context.Background()), ingest.ErrNotStarted)
 
-	mux := http.NewServeMux()
-	s.RegisterRoutes(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(s.CompatHandler())
 	t.Cleanup(srv.Close)
 
 	before := b.mb.InsertValid(t, 1)[0]
@@ -174,7 +172,7 @@ func TestNew_R_F6_RefusesMissingDependencies(t *testing.T) {
 func TestService_R_F4_MetricNamesInPrometheus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tel, err := telemetry.New()
+	tel, err := telemetry.New(telemetry.Build{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Provider.Shutdown(context.Background()) })
 	b.deps.Meter = tel.Meter("ingest")

@@ -174,11 +174,9 @@ func (a *app) init(ctx context.Context) error {
 		a.closers = append(a.closers, func() { _ = a.redis.Close() })
 	}
 	if a.needs("lease") {
-		token := cfg.Lease.AuthToken.Reveal()
-		if token == "" {
-			token = cfg.Control.AuthToken.Reveal() // all-in-one: the same control plane
-		}
-		cl, err := lease.Dial(cfg.Lease.ControlAddr, token)
+		// lease.token-file, else lease.auth-token, else (all-in-one: the
+		// same control plane) control.auth-token; TLS as lease.tls.* says.
+		cl, err := cfg.Lease.Dial(cfg.Control.AuthToken.Reveal())
 		if err != nil {
 			return err
 		}
@@ -271,7 +269,7 @@ func (a *app) initServices() error {
 		if err != nil {
 			return fmt.Errorf("creating ingest: %w", err)
 		}
-		s.RegisterRoutes(a.mux)
+		// The compat entry has its own listener, ingest.compat.addr (R-H10).
 		a.add(s)
 	}
 	if cfg.has("control") {

@@ -14,3 +14,6 @@ var (
 	// charset (UTF-8 when none is declared).
 	ErrInvalidEncoding = errors.New("body is not valid text in its charset: declare the charset the body is written in")
 )
+
+// ErrNoToken is reported for a compat token file without a token.
+var ErrNoToken = errors.New("no token in the file: one bearer token a line")

@@ -40,8 +40,16 @@ type Inserter interface {
 type Config struct {
 	// MaxBody is the largest accepted request body in bytes.
 	MaxBody int64
-	// AllowedNetworks limits the peers that may post; empty allows all.
+	// AllowedNetworks limits the clients that may post; empty allows all.
 	AllowedNetworks []netip.Prefix
+	// TrustedProxies are the peers (reverse proxies, ingress controllers)
+	// whose X-Forwarded-For names the client; from any other peer the
+	// header is ignored. Empty trusts none.
+	TrustedProxies []netip.Prefix
+	// TokenFile, when set, is a file of accepted bearer tokens, one a
+	// line, read again when it changes; every request must carry
+	// "Authorization: Bearer <token>". Empty requires none.
+	TokenFile string
 	// ValidStatus is written to CMINMSGS_STATUS.
 	ValidStatus string
 }
@@ -49,6 +57,7 @@ type Config struct {
 // Handler serves POST /cminmsgs/send.
 type Handler struct {
 	cfg      Config
+	tokens   *tokens // nil: no token required
 	ins      Inserter
 	clock    clock.Clock
 	wake     func()
@@ -67,7 +76,13 @@ func New(cfg Config, ins Inserter, clk clock.Clock, wake func(), meter metric.Me
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Handler{cfg: cfg, ins: ins, clock: clk, wake: wake, logger: logger, requests: requests}, nil
+	h := &Handler{cfg: cfg, ins: ins, clock: clk, wake: wake, logger: logger, requests: requests}
+	if cfg.TokenFile != "" {
+		if h.tokens, err = loadTokens(cfg.TokenFile); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // apiError is a failure answer.
@@ -91,13 +106,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			logErr = aerr.cause.Error()
 		}
 		logErr = clip.Text(logErr)
-		if aerr.status >= 500 {
-			h.logger.Error("compat request failed", "code", aerr.code, "err", logErr, "remote", r.RemoteAddr)
-		} else {
-			h.logger.Warn("compat request rejected", "code", aerr.code, "err", logErr, "remote", r.RemoteAddr)
+		attrs := []any{"code", aerr.code, "err", logErr, "remote", r.RemoteAddr}
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			attrs = append(attrs, "x_forwarded_for", clip.Text(strings.Join(xff, ", ")))
 		}
-		if aerr.status == http.StatusMethodNotAllowed {
+		if aerr.status >= 500 {
+			h.logger.Error("compat request failed", attrs...)
+		} else {
+			h.logger.Warn("compat request rejected", attrs...)
+		}
+		switch aerr.status {
+		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", http.MethodPost)
+		case http.StatusUnauthorized:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cminmsgs"`)
 		}
 		writeError(w, aerr)
 		return
@@ -114,8 +136,14 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request) (int64, *apiErr
 	if r.Method != http.MethodPost {
 		return 0, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", message: "use POST"}
 	}
-	if !h.allowed(r.RemoteAddr) {
+	if why := crossSite(r); why != "" {
+		return 0, &apiError{status: http.StatusForbidden, code: "cross_site", message: "refused: " + why + "; the entry accepts requests from programs only"}
+	}
+	if !h.allowed(r) {
 		return 0, &apiError{status: http.StatusForbidden, code: "forbidden", message: "this source address may not post messages"}
+	}
+	if h.tokens != nil && !h.tokens.valid(bearer(r)) {
+		return 0, &apiError{status: http.StatusUnauthorized, code: "unauthorized", message: `send "Authorization: Bearer <token>" with a token of the compat entry`}
 	}
 	cs, err := ParseContentType(r.Header.Get("Content-Type"))
 	switch {
@@ -163,23 +191,16 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request) (int64, *apiErr
 	return id, nil
 }
 
-// allowed reports whether the connection's peer may post. Only the peer
-// address counts: forwarding headers are set by clients and prove nothing.
-func (h *Handler) allowed(remote string) bool {
+// allowed reports whether the request's client may post: its address
+// (clientAddr: the peer, or what a trusted proxy says in
+// X-Forwarded-For) must be in AllowedNetworks. Forwarding headers from
+// any other peer are set by clients and prove nothing.
+func (h *Handler) allowed(r *http.Request) bool {
 	if len(h.cfg.AllowedNetworks) == 0 {
 		return true
 	}
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return false
-	}
-	addr := ap.Addr().Unmap()
-	for _, p := range h.cfg.AllowedNetworks {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
+	addr, ok := clientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), h.cfg.TrustedProxies)
+	return ok && contains(h.cfg.AllowedNetworks, addr)
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
