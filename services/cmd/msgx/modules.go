@@ -92,7 +92,11 @@ func runApp(ctx context.Context, cfg *Config) error {
 		}
 		return ready(ctx)
 	})
-	srv := httpserver.New("http", cfg.HTTPAddr, a.mux, log)
+	handler, err := httpserver.Instrument(a.mux, a.tel.Meter("http"))
+	if err != nil {
+		return err
+	}
+	srv := httpserver.New("http", cfg.HTTPAddr, handler, log)
 	mgr = lifecycle.NewManager(log, append(a.services, srv)...)
 
 	// On SIGTERM: report not-ready first, wait shutdown-delay so load
@@ -156,6 +160,11 @@ func (a *app) init(ctx context.Context) error {
 			return err
 		}
 		a.closers = append(a.closers, a.pg.Close)
+		reg, err := pgxutil.RegisterMetrics(a.tel.Meter("postgres"), a.pg, "postgres")
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { _ = reg.Unregister() })
 	}
 	if a.needs("mysql") {
 		loc, err := time.LoadLocation(cfg.Dispatcher.Mailbox.Zone)
@@ -181,8 +190,15 @@ func (a *app) init(ctx context.Context) error {
 			return err
 		}
 		a.closers = append(a.closers, func() { _ = cl.Close() })
-		if a.elector, err = lease.NewElector(cl, cfg.Lease.Options(a.log.With("component", "lease"))); err != nil {
+		opts := cfg.Lease.Options(a.log.With("component", "lease"))
+		opts.Meter = a.tel.Meter("lease")
+		if a.elector, err = lease.NewElector(cl, opts); err != nil {
 			return fmt.Errorf("creating lease elector: %w", err)
+		}
+	}
+	if a.needs("kafka") {
+		if cfg.Kafka.Metrics, err = kafka.NewMetrics(a.tel.Meter("kafka")); err != nil {
+			return err
 		}
 	}
 	if a.needs("kafka") && cfg.Kafka.CreateTopics {
