@@ -47,6 +47,10 @@ type Deps struct {
 	// Postgres is the pipeline's database, read by every call. Required;
 	// the caller owns it and closes it after the service stopped.
 	Postgres *pgxpool.Pool
+	// IgnoredTypes are the TYPEs on the processor's ignore list
+	// (processor.pipeline.ignore-types of the same configuration, R-B9):
+	// an RQRD for one of them is refused (R-C12). nil refuses none.
+	IgnoredTypes []string
 }
 
 // Service is the control plane: a gRPC server with AdminService, the
@@ -118,7 +122,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	controlv1.RegisterAdminServiceServer(server, admin.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	controlv1.RegisterReplayServiceServer(server, replay.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	zone, _ := time.LoadLocation(cfg.Zone) // validated above
-	controlv1.RegisterRequestServiceServer(server, requests.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout, zone))
+	controlv1.RegisterRequestServiceServer(server, requests.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout, zone, deps.IgnoredTypes))
 	controlv1.RegisterLeaseServiceServer(server, lease.NewServer(deps.Postgres, logger, cfg.QueryTimeout, lease.DefaultLockTimeout))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(server, hs)

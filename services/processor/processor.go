@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,20 @@ type PipelineConfig struct {
 	// before it does (R-H4).
 	SelfCheckInterval time.Duration `yaml:"self_check_interval"`
 	SelfCheckGrace    time.Duration `yaml:"self_check_grace"`
+}
+
+// IgnoredTypes returns the message TYPEs of ignore-types, upper case, in
+// the order given, without blanks or repeats. The processor SKIPS them
+// (R-B9), and the control plane, reading the same configuration, refuses
+// an RQRD for one of them (R-C12): its RESP would be skipped unread.
+func (c PipelineConfig) IgnoredTypes() []string {
+	var out []string
+	for _, t := range strings.Split(c.IgnoreTypes, ",") {
+		if t = strings.ToUpper(strings.TrimSpace(t)); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // IdentityConfig controls the identity key (R-B4).
@@ -179,10 +194,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	backoff, _ := parseBackoff(cfg.Pipeline.Backoff)
 	zone, _ := time.LoadLocation(cfg.OpDay.Zone)
 	ignore := map[string]bool{}
-	for _, t := range strings.Split(cfg.Pipeline.IgnoreTypes, ",") {
-		if t = strings.ToUpper(strings.TrimSpace(t)); t != "" {
-			ignore[t] = true
-		}
+	for _, t := range cfg.Pipeline.IgnoredTypes() {
+		ignore[t] = true
 	}
 	runAt, _ := parseRunAt(cfg.History.RunAt)
 	eng, err := pipeline.NewEngine(pipeline.Options{

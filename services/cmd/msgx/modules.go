@@ -291,6 +291,7 @@ func (a *app) initServices() error {
 	if cfg.has("control") {
 		s, err := control.New(cfg.Control, control.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg,
+			IgnoredTypes: cfg.Processor.Pipeline.IgnoredTypes(), // the same configuration's list (R-C12)
 		})
 		if err != nil {
 			return fmt.Errorf("creating control: %w", err)

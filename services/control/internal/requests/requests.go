@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,13 +48,16 @@ type Server struct {
 	logger       *slog.Logger
 	queryTimeout time.Duration
 	zone         *time.Location
+	ignored      []string
 }
 
 // NewServer returns a Server writing to db. clk supplies the registration
 // time, written as META/DTTM in zone (the airport's); queryTimeout bounds
-// each call's database work.
-func NewServer(db *pgxpool.Pool, clk clock.Clock, logger *slog.Logger, queryTimeout time.Duration, zone *time.Location) *Server {
-	return &Server{db: db, clock: clk, logger: logger, queryTimeout: queryTimeout, zone: zone}
+// each call's database work. ignored are the TYPEs on the processor's
+// ignore list (processor.pipeline.ignore-types, upper case): an RQRD for
+// one of them is refused (R-C12).
+func NewServer(db *pgxpool.Pool, clk clock.Clock, logger *slog.Logger, queryTimeout time.Duration, zone *time.Location, ignored []string) *Server {
+	return &Server{db: db, clock: clk, logger: logger, queryTimeout: queryTimeout, zone: zone, ignored: slices.Clone(ignored)}
 }
 
 // scope is what makes two requests "the same": type, sender and the window
@@ -87,6 +91,13 @@ func (s *Server) SendRQRD(ctx context.Context, req *controlv1.SendRQRDRequest) (
 	errs = append(errs, audit.Validate(req.GetOperator(), req.GetReason(), auditPurpose)...)
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, errors.Join(errs...).Error())
+	}
+	if slices.Contains(s.ignored, rtyp) {
+		// Never requested (R-C12): the processor would skip the answer.
+		s.logger.Warn("RQRD refused: the type is on the ignore list", "rtyp", rtyp, "ignore_list", s.ignored, "operator", req.GetOperator())
+		return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf(
+			"RQRD for %s refused: %s is on the ignore list (processor.pipeline.ignore-types = %s), so the processor would skip its RESP unread; remove %s from that list on the processor and the control plane to request it",
+			rtyp, rtyp, strings.Join(s.ignored, ","), rtyp))
 	}
 	sc := scope{typ: sisrequest.TypeRQRD, sender: sisrequest.Sender, rtyp: rtyp}
 	return s.send(ctx, sc, req.GetOperator(), req.GetReason())

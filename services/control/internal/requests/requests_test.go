@@ -43,7 +43,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	fake := clock.NewFake(testNow)
 	logger := testutil.Logger(t, slog.LevelDebug)
-	return &bundle{pool: pool, clock: fake, srv: NewServer(pool, fake, logger, 10*time.Second, zone)}
+	return &bundle{pool: pool, clock: fake, srv: NewServer(pool, fake, logger, 10*time.Second, zone, []string{"LDM", "REGN", "RSTA", "EROR"})}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -380,4 +380,35 @@ func (b *bundle) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
 	_, err := b.pool.Exec(ctx(t), q, args...)
 	require.NoError(t, err)
+}
+
+// TestRequests_R_C12_RQRDForAnIgnoredTypeIsRefused: a type on the ignore
+// list (REGN by default, R-B9) is never requested: the RQRD is refused with
+// FailedPrecondition naming the type and the ignore list, whatever the
+// case it is written in, and nothing is registered or queued for the
+// mailbox; a type not on the list is requested as usual.
+func TestRequests_R_C12_RQRDForAnIgnoredTypeIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, rtyp := range []string{"REGN", "regn"} {
+		_, err := b.srv.SendRQRD(ctx(t), &controlv1.SendRQRDRequest{Rtyp: rtyp, Operator: "ops", Reason: "registrations changed"})
+		require.Equal(t, codes.FailedPrecondition, status.Code(err), "%s: %v", rtyp, err)
+		msg := status.Convert(err).Message()
+		require.Contains(t, msg, "RQRD for REGN refused: REGN is on the ignore list")
+		require.Contains(t, msg, "processor.pipeline.ignore-types = LDM,REGN,RSTA,EROR")
+	}
+	var requests, outbox int
+	require.NoError(t, b.pool.QueryRow(ctx(t), `SELECT (SELECT count(*) FROM req_track), (SELECT count(*) FROM outbox)`).Scan(&requests, &outbox))
+	require.Zero(t, requests, "nothing registered")
+	require.Zero(t, outbox, "nothing queued for COUTMSGS")
+
+	require.Equal(t, "GLST", b.rqrd(t, "GLST").GetRequest().GetRtyp())
+
+	// Without REGN on the list it is an ordinary reference type.
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	open := NewServer(b.pool, b.clock, testutil.Logger(t, slog.LevelDebug), 10*time.Second, zone, nil)
+	resp, err := open.SendRQRD(ctx(t), &controlv1.SendRQRDRequest{Rtyp: "REGN", Operator: "ops", Reason: "registrations stored now"})
+	require.NoError(t, err)
+	require.Equal(t, "REGN", resp.GetRequest().GetRtyp())
 }
