@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/internal/contract"
 )
 
 // chaosParams are the knobs of one chaos run, read from the environment so
@@ -803,18 +804,18 @@ func readSchdTopic(ctx context.Context, s *stack, o *chaosOutcome) error {
 		}
 		var st chaosSchd
 		for _, h := range r.Headers {
-			if h.Key == "msgx-version" {
+			if h.Key == contract.HeaderStateVersion {
 				st.Version, _ = strconv.ParseInt(string(h.Value), 10, 64)
 			}
 		}
 		if r.Value == nil {
 			st.Deleted = true
 		} else {
-			var doc struct {
-				Doc map[string]any `json:"doc"`
+			var v struct {
+				Flight map[string]any `json:"flight"`
 			}
-			_ = json.Unmarshal(r.Value, &doc)
-			st.Doc = canonJSON(doc.Doc)
+			_ = json.Unmarshal(r.Value, &v)
+			st.Doc = canonJSON(v.Flight)
 		}
 		o.Schd[flid] = st
 	})

@@ -133,6 +133,7 @@ func newStack(t testing.TB) *stack {
 	s.redisURL = redistest.URL()
 	s.kafka = kafkatest.DefaultConfig()
 	kafkatest.NewCluster(t, &s.kafka)
+	watchContract(t, s) // before connect: runs after the services stopped, before the broker closes
 	s.connect()
 	return s
 }

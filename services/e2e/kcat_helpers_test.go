@@ -72,6 +72,15 @@ type kcatRecord struct {
 	Headers   []string `json:"headers"`
 }
 
+// headerMap returns the headers by name.
+func (r kcatRecord) headerMap() map[string]string {
+	out := map[string]string{}
+	for i := 0; i+1 < len(r.Headers); i += 2 {
+		out[r.Headers[i]] = r.Headers[i+1]
+	}
+	return out
+}
+
 // header returns the value of a header, "" when absent.
 func (r kcatRecord) header(key string) string {
 	for i := 0; i+1 < len(r.Headers); i += 2 {

@@ -119,9 +119,11 @@ type msgEvent struct {
 
 // consumeMsg reads the msg topic from the start with an independent
 // franz-go consumer until want events (by distinct event ID) arrived; it
-// returns every record in arrival order per FLID.
+// returns every record in arrival order per FLID. Every record must hold
+// to the consumer contract (R-I3).
 func consumeMsg(t *testing.T, s *stack, want int) map[int64][]msgEvent {
 	t.Helper()
+	chk := contractChecker(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(s.kafka.Topics.Msg),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
@@ -134,6 +136,7 @@ func consumeMsg(t *testing.T, s *stack, want int) map[int64][]msgEvent {
 		fs := cl.PollFetches(ctx)
 		require.NoError(t, ctx.Err(), "got %d of %d msg events", len(ids), want)
 		fs.EachRecord(func(r *kgo.Record) {
+			require.NoError(t, chk.CheckMsg(string(r.Key), r.Value, recordHeaders(r)))
 			var ev msgEvent
 			require.NoError(t, json.Unmarshal(r.Value, &ev))
 			require.Equal(t, strconv.FormatInt(ev.FLID, 10), string(r.Key), "msg key is the FLID")
@@ -155,7 +158,7 @@ func requireOrdered(t *testing.T, events map[int64][]msgEvent, final map[int64]i
 			require.GreaterOrEqual(t, ev.StateVersion, last, "flight %d: version %d after %d", flid, ev.StateVersion, last)
 			last = ev.StateVersion
 			seen[ev.StateVersion] = true
-			require.Equal(t, 1, ev.SchemaVersion)
+			require.Equal(t, 2, ev.SchemaVersion)
 		}
 		if want, ok := final[flid]; ok {
 			require.Equal(t, want, last, "flight %d: last event version", flid)
