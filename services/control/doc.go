@@ -16,12 +16,19 @@
 // DEAD with the backfill intent the processor writes with every terminal
 // state) and leave an audit row.
 //
-// Security (R-F3): every call must carry "authorization: Bearer <token>"
-// matching control.auth-token; the check is an interceptor, so no method can
-// skip it. Only the standard gRPC health service (for probes) and server
-// reflection (for schema discovery by tools) are open. An empty token is
-// refused at configuration time unless control.insecure-no-auth is set,
-// which only development configurations do.
+// Security (R-F3, R-H9): every call must carry "authorization: Bearer
+// <token>" with a token of control.token-file (principal:role:token lines,
+// re-read while running) or control.auth-token (one token with every role,
+// for development); the check is an interceptor, so no method can skip it,
+// and it authorises each method by role — service for the lease term
+// calls, read for every Get/List/preview, operate for the repairs — and
+// hands the principal and peer to the handlers for the audit rows. Only the
+// standard gRPC health service (for probes) and server reflection (for
+// schema discovery by tools) are open. Neither token nor file is refused at
+// configuration time unless control.insecure-no-auth is set, which only
+// development configurations do. control.tls.* serves TLS and, with a
+// client CA, mutual TLS. A guard interceptor recovers panics and gives
+// every internal error a stable message with a log reference.
 //
 // Health: the standard grpc.health.v1 service reports SERVING for "" and for
 // msgx.control.v1.AdminService while PostgreSQL answers a ping, checked every
