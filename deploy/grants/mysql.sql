@@ -1,0 +1,85 @@
+-- Least-privilege grants of msgexchange on the mailbox database (R-H11).
+--
+-- The mailbox (schema aodbinterface) belongs to the adapter team; its DBA
+-- runs this file once, and again after an upgrade of msgexchange whose
+-- release notes name a change here. Every grant is column-level: each
+-- account can touch exactly the columns of the statements listed beside it
+-- and nothing else — no DELETE, no DDL, no other table, no other column.
+--
+-- Names: the schema is aodbinterface and the accounts are 'msgx_ingest'@'%'
+-- and 'msgx_dispatcher'@'%'. A site with other names replaces these three
+-- words throughout (for example with sed) before running the file; narrow
+-- '%' to the network the services connect from.
+--
+-- The accounts are created first, with the password kept in the Secret the
+-- services mount (mysql.dsn) and TLS required (mysql.tls.*), for example:
+--
+--   CREATE USER 'msgx_ingest'@'%' IDENTIFIED BY '<password>' REQUIRE SSL;
+--   CREATE USER 'msgx_dispatcher'@'%' IDENTIFIED BY '<password>' REQUIRE SSL;
+--
+-- (REQUIRE X509 instead of a password when the site issues client
+-- certificates.) Running this file again is harmless: GRANT only adds.
+-- SHOW GRANTS FOR 'msgx_ingest'@'%'; must list exactly what is below.
+
+-- ---------------------------------------------------------------------
+-- ingest: the mailbox scan and the compat entry POST /cminmsgs/send (one
+-- process, one connection pool, so one account).
+--
+-- Scan (services/ingest/internal/mailbox):
+--   SELECT CMINMSGS_ID FROM CMINMSGS
+--     WHERE CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS = ?
+--     AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?
+--   SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM CMINMSGS
+--     WHERE CMINMSGS_ID IN (…) AND CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS = ?
+--   SELECT MAX(CMINMSGS_ID) FROM CMINMSGS
+--   SELECT 1 FROM CMINMSGS WHERE CMINMSGS_ID = 0            (readiness)
+-- The CMINMSGS_SUBSYSTEM_* columns are never read.
+GRANT SELECT (CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED,
+              CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_ingest'@'%';
+
+-- Compat entry, as the adapter inserts (every other column keeps its
+-- default, the marker NULL, CMINMSGS_ID from AUTO_INCREMENT):
+--   INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_ingest'@'%';
+
+-- ---------------------------------------------------------------------
+-- dispatcher: the processed markers and the outbound requests.
+--
+-- Marker (services/dispatcher/internal/relay/mailbox.go), written only onto
+-- an unmarked row, and the check that tells "already marked" from "row
+-- missing" when it updates nothing:
+--   UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
+--     WHERE CMINMSGS_ID = ? AND CMINMSGS_DATE_PROCESSED IS NULL
+--   SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID = ?
+-- The WHERE clause reads CMINMSGS_ID and CMINMSGS_DATE_PROCESSED, which
+-- needs SELECT on them; the message text is not readable to this account.
+GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED)
+    ON aodbinterface.CMINMSGS TO 'msgx_dispatcher'@'%';
+GRANT UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_dispatcher'@'%';
+
+-- Outbound requests (services/dispatcher/internal/relay/coutmsgs.go):
+--   INSERT INTO COUTMSGS (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT,
+--     ROUTINGID, COUTMSGS_TRUEFALS_GROUP, COUTMSGS_FINAL_GROUP_IND, COUTMSGS_ACK_REQD,
+--     COUTMSGS_ACK_RESEND_TIMES, COUTMSGS_ENCRYPT, COUTMSGS_ERROR, COUTMSGS_NO_MESSAGES,
+--     COUTMSGS_GROUP_ORDER, COUTMSGS_GROUP_ID, COUTMSGS_ACK_DATE_RECV)
+GRANT INSERT (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT, ROUTINGID,
+              COUTMSGS_TRUEFALS_GROUP, COUTMSGS_FINAL_GROUP_IND, COUTMSGS_ACK_REQD,
+              COUTMSGS_ACK_RESEND_TIMES, COUTMSGS_ENCRYPT, COUTMSGS_ERROR,
+              COUTMSGS_NO_MESSAGES, COUTMSGS_GROUP_ORDER, COUTMSGS_GROUP_ID,
+              COUTMSGS_ACK_DATE_RECV)
+    ON aodbinterface.COUTMSGS TO 'msgx_dispatcher'@'%';
+
+-- Before each insert, the lookup that keeps a crash between the insert and
+-- its record in PostgreSQL from inserting the request a second time (R-D5,
+-- C-24): an identical XML under the same ROUTINGID since the request was
+-- registered is the earlier attempt, and its COUTMSGS_ID is reused.
+--   SELECT COUTMSGS_ID, COUTMSGS_CLOB_MSG FROM COUTMSGS
+--     WHERE ROUTINGID = ? AND COUTMSGS_DATE_INSERTED >= ? AND COUTMSGS_CLOB_MSG = ?
+-- It reads four columns; the delivery and acknowledgement columns the AODB
+-- side maintains (COUTMSGS_DATE_SENT, COUTMSGS_ACK_*, COUTMSGS_ERROR, …)
+-- are not readable. docs/security.md explains why this SELECT is granted.
+GRANT SELECT (COUTMSGS_ID, COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID)
+    ON aodbinterface.COUTMSGS TO 'msgx_dispatcher'@'%';
