@@ -2,20 +2,26 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/redistest"
@@ -296,4 +302,99 @@ func newRedisProxy(t *testing.T) (*tcpProxy, string) {
 	proxy := newTCPProxy(t, redisAddr)
 	viaURL, _ := redisURLVia(t, proxy.Addr())
 	return proxy, viaURL
+}
+
+// scheduledToday moves every SIS time of day (a DDMMMYY prefix such as
+// 23JAN21) in msg to today in the airport zone, keeping the times of day.
+func scheduledToday(msg, day string) string {
+	today := time.Now().In(perfZone)
+	return strings.ReplaceAll(msg, day, strings.ToUpper(today.Format("02Jan06")))
+}
+
+// boardFlight is the msgx.flight-state value of a live flight as the
+// processor writes it, scheduled at sodt (airport time).
+func boardFlight(flid, version int64, sodt time.Time, stand string) []byte {
+	sodt = sodt.In(perfZone)
+	mvin := "A"
+	if flid%2 == 0 {
+		mvin = "D"
+	}
+	doc := map[string]any{
+		"FLID": strconv.FormatInt(flid, 10), "ALCD": "MU", "FLNO": fmt.Sprintf("MU%05d", flid%100000), "MVIN": mvin,
+		"SODT": sisTime(sodt), "FLTY": "W", "FLIN": "D", "ACFT": "320", "RENO": fmt.Sprintf("B%04d", flid%10000),
+		"STND": stand, "FTSS": "SCH",
+		"ERUT": []any{map[string]any{"@RTNO": "1", "APCD": "PEK"}, map[string]any{"@RTNO": "2", "APCD": "SHA"}},
+		"GTDT": []any{map[string]any{"@GTNO": "1", "GATE": fmt.Sprintf("G%02d", flid%40)}},
+	}
+	v, err := json.Marshal(map[string]any{
+		"schema": 1, "flid": flid, "version": version, "state": "ACTIVE",
+		"operation_day": sodt.Format(time.DateOnly), "msg_id": flid, "doc": doc,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// produceFlights writes flight-state records to the stack's
+// msgx.flight-state topic, as the processor's outbox does, and waits until
+// the broker has them.
+func (s *stack) produceFlights(t *testing.T, records map[int64][]byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ProducerLinger(5*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	batch := make([]*kgo.Record, 0, 1000)
+	flush := func() {
+		require.NoError(t, cl.ProduceSync(ctx, batch...).FirstErr())
+		batch = batch[:0]
+	}
+	for flid, v := range records {
+		var head struct {
+			Version int64 `json:"version"`
+		}
+		require.NoError(t, json.Unmarshal(v, &head))
+		batch = append(batch, &kgo.Record{
+			Topic: s.kafka.Topics.FlightState, Key: []byte(strconv.FormatInt(flid, 10)), Value: v,
+			Headers: []kgo.RecordHeader{
+				{Key: "msgx-version", Value: []byte(strconv.FormatInt(head.Version, 10))},
+				{Key: "msgx-msg-id", Value: []byte(strconv.FormatInt(flid, 10))},
+			},
+		})
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
+
+// storedVersion is the version of flid the projection holds (0 if none).
+func (s *stack) storedVersion(ctx context.Context, flid int64) (int64, error) {
+	v, err := s.redis.HGet(ctx, s.redisP+"flight-versions", strconv.FormatInt(flid, 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// median returns the median of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// artifactDir is where a test's screenshots go: $MSGX_BOARD_ARTIFACTS when
+// set (CI keeps it), else the test's temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("MSGX_BOARD_ARTIFACTS"); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		return dir
+	}
+	return t.TempDir()
 }
