@@ -32,8 +32,8 @@ import (
 //
 // client is the component name given to ClientOpts ("processor-inbox",
 // "dispatcher-msg", …), so the label has one value per kind of client,
-// not per broker or connection. The error counters of a client are
-// exported at zero from the moment it is created.
+// not per broker or connection. The connection and error counters of a
+// client are exported at zero from the moment it is created.
 //
 // Why hooks on the OpenTelemetry meter rather than franz-go's kprom
 // plugin: kprom registers a collector set per client into the Prometheus
@@ -131,7 +131,7 @@ var (
 
 func (h *clientHook) OnNewClient(cl *kgo.Client) {
 	ctx := context.Background()
-	for _, c := range []metric.Int64Counter{h.m.connectErrors, h.m.writeErrors, h.m.readErrors} {
+	for _, c := range []metric.Int64Counter{h.m.connects, h.m.connectErrors, h.m.disconnects, h.m.writeErrors, h.m.readErrors} {
 		c.Add(ctx, 0, h.attrs)
 	}
 	h.m.mu.Lock()
