@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"msgexchange/services/projector/internal/board"
 )
 
 // Config is the projector's configuration (flags under projector.*). The
@@ -77,7 +79,7 @@ type BoardConfig struct {
 // MaxBoardWindow bounds each side of a board's window: a board is for the
 // operation of the coming hours, and a week each way is already more rows
 // than a screen can show; the whole projection is GET /all/flights.
-const MaxBoardWindow = 7 * 24 * time.Hour
+const MaxBoardWindow = board.MaxWindow
 
 // ConsistencyConfig tunes the consistency sentinel, which compares a
 // random sample of PostgreSQL's flights with Redis and repairs what
@@ -175,6 +177,9 @@ func (c *Config) Validate() error {
 		if w.d < 0 || w.d > MaxBoardWindow {
 			errs = append(errs, fmt.Errorf("%s: %s must be between 0 and %s (default %s)", w.name, w.d, MaxBoardWindow, w.def))
 		}
+	}
+	if c.Board.Past == 0 && c.Board.Ahead == 0 {
+		errs = append(errs, errors.New("projector.board.past and projector.board.ahead: both 0 is a window of no time; the default is 2h and 12h"))
 	}
 	cc := c.Consistency
 	if cc.Interval < 0 {

@@ -203,6 +203,22 @@ func boardStream(t *testing.T, url string) <-chan map[string]any {
 	return out
 }
 
+// scheduledNow sets the flights' scheduled time to the current airport
+// time (projector.zone's default), so that they are in the board's
+// default window around now.
+func scheduledNow(flights ...pgsourcetest.Flight) []pgsourcetest.Flight {
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		panic(err)
+	}
+	now := time.Now().In(zone)
+	sodt := strings.ToUpper(now.Format("02Jan06")) + now.Format("1504")
+	for i := range flights {
+		flights[i].Doc["SODT"] = sodt
+	}
+	return flights
+}
+
 // awaitFrame waits for a board event for which ok holds.
 func awaitFrame(t *testing.T, frames <-chan map[string]any, what string, ok func(map[string]any) bool) map[string]any {
 	t.Helper()
@@ -248,7 +264,7 @@ func (b *testBundle) gaugeValue(name string) float64 {
 func TestProjector_R_H5_LostProjectionIs503ThenRebuiltWithoutOperator(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	flights := pgsourcetest.Mixed(60)
+	flights := scheduledNow(pgsourcetest.Mixed(60)...)
 	pgsourcetest.Upsert(t, b.pg, flights...)
 	svc, _ := b.start(b.rdb)
 	b.awaitReady(svc)
@@ -264,7 +280,7 @@ func TestProjector_R_H5_LostProjectionIs503ThenRebuiltWithoutOperator(t *testing
 	// PostgreSQL is held up: the rebuild's first read waits for the lock.
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	flights[2] = pgsourcetest.NewFlight(3, 9)
+	flights[2] = scheduledNow(pgsourcetest.NewFlight(3, 9))[0]
 	pgsourcetest.Upsert(t, b.pg, flights[2])
 	hold, err := b.pg.Begin(ctx)
 	require.NoError(t, err)

@@ -115,7 +115,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("creating projector: loading projector.zone: %w", err)
 	}
 	st := store.New(deps.Redis, deps.KeyPrefix)
-	bc := board.NewBroadcaster(st, deps.Logger, deps.Clock, board.BroadcasterOptions{ReadTimeout: cfg.RedisTimeout})
+	bc := board.NewBroadcaster(st, deps.Logger, deps.Clock, board.BroadcasterOptions{ReadTimeout: cfg.RedisTimeout, Zone: zone})
 	c, err := consumer.New(consumer.Config{
 		Group:          cfg.Group,
 		MaxBatch:       cfg.MaxBatch,
@@ -168,7 +168,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		loop:      c.Service(),
 		http:      httpapi.New(st, deps.Logger, httpapi.Options{Timeout: cfg.RedisTimeout, Zone: zone}),
 		boardLoop: bc.Service(),
-		board:     board.NewHandler(bc, deps.Logger, board.HandlerOptions{Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout}),
+		board: board.NewHandler(bc, deps.Logger, board.HandlerOptions{
+			Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout,
+			Window: board.Window{Past: cfg.Board.Past, Ahead: cfg.Board.Ahead},
+		}),
 	}
 	if cfg.Consistency.enabled() {
 		sn, err := sentinel.New(st, src, deps.Logger, deps.Meter, sentinel.Options{

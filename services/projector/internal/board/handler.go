@@ -39,6 +39,9 @@ type HandlerOptions struct {
 	Complete func(ctx context.Context) error
 	// CheckTimeout bounds one call of Complete; default 5s.
 	CheckTimeout time.Duration
+	// Window is the window of a board whose URL asks for none; default
+	// the last 2 hours to the next 12.
+	Window Window
 }
 
 func (o HandlerOptions) withDefaults() HandlerOptions {
@@ -53,6 +56,9 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 	}
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = 5 * time.Second
+	}
+	if o.Window == (Window{}) {
+		o.Window = Window{Past: 2 * time.Hour, Ahead: 12 * time.Hour}
 	}
 	return o
 }
@@ -109,8 +115,16 @@ func (h *Handler) asset(name, contentType string) http.Handler {
 }
 
 // events streams the board's frames until the client leaves, the server
-// shuts down or the broadcaster stops.
+// shuts down or the broadcaster stops. The query may ask for another
+// window than the default (past=1h&ahead=6h); a bad one is a 400 whose
+// text the page shows.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	win, err := parseWindow(q.Get("past"), q.Get("ahead"), h.opts.Window)
+	if err != nil {
+		http.Error(w, "bad flight board window: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	if h.opts.Complete != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), h.opts.CheckTimeout)
 		err := h.opts.Complete(ctx)
@@ -122,7 +136,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	frames, cancel, err := h.bc.Subscribe()
+	frames, cancel, err := h.bc.Subscribe(win)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the flight board is stopping; retry later", http.StatusServiceUnavailable)

@@ -36,8 +36,17 @@ type sseClient struct {
 
 func openStream(t *testing.T, url string) *sseClient {
 	t.Helper()
+	return openStreamQuery(t, url, "")
+}
+
+// openStreamQuery opens the stream with a query ("past=1h").
+func openStreamQuery(t *testing.T, url, query string) *sseClient {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/board/events", nil)
+	if query != "" {
+		query = "?" + query
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/board/events"+query, nil)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -74,23 +83,30 @@ func (c *sseClient) read() {
 	}
 }
 
-// nextFlights waits for the next "flights" event, skipping comments.
-func (c *sseClient) nextFlights(t *testing.T) Snapshot {
+// nextFrame waits for the next "flights" or "changes" event, skipping
+// comments, and returns it as the frame the broadcaster made.
+func (c *sseClient) nextFrame(t *testing.T) []byte {
 	t.Helper()
 	deadline := time.After(waitFor)
 	for {
 		select {
 		case ev := <-c.events:
-			if ev.event != "flights" {
+			if ev.event != "flights" && ev.event != "changes" {
 				continue
 			}
-			return decodeFrame(t, []byte("event: flights\ndata: "+ev.data+"\n\n"))
+			return []byte("event: " + ev.event + "\ndata: " + ev.data + "\n\n")
 		case <-c.done:
 			t.Fatal("stream ended")
 		case <-deadline:
-			t.Fatal("no flights event within the deadline")
+			t.Fatal("no board event within the deadline")
 		}
 	}
+}
+
+// nextFlights waits for the next event, which must be a whole list.
+func (c *sseClient) nextFlights(t *testing.T) Snapshot {
+	t.Helper()
+	return decodeSnapshot(t, c.nextFrame(t))
 }
 
 // ended waits until the server ended the stream.
@@ -138,7 +154,7 @@ func TestHandler_R_E3_ServesPageAndAssets(t *testing.T) {
 	}{
 		{path: "/", contentType: "text/html; charset=utf-8", contains: []string{`<table id="flights"`, `src="board/assets/board.js"`, `aria-live="assertive"`}},
 		{path: "/board", contentType: "text/html; charset=utf-8", contains: []string{`<table id="flights"`, `href="board/assets/board.css"`}},
-		{path: "/board/assets/board.js", contentType: "text/javascript; charset=utf-8", contains: []string{"new EventSource('board/events')"}},
+		{path: "/board/assets/board.js", contentType: "text/javascript; charset=utf-8", contains: []string{"new EventSource(streamURL())", "'board/events'"}},
 		{path: "/board/assets/board.css", contentType: "text/css; charset=utf-8", contains: []string{".banner"}},
 	}
 	for _, tc := range tests {
@@ -178,7 +194,7 @@ func TestHandler_R_E3_StreamsListAndChanges(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}
 	r.set(nil, stored(15, 1, flight15))
-	b := startBroadcaster(t, r, BroadcasterOptions{})
+	b, _ := startBroadcaster(t, r, BroadcasterOptions{})
 	srv := newBoardServer(t, b, HandlerOptions{Retry: 2500 * time.Millisecond}, nil)
 
 	c := openStream(t, srv.URL)
@@ -191,17 +207,44 @@ func TestHandler_R_E3_StreamsListAndChanges(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("no event within the deadline")
 	}
-	require.Equal(t, map[int64]int64{15: 1}, versions(c.nextFlights(t)))
+	var m model
+	require.Equal(t, "flights", m.apply(t, c.nextFrame(t)))
+	require.Equal(t, map[int64]int64{15: 1}, m.versions())
 
 	r.set(nil, stored(15, 2, flight15), stored(16, 1, `{"FLNO":"YG9061"}`))
 	b.Notify()
-	require.Equal(t, map[int64]int64{15: 2, 16: 1}, versions(c.nextFlights(t)))
+	require.Equal(t, "changes", m.apply(t, c.nextFrame(t)))
+	require.Equal(t, map[int64]int64{15: 2, 16: 1}, m.versions())
 
 	r.set(errRedisDown)
 	b.Notify()
-	down := c.nextFlights(t)
-	require.False(t, down.Available)
-	require.Len(t, down.Flights, 2)
+	require.Equal(t, "changes", m.apply(t, c.nextFrame(t)))
+	require.False(t, m.meta.Available)
+	require.Len(t, m.rows, 2)
+}
+
+// R-E3: the stream's query chooses the window; a bad one is a 400 whose
+// text names the parameter (the page shows it instead of retrying).
+func TestHandler_R_E3_WindowFromTheQuery(t *testing.T) {
+	t.Parallel()
+	r := &fakeReader{}
+	r.set(nil, stored(16, 1, flight16), stored(15, 1, flight15))
+	b, _ := startBroadcaster(t, r, BroadcasterOptions{})
+	srv := newBoardServer(t, b, HandlerOptions{Window: Window{Past: 0, Ahead: time.Hour}}, nil)
+
+	snap := openStream(t, srv.URL).nextFlights(t)
+	require.Empty(t, snap.Flights, "the configured window: 04:00-05:00 holds neither flight")
+	require.Equal(t, "2021-01-23T05:00", snap.To)
+
+	snap = openStreamQuery(t, srv.URL, "past=1h&ahead=2h").nextFlights(t)
+	require.Equal(t, []string{"YG9061", "YG9028"}, []string{snap.Flights[0].FLNO, snap.Flights[1].FLNO})
+	require.Equal(t, "2021-01-23T03:00", snap.From)
+
+	for _, q := range []string{"past=-1h", "ahead=8d", "ahead=12", "past=soon"} {
+		resp, body := get(t, srv.URL+"/board/events?"+q)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
+		require.Contains(t, body, "bad flight board window", q)
+	}
 }
 
 // A stream outlives the server's read and write timeouts (the process's
@@ -210,7 +253,7 @@ func TestHandler_StreamOutlivesServerTimeouts(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}
 	r.set(nil, stored(15, 1, flight15))
-	b := startBroadcaster(t, r, BroadcasterOptions{})
+	b, _ := startBroadcaster(t, r, BroadcasterOptions{})
 	srv := newBoardServer(t, b, HandlerOptions{Heartbeat: 20 * time.Millisecond}, func(s *http.Server) {
 		s.ReadTimeout = 100 * time.Millisecond
 		s.WriteTimeout = 100 * time.Millisecond
@@ -233,7 +276,7 @@ func TestHandler_StreamOutlivesServerTimeouts(t *testing.T) {
 	}
 	r.set(nil, stored(15, 2, flight15))
 	b.Notify()
-	require.Equal(t, map[int64]int64{15: 2}, versions(c.nextFlights(t)))
+	require.Equal(t, int64(2), decodeChanges(t, c.nextFrame(t)).Upsert[0].Version)
 }
 
 // Shutting the server down ends open streams at once, so a projector stops
@@ -241,7 +284,8 @@ func TestHandler_StreamOutlivesServerTimeouts(t *testing.T) {
 func TestHandler_ServerShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}
-	b := startBroadcaster(t, r, BroadcasterOptions{})
+	r.set(nil)
+	b, _ := startBroadcaster(t, r, BroadcasterOptions{})
 	srv := newBoardServer(t, b, HandlerOptions{}, nil)
 	c1, c2 := openStream(t, srv.URL), openStream(t, srv.URL)
 	c1.nextFlights(t)
@@ -257,7 +301,7 @@ func TestHandler_ServerShutdownEndsStreams(t *testing.T) {
 // A board that goes away is unsubscribed.
 func TestHandler_ClientLeavingUnsubscribes(t *testing.T) {
 	t.Parallel()
-	b := startBroadcaster(t, &fakeReader{}, BroadcasterOptions{})
+	b, _ := startBroadcaster(t, &fakeReader{}, BroadcasterOptions{})
 	srv := newBoardServer(t, b, HandlerOptions{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/board/events", nil)
@@ -290,7 +334,7 @@ func TestHandler_R_H5_StreamRefusedWhileProjectionIsIncomplete(t *testing.T) {
 	t.Parallel()
 	r := &fakeReader{}
 	r.set(nil, stored(15, 1, flight15))
-	b := startBroadcaster(t, r, BroadcasterOptions{})
+	b, _ := startBroadcaster(t, r, BroadcasterOptions{})
 	var mu sync.Mutex
 	var state error
 	srv := newBoardServer(t, b, HandlerOptions{Complete: func(context.Context) error {

@@ -35,6 +35,9 @@ type Row struct {
 	// Scheduled is SODT readable ("23 Jan 05:35"), or SODT itself when it
 	// does not parse.
 	Scheduled string `json:"scheduled"`
+	// T is SODT as 2006-01-02T15:04 (airport time), the key the page sorts
+	// by and compares with the window's now; "" when SODT does not parse.
+	T string `json:"t"`
 	// Route lists the stations of ERUT (the full routing) or, without it,
 	// of ROUT, in RTNO order.
 	Route []string `json:"route"`
@@ -81,7 +84,14 @@ func Rows(flights []store.Flight) []Row {
 	for _, f := range flights {
 		rows = append(rows, rowOf(f))
 	}
-	slices.SortStableFunc(rows, func(a, b Row) int {
+	sortRows(rows)
+	return rows
+}
+
+// sortRows sorts rows by scheduled time, then flight number, then FLID
+// (the page's order too); rows whose SODT does not parse come last.
+func sortRows(rows []Row) {
+	slices.SortFunc(rows, func(a, b Row) int {
 		switch az, bz := a.sortTime.IsZero(), b.sortTime.IsZero(); {
 		case az && !bz:
 			return 1
@@ -96,7 +106,6 @@ func Rows(flights []store.Flight) []Row {
 		}
 		return cmp.Compare(a.FLID, b.FLID)
 	})
-	return rows
 }
 
 func rowOf(f store.Flight) Row {
@@ -123,6 +132,7 @@ func rowOf(f store.Flight) Row {
 	if t, ok := parseSISTime(r.SODT); ok {
 		r.sortTime = t
 		r.Scheduled = t.Format(readableLayout)
+		r.T = t.Format(wallLayout)
 	}
 	return r
 }

@@ -51,7 +51,7 @@ func TestRows_R_E3_ColumnsOfASnapshotFlight(t *testing.T) {
 
 	raw, err := json.Marshal(r)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"flid":15,"version":3,"flno":"YG9028","mvin":"D","sodt":"23JAN210535","scheduled":"23 Jan 05:35",
+	require.JSONEq(t, `{"flid":15,"version":3,"flno":"YG9028","mvin":"D","sodt":"23JAN210535","scheduled":"23 Jan 05:35","t":"2021-01-23T05:35",
 		"route":["CTU","XIY"],"stand":"504","gate":"","status":"RCFLOP","flags":[],"registration":"B2574","aircraft":"733"}`, string(raw))
 }
 
