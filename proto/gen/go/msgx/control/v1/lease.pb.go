@@ -577,7 +577,9 @@ type Lease struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// holder is the current (or last) term's holder.
 	Holder string `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	// token is the current (or last) term's fencing token.
+	// token is the current (or last) term's fencing token. A live term's
+	// token is returned only to the principal that acquired it (its holder);
+	// every other caller gets 0. An ended term's token is always returned.
 	Token int64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	// acquired_at is when the term began.
 	AcquiredAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=acquired_at,json=acquiredAt,proto3" json:"acquired_at,omitempty"`

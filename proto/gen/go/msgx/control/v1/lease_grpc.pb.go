@@ -51,8 +51,8 @@ const (
 // FAILED_PRECONDITION when the lease is held by another holder (Acquire) or
 // the caller's term has ended (Renew), with a google.rpc.ErrorInfo detail
 // (domain "msgx.control.v1", reason LEASE_HELD or LEASE_LOST, metadata
-// "holder", "token" and "expires_at" of the current term when there is
-// one); ABORTED when the lease row stayed locked by a fenced transaction in
+// "holder" and "expires_at" of the current term when there is one, and its
+// "token" only once that term has ended); ABORTED when the lease row stayed locked by a fenced transaction in
 // progress longer than the server's lock timeout (retry; a paused holder's
 // transaction is ended by PostgreSQL's idle_in_transaction_session_timeout);
 // NOT_FOUND when ForceRelease names an unknown lease.
@@ -150,8 +150,8 @@ func (c *leaseServiceClient) ForceRelease(ctx context.Context, in *ForceReleaseL
 // FAILED_PRECONDITION when the lease is held by another holder (Acquire) or
 // the caller's term has ended (Renew), with a google.rpc.ErrorInfo detail
 // (domain "msgx.control.v1", reason LEASE_HELD or LEASE_LOST, metadata
-// "holder", "token" and "expires_at" of the current term when there is
-// one); ABORTED when the lease row stayed locked by a fenced transaction in
+// "holder" and "expires_at" of the current term when there is one, and its
+// "token" only once that term has ended); ABORTED when the lease row stayed locked by a fenced transaction in
 // progress longer than the server's lock timeout (retry; a paused holder's
 // transaction is ended by PostgreSQL's idle_in_transaction_session_timeout);
 // NOT_FOUND when ForceRelease names an unknown lease.
