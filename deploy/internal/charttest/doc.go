@@ -6,5 +6,11 @@
 // cannot: selectors that match their pods, standbys and rolling updates for
 // the single-active roles, GOMEMLIMIT against the memory limits, monitoring
 // objects only where their API exists, alerts on metrics that exist, and a
-// schema that refuses unknown keys and wrong types. It has no non-test code.
+// schema that refuses unknown keys and wrong types. It also holds
+// docs/runbook.md to the chart and the code: one section per alert of the
+// rendered PrometheusRule (and none for an alert that is gone), each
+// alert's runbook_url on its section, the section's expression, threshold
+// and severity as rendered, every msgx_ metric it names registered in the
+// code, and every msgxctl command and flag it gives accepted by the built
+// msgxctl. It has no non-test code.
 package charttest
