@@ -21,21 +21,23 @@ type Broker struct {
 	d    *daemon
 }
 
-// NewBroker starts bin ("devstack") as `bin broker` on a free loopback port
-// with a new data directory; extra flags are passed on (for example
-// -kafka.* topic flags). It is killed when the test ends.
+// NewBroker starts bin ("devstack") as `bin broker` on a reserved loopback
+// port (see ReservePort) with a new data directory; extra flags are passed
+// on (for example -kafka.* topic flags). It is killed when the test ends.
 func NewBroker(t testing.TB, bin string, extra ...string) *Broker {
 	t.Helper()
 	dir := newDir(t, "msgx-broker-")
-	b := &Broker{port: freePort(t)}
-	argv := append([]string{bin, "broker", "-port", itoa(b.port), "-data-dir", filepath.Join(dir, "data")}, extra...)
-	b.d = &daemon{name: "private broker", log: filepath.Join(dir, "broker.log"), argv: argv}
+	b := &Broker{port: ReservePort(t)}
+	b.d = &daemon{name: "private broker", log: filepath.Join(dir, "broker.log")}
 	t.Cleanup(func() {
 		if err := b.d.kill(); err != nil {
 			t.Logf("stopping private broker: %v", err)
 		}
 	})
-	if err := b.Start(); err != nil {
+	setPort := func() {
+		b.d.argv = append([]string{bin, "broker", "-port", itoa(b.port), "-data-dir", filepath.Join(dir, "data")}, extra...)
+	}
+	if err := startNew(t, b.d.name, &b.port, b.d.log, setPort, b.Start); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -4,7 +4,9 @@
 // them at will without touching the machine's shared servers.
 //
 // Each instance keeps its port and data directory across restarts, so
-// clients that reconnect find it where it was. Crash stops it the hard way
+// clients that reconnect find it where it was; the port is reserved for the
+// test (ReservePort), so that nothing else on the machine takes it while
+// the instance is down. Crash stops it the hard way
 // (SIGKILL, or PostgreSQL's immediate shutdown, which is a crash to the
 // server); Start brings it back on the same data. Everything is stopped and
 // removed when the test ends.
@@ -14,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,15 +143,44 @@ func tailFile(path string, n int) string {
 	return string(b)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
+// startNew is a new server's first start. Its port is reserved (see
+// ReservePort), yet a program that does not reserve ports may have started
+// listening on it by the time the server binds; the first start then tries
+// again on a freshly reserved port, which no client knows yet. setPort
+// gives the server its port before each try.
+func startNew(t testing.TB, name string, port *int, log string, setPort func(), start func() error) error {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+	for try := 1; ; try++ {
+		setPort()
+		before := fileSize(log)
+		err := start()
+		if err == nil {
+			return nil
+		}
+		if try == 3 || !addrInUse(err.Error()+readFrom(log, before)) {
+			return err
+		}
+		t.Logf("%s: port %d was taken before the server bound it; trying another", name, *port)
+		*port = ReservePort(t)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// fileSize is the size of the file at path, 0 when it does not exist.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// readFrom returns what the file at path holds from offset on.
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	return string(b[offset:])
 }
 
 // waitUntil polls ok every 50 ms until it reports true, the process dies,
@@ -159,14 +189,19 @@ func waitUntil(d *daemon, timeout time.Duration, what string, ok func(context.Co
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
+		// An exited process is judged before asking it: whatever listens
+		// on its port now is someone else.
+		if d != nil && !d.running() {
+			if last == nil {
+				last = errors.New("no answer")
+			}
+			return fmt.Errorf("waiting for %s: %s exited: %w\n%s", what, d.name, last, d.tail())
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		last = ok(ctx)
 		cancel()
 		if last == nil {
 			return nil
-		}
-		if d != nil && !d.running() {
-			return fmt.Errorf("waiting for %s: %s exited: %w\n%s", what, d.name, last, d.tail())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waiting for %s: not ready after %s: %w", what, timeout, last)

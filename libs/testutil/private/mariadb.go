@@ -21,8 +21,8 @@ type MariaDB struct {
 }
 
 // NewMariaDB installs a system database in a new directory and starts the
-// server on a free loopback port, reading no option file. It is killed and
-// its directory removed when the test ends. Under WithTLS it offers TLS
+// server on a reserved loopback port (see ReservePort), reading no option
+// file. It is killed and its directory removed when the test ends. Under WithTLS it offers TLS
 // with a certificate of the CA and verifies client certificates against
 // it; plaintext stays allowed for root, which the helper uses.
 func NewMariaDB(t testing.TB, opts ...Option) *MariaDB {
@@ -30,32 +30,31 @@ func NewMariaDB(t testing.TB, opts ...Option) *MariaDB {
 	o := newOptions(opts)
 	install := lookPath(t, "mariadb-install-db", "mysql_install_db")
 	server := lookPath(t, "mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
-	m := &MariaDB{t: t, dir: newDir(t, "msgx-mariadb-"), port: freePort(t)}
+	m := &MariaDB{t: t, dir: newDir(t, "msgx-mariadb-"), port: ReservePort(t)}
 	data := filepath.Join(m.dir, "data")
 	cmd := exec.Command(install, "--no-defaults", "--datadir="+data, "--user=root",
 		"--auth-root-authentication-method=normal", "--skip-test-db")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	m.d = &daemon{
-		name: "private MariaDB",
-		log:  filepath.Join(m.dir, "mariadb.log"),
-		argv: []string{server, "--no-defaults", "--datadir=" + data, "--port=" + itoa(m.port),
+	m.d = &daemon{name: "private MariaDB", log: filepath.Join(m.dir, "mariadb.log")}
+	setPort := func() {
+		m.d.argv = []string{server, "--no-defaults", "--datadir=" + data, "--port=" + itoa(m.port),
 			"--socket=" + filepath.Join(m.dir, "sock"), "--pid-file=" + filepath.Join(m.dir, "pid"),
 			"--bind-address=127.0.0.1", "--user=root", "--skip-name-resolve",
 			"--innodb-buffer-pool-size=64M", "--max-connections=300",
-			"--log-error=" + filepath.Join(m.dir, "mariadb.log")},
-	}
-	if o.ca != nil {
-		server := o.ca.Server("mariadb")
-		m.d.argv = append(m.d.argv, "--ssl-cert="+server.CertFile, "--ssl-key="+server.KeyFile, "--ssl-ca="+o.ca.File)
+			"--log-error=" + filepath.Join(m.dir, "mariadb.log")}
+		if o.ca != nil {
+			server := o.ca.Server("mariadb")
+			m.d.argv = append(m.d.argv, "--ssl-cert="+server.CertFile, "--ssl-key="+server.KeyFile, "--ssl-ca="+o.ca.File)
+		}
 	}
 	t.Cleanup(func() {
 		if err := m.d.kill(); err != nil {
 			t.Logf("stopping private MariaDB: %v", err)
 		}
 	})
-	if err := m.Start(); err != nil {
+	if err := startNew(t, m.d.name, &m.port, m.d.log, setPort, m.Start); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -33,8 +33,8 @@ type Postgres struct {
 }
 
 // NewPostgres initialises a cluster in a new directory and starts it on a
-// free loopback port. Running as root, the server runs as the postgres
-// user (PostgreSQL refuses to run as root). The server is stopped and its
+// reserved loopback port (see ReservePort). Running as root, the server
+// runs as the postgres user (PostgreSQL refuses to run as root). The server is stopped and its
 // directory removed when the test ends. Under WithTLS the server accepts
 // only TLS connections over TCP, with a certificate of the CA: the role
 // postgres is trusted, every other role authenticates by a client
@@ -43,7 +43,7 @@ func NewPostgres(t testing.TB, opts ...Option) *Postgres {
 	t.Helper()
 	o := newOptions(opts)
 	initdb := lookPath(t, pgProgram("initdb")...)
-	p := &Postgres{t: t, dir: newDir(t, "msgx-pg-"), port: freePort(t), pgCtl: lookPath(t, pgProgram("pg_ctl")...)}
+	p := &Postgres{t: t, dir: newDir(t, "msgx-pg-"), port: ReservePort(t), pgCtl: lookPath(t, pgProgram("pg_ctl")...)}
 	p.logDir = p.dir
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
@@ -69,7 +69,8 @@ func NewPostgres(t testing.TB, opts ...Option) *Postgres {
 			t.Logf("stopping private PostgreSQL: %v\n%s", err, out)
 		}
 	})
-	if err := p.Start(); err != nil {
+	// Start reads the port each time: nothing to set before a try.
+	if err := startNew(t, "private PostgreSQL", &p.port, p.Log(), func() {}, p.Start); err != nil {
 		t.Fatal(err)
 	}
 	return p

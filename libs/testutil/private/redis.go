@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"msgexchange/libs/testutil/tlstest"
 )
 
 // Redis is a private Redis server that keeps nothing on disk: a restart
@@ -18,34 +20,38 @@ type Redis struct {
 	tls  *tls.Config // the helper's client side under WithTLS
 }
 
-// NewRedis starts a Redis server on a free loopback port; it is killed when
-// the test ends. Under WithTLS it listens only for TLS (rediss://) and
+// NewRedis starts a Redis server on a reserved loopback port (see
+// ReservePort); it is killed when the test ends. Under WithTLS it listens only for TLS (rediss://) and
 // requires a client certificate.
 func NewRedis(t testing.TB, opts ...Option) *Redis {
 	t.Helper()
 	o := newOptions(opts)
 	bin := lookPath(t, "redis-server")
 	dir := newDir(t, "msgx-redis-")
-	r := &Redis{port: freePort(t)}
-	listen := []string{"--port", itoa(r.port)}
+	r := &Redis{port: ReservePort(t)}
 	if o.ca != nil {
-		server := o.ca.Server("redis")
-		listen = []string{"--port", "0", "--tls-port", itoa(r.port), "--tls-cert-file", server.CertFile,
-			"--tls-key-file", server.KeyFile, "--tls-ca-cert-file", o.ca.File, "--tls-auth-clients", "yes"}
 		r.tls = helperTLS(o.ca, o.ca.Client("private-redis-helper"))
 	}
-	r.d = &daemon{
-		name: "private Redis",
-		log:  filepath.Join(dir, "redis.log"),
-		argv: append(append([]string{bin}, listen...), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--daemonize", "no"),
+	r.d = &daemon{name: "private Redis", log: filepath.Join(dir, "redis.log")}
+	var server tlstest.Pair
+	if o.ca != nil {
+		server = o.ca.Server("redis")
+	}
+	setPort := func() {
+		listen := []string{"--port", itoa(r.port)}
+		if o.ca != nil {
+			listen = []string{"--port", "0", "--tls-port", itoa(r.port), "--tls-cert-file", server.CertFile,
+				"--tls-key-file", server.KeyFile, "--tls-ca-cert-file", o.ca.File, "--tls-auth-clients", "yes"}
+		}
+		r.d.argv = append(append([]string{bin}, listen...), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no")
 	}
 	t.Cleanup(func() {
 		if err := r.d.kill(); err != nil {
 			t.Logf("stopping private Redis: %v", err)
 		}
 	})
-	if err := r.Start(); err != nil {
+	if err := startNew(t, r.d.name, &r.port, r.d.log, setPort, r.Start); err != nil {
 		t.Fatal(err)
 	}
 	return r
