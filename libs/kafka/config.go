@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
+	"go.opentelemetry.io/otel/trace"
 
 	"msgexchange/libs/config"
 )
@@ -31,6 +32,10 @@ type Config struct {
 	// Metrics, when set, receives the hooks of every client built from
 	// ClientOpts. It is wired by the composition root, never configured.
 	Metrics *Metrics `yaml:"-"`
+	// Tracing, when set, traces the records of every client built from
+	// ClientOpts (traceHooks) and gives the services their tracers
+	// (Tracer). Wired by the composition root when tracing is on.
+	Tracing trace.TracerProvider `yaml:"-"`
 }
 
 // Topics are the names of every topic the system uses. The internal topics
@@ -125,6 +130,9 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 	}
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(c.Metrics.hook(component)))
+	}
+	if c.Tracing != nil {
+		opts = append(opts, kgo.WithHooks(newTraceHooks(c.Tracing, c.ClientID+"-"+component)))
 	}
 	return append(opts, c.securityOpts(log)...)
 }

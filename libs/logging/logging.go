@@ -35,15 +35,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// New returns a logger writing to w.
+// New returns a logger writing to w; a line logged with a span's context
+// carries its trace_id and span_id (WithTrace).
 func New(w io.Writer, c Config) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(WithTrace(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(WithTrace(slog.NewJSONHandler(w, opts)))
 }
 
 // Discard is a logger that writes nothing, for tests that do not look at logs.

@@ -1,0 +1,159 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/credentials"
+
+	"msgexchange/libs/config"
+)
+
+// TracingConfig says where the process exports its spans. With no
+// endpoint tracing is off: no exporter exists, nothing is dialled, and the
+// provider is a no-op whose spans cost nothing and carry no trace context,
+// so no traceparent header is written either.
+type TracingConfig struct {
+	// Endpoint is the host:port of an OTLP/gRPC receiver (an OpenTelemetry
+	// Collector, Tempo, Jaeger); empty turns tracing off.
+	Endpoint string `yaml:"otlp_endpoint"`
+	// Insecure sends spans in plaintext, for a collector on the same node
+	// or in the local stack; otherwise the connection is TLS.
+	Insecure bool `yaml:"otlp_insecure"`
+	// TLS verifies the receiver (CA bundle, client certificate for mutual
+	// TLS, server name); without files the system's roots are used.
+	TLS config.TLS `yaml:"tls"`
+	// SampleRatio is the share of new traces recorded, 0..1; a span whose
+	// parent was sampled is always recorded, so a message's trace is never
+	// cut in the middle by another service's sampling decision.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ExportTimeout bounds one export request.
+	ExportTimeout time.Duration `yaml:"export_timeout"`
+}
+
+// RegisterFlags registers the tracing.* flags.
+func (c *TracingConfig) RegisterFlags(prefix string, fs *flag.FlagSet) {
+	fs.StringVar(&c.Endpoint, prefix+"otlp-endpoint", "", "host:port of the OTLP/gRPC trace receiver; empty turns tracing off (no exporter, no trace headers)")
+	fs.BoolVar(&c.Insecure, prefix+"otlp-insecure", false, "send spans to the OTLP receiver in plaintext instead of TLS")
+	c.TLS.RegisterFlags(prefix+"tls.", "OTLP trace receiver", fs)
+	fs.Float64Var(&c.SampleRatio, prefix+"sample-ratio", 1, "share of new traces recorded, 0..1 (children follow their parent's decision)")
+	fs.DurationVar(&c.ExportTimeout, prefix+"export-timeout", 10*time.Second, "timeout of one span export request")
+}
+
+// Enabled reports whether an endpoint is configured.
+func (c *TracingConfig) Enabled() bool { return c.Endpoint != "" }
+
+// Validate reports a sample ratio outside 0..1, plaintext combined with TLS
+// files, and unreadable TLS files.
+func (c *TracingConfig) Validate() error {
+	var errs []error
+	if c.SampleRatio < 0 || c.SampleRatio > 1 {
+		errs = append(errs, fmt.Errorf("tracing.sample-ratio %v: want 0..1", c.SampleRatio))
+	}
+	if c.ExportTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("tracing.export-timeout %v: must be positive", c.ExportTimeout))
+	}
+	if c.Insecure && c.TLS.On() {
+		errs = append(errs, errors.New("tracing.otlp-insecure: plaintext cannot be combined with tracing.tls.*"))
+	}
+	errs = append(errs, c.TLS.Validate("tracing.tls."))
+	return errors.Join(errs...)
+}
+
+// Tracing owns the process's tracer provider. It is built once by the
+// composition root and handed to the components that start spans; it is
+// never registered as the global provider, so a library cannot trace
+// behind the configuration's back.
+type Tracing struct {
+	provider trace.TracerProvider
+	sdk      *sdktrace.TracerProvider // nil when off
+}
+
+// NewTracing builds the tracer provider of c: a batching OTLP/gRPC
+// exporter when an endpoint is configured, a no-op provider otherwise.
+// service names the process in the spans' resource (service.name).
+// Dialling is lazy: an unreachable receiver delays nothing at start and
+// only costs dropped spans, never a stalled pipeline.
+func NewTracing(c TracingConfig, service string, build Build) (*Tracing, error) {
+	if !c.Enabled() {
+		return &Tracing{provider: noop.NewTracerProvider()}, nil
+	}
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithTimeout(c.ExportTimeout)}
+	if c.Insecure {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	} else {
+		tc, err := c.TLS.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("tracing.tls.%w", err)
+		}
+		opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc)))
+	}
+	exp, err := otlptracegrpc.New(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating OTLP trace exporter: %w", err)
+	}
+	res := resource.NewSchemaless(
+		attribute.String("service.name", service),
+		attribute.String("service.namespace", "msgexchange"),
+		attribute.String("service.version", build.Version),
+		attribute.String("vcs.ref.head.revision", build.Commit),
+	)
+	sdk := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))),
+	)
+	return &Tracing{provider: sdk, sdk: sdk}, nil
+}
+
+// Enabled reports whether spans are exported.
+func (t *Tracing) Enabled() bool { return t.sdk != nil }
+
+// Provider returns the tracer provider: the SDK's when tracing is on, a
+// no-op one otherwise.
+func (t *Tracing) Provider() trace.TracerProvider { return t.provider }
+
+// Shutdown exports the spans still buffered and closes the exporter; it
+// is a no-op when tracing is off.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t.sdk == nil {
+		return nil
+	}
+	if err := t.sdk.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutting down tracer provider: %w", err)
+	}
+	return nil
+}
+
+// Propagator is the W3C trace context propagator (traceparent and
+// tracestate), the one format every hop of a message uses: Kafka record
+// headers, the stored trace of a message and the consumer topics.
+var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
+
+// TraceParent returns the W3C traceparent and tracestate of the span in
+// ctx, or "" when ctx carries no valid span context (tracing off).
+func TraceParent(ctx context.Context) (parent, state string) {
+	c := propagation.MapCarrier{}
+	Propagator.Inject(ctx, c)
+	return c["traceparent"], c["tracestate"]
+}
+
+// ContextWithTraceParent returns ctx carrying the remote span context of
+// traceparent (and tracestate), so that a span started from it continues
+// that trace. An empty or invalid traceparent leaves ctx as it is.
+func ContextWithTraceParent(ctx context.Context, parent, state string) context.Context {
+	if parent == "" {
+		return ctx
+	}
+	return Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": parent, "tracestate": state})
+}
