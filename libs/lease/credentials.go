@@ -87,19 +87,34 @@ func (f *FileToken) Token() (string, error) {
 	return tok, nil
 }
 
+// MinTokenBytes is the shortest token a token file may hold, as the
+// control plane's token file requires of every credential (R-H9).
+const MinTokenBytes = 32
+
+// DevelopmentToken is the public token of the development configuration;
+// a token file never holds it.
+const DevelopmentToken = "dev-token"
+
 // readTokenFile reads a token file: one token, white space around it
-// dropped, none inside.
+// dropped, none inside, at least MinTokenBytes and not DevelopmentToken
+// (the control plane would refuse both). Errors name the file and the
+// token's line, never the token.
 func readTokenFile(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the control-plane token: %w", err)
 	}
 	tok := string(bytes.TrimSpace(data))
+	line := 1 + bytes.Count(data[:len(data)-len(bytes.TrimLeft(data, " \t\r\n"))], []byte("\n"))
 	switch {
 	case tok == "":
 		return "", fmt.Errorf("control-plane token file %s: %w", path, ErrEmptyToken)
 	case bytes.ContainsAny([]byte(tok), " \t\r\n"):
 		return "", fmt.Errorf("control-plane token file %s: holds more than one word; want the token alone", path)
+	case tok == DevelopmentToken:
+		return "", fmt.Errorf("control-plane token file %s: line %d: the public development token is refused; want the service's random token of at least %d bytes (openssl rand -hex 32)", path, line, MinTokenBytes)
+	case len(tok) < MinTokenBytes:
+		return "", fmt.Errorf("control-plane token file %s: line %d: the token is shorter than %d bytes (%d bytes); want the service's random token (openssl rand -hex 32)", path, line, MinTokenBytes, len(tok))
 	}
 	return tok, nil
 }

@@ -132,6 +132,52 @@ func TestConfig_R_H9_TokenFileRotatesWithoutRestart(t *testing.T) {
 	require.ErrorContains(t, err, "reading the control-plane token")
 }
 
+// TestConfig_R_H9_TokenFileRefusesTheDevelopmentTokenAndShortTokens: a
+// lease token file holding the public development token or a token under
+// 32 bytes is refused by Validate and by the credential itself, with the
+// file and the token's line named and the token never; a rotation to such
+// a file keeps the last good token.
+func TestConfig_R_H9_TokenFileRefusesTheDevelopmentTokenAndShortTokens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	short := "short-token-0123456789abcdef012" // 31 bytes
+	require.Len(t, short, MinTokenBytes-1)
+	good := short + "3"
+	for _, tc := range []struct{ name, content, want string }{
+		{"DevelopmentToken", DevelopmentToken + "\n", "line 1: the public development token is refused"},
+		{"ShortToken", "\n\n  " + short + "\n", "line 3: the token is shorter than 32 bytes (31 bytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := write(tc.name, tc.content)
+			var c Config
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			c.RegisterFlags("lease.", fs)
+			c.TokenFile = path
+			err := c.Validate("lease.")
+			require.ErrorContains(t, err, "lease.token-file: control-plane token file "+path+": "+tc.want)
+			require.NotContains(t, err.Error(), short)
+			_, err = NewFileToken(path, false).Token()
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	path := write("rotating", good+"\n")
+	ft := NewFileToken(path, false)
+	tok, err := ft.Token()
+	require.NoError(t, err)
+	require.Equal(t, good, tok)
+	require.NoError(t, os.WriteFile(path, []byte(DevelopmentToken+"\n"), 0o600))
+	tok, err = ft.Token()
+	require.NoError(t, err)
+	require.Equal(t, good, tok, "a refused rotation keeps the last good token")
+}
+
 // TestConfig_R_H9_TLSAndMutualTLS: with the CA the client verifies the
 // control plane's certificate; with a client certificate it passes mutual
 // TLS; without one, or trusting another CA, the connection fails.

@@ -70,7 +70,7 @@ func printTargets(w io.Writer) {
 }
 
 func (c *Config) registerFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Mode, "mode", ModeProduction, "production refuses an unauthenticated control plane, the development token, tokens shorter than 32 bytes and SASL PLAIN without TLS; development (the local stack only) allows them")
+	fs.StringVar(&c.Mode, "mode", ModeProduction, "production refuses an unauthenticated control plane, the all-roles control.auth-token and lease.auth-token (services and operators get separate credentials: control.token-file on the control plane, lease.token-file on every lease-holding service) and SASL PLAIN without TLS; development (the local stack only) allows them. Token files refuse the development token and tokens shorter than 32 bytes in either mode")
 	fs.StringVar(&c.Target, "target", "all", "comma list of targets to run: "+strings.Join(allTargets, ",")+" or all")
 	fs.StringVar(&c.HTTPAddr, "http.addr", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the services' routes")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")

@@ -17,19 +17,24 @@ const (
 	ModeDevelopment = "development"
 )
 
-// developmentToken is the control-plane token of the development
-// configuration: public, so never a credential.
-const developmentToken = "dev-token"
-
-// minTokenBytes is the shortest control-plane token production accepts:
-// 32 bytes of a random hex or base64 string are far beyond guessing.
-const minTokenBytes = 32
-
 // validateMode refuses, outside development mode, what is only safe on a
-// developer's machine (R-H9, R-H8): an unauthenticated control plane, the
-// development token or a short token given as control.auth-token or as the
-// lease client's lease.auth-token, and SASL PLAIN without TLS (the password
-// would cross the network as it is). Tokens are never printed.
+// developer's machine (R-H9, R-H8):
+//
+//   - an unauthenticated control plane (control.insecure-no-auth);
+//   - control.auth-token, the single token with every role: whoever holds
+//     it is every service and every operator at once, so production gives
+//     services and operators separate credentials (R-H9) and the control
+//     plane needs control.token-file, one principal:role:token a line;
+//   - a lease-holding service without lease.token-file, its own service
+//     credential (re-read when it rotates), or with lease.auth-token, a
+//     token given as a value;
+//   - SASL PLAIN without TLS (the password would cross the network as it
+//     is).
+//
+// The token files themselves refuse the development token and tokens
+// shorter than 32 bytes in every mode, when they are parsed (the control
+// plane's by control.Validate, the lease client's by lease.Validate).
+// Tokens are never printed.
 func (c *Config) validateMode(need map[string]bool, targets []string) error {
 	switch c.Mode {
 	case ModeDevelopment:
@@ -43,39 +48,27 @@ func (c *Config) validateMode(need map[string]bool, targets []string) error {
 	for _, t := range targets {
 		control = control || t == "control"
 	}
+	if c.Control.AuthToken != "" {
+		errs = append(errs, errors.New("control.auth-token: refused outside development mode (mode: development): it is one token with every role, so services and operators would share a credential; give each its own line in control.token-file and each service its token in lease.token-file (docs/security.md)"))
+	}
 	if control {
 		if c.Control.InsecureNoAuth {
 			errs = append(errs, errors.New("control.insecure-no-auth: refused outside development mode (mode: development): production never runs an unauthenticated control plane"))
 		}
-		errs = append(errs, checkToken("control.auth-token", c.Control.AuthToken.Reveal()))
+		if c.Control.TokenFile == "" {
+			errs = append(errs, errors.New("control.token-file: required outside development mode: the control plane's credentials, one principal:role:token a line (role service for each service, read or operate for each operator; docs/security.md)"))
+		}
 	}
 	if need["lease"] {
-		// The lease client falls back to the control plane's token (the
-		// all-in-one process calls its own control plane). A client with
-		// no token at all is refused by the control plane itself.
-		switch {
-		case c.Lease.AuthToken != "":
-			errs = append(errs, checkToken("lease.auth-token", c.Lease.AuthToken.Reveal()))
-		case c.Control.AuthToken != "" && !control:
-			errs = append(errs, checkToken("control.auth-token (the lease client's token)", c.Control.AuthToken.Reveal()))
+		if c.Lease.TokenFile == "" {
+			errs = append(errs, errors.New("lease.token-file: required outside development mode: the file holding this service's own token, the token of a principal:service:token line of the control plane's control.token-file"))
+		}
+		if c.Lease.AuthToken != "" {
+			errs = append(errs, errors.New("lease.auth-token: refused outside development mode: put this service's token in lease.token-file, which is re-read when the token rotates"))
 		}
 	}
 	if need["kafka"] && strings.EqualFold(c.Kafka.SASL.Mechanism, kafka.MechanismPlain) && !c.Kafka.TLS.On() {
 		errs = append(errs, errors.New("kafka.sasl.mechanism PLAIN: refused without kafka.tls outside development mode: PLAIN sends the password as it is; enable kafka.tls or use SCRAM-SHA-512"))
 	}
 	return errors.Join(errs...)
-}
-
-// checkToken refuses the development token and tokens shorter than
-// minTokenBytes. An empty token is control.Validate's to report.
-func checkToken(key, tok string) error {
-	switch {
-	case tok == "":
-		return nil
-	case tok == developmentToken:
-		return fmt.Errorf("%s: the development token is refused outside development mode; set a random token of at least %d bytes (e.g. openssl rand -hex 32) from a mounted secret", key, minTokenBytes)
-	case len(tok) < minTokenBytes:
-		return fmt.Errorf("%s: %d bytes is too short outside development mode; want at least %d bytes of a random token (e.g. openssl rand -hex 32)", key, len(tok), minTokenBytes)
-	}
-	return nil
 }

@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// goodToken is 32 bytes, the shortest token production accepts.
-const goodToken = "0123456789abcdef0123456789abcdef"
+// goodToken is 32 bytes, the shortest token production accepts;
+// operatorToken another, for an operator's line.
+const (
+	goodToken     = "0123456789abcdef0123456789abcdef"
+	operatorToken = "fedcba9876543210fedcba9876543210"
+)
 
 func validate(t *testing.T, args ...string) error {
 	t.Helper()
@@ -20,48 +24,120 @@ func validate(t *testing.T, args ...string) error {
 	return cfg.Validate()
 }
 
-// TestValidate_R_H9_ProductionRefusesShortTokens: outside development mode
-// a control-plane or lease token shorter than 32 bytes refuses to start;
-// 32 bytes start. The token itself is never part of the message.
+// writeFile writes content to a new file of the test and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+// credentials are the flags of a production process with separate
+// credentials: the control plane's token file (a service line and an
+// operator line) and the service's own token file.
+func credentials(t *testing.T) []string {
+	t.Helper()
+	return []string{
+		"-control.token-file=" + writeFile(t, "processor:service:"+goodToken+"\nalice:operate:"+operatorToken+"\n"),
+		"-lease.token-file=" + writeFile(t, goodToken+"\n"),
+	}
+}
+
+// TestValidate_R_H9_ProductionRequiresSeparateCredentials: outside
+// development mode services and operators hold different credentials: the
+// control plane needs control.token-file (principal:role:token lines) and
+// every lease-holding service lease.token-file (its own token); with both
+// every target starts, and targets without a control plane or a lease need
+// neither.
+func TestValidate_R_H9_ProductionRequiresSeparateCredentials(t *testing.T) {
+	t.Parallel()
+	creds := credentials(t)
+	for _, target := range []string{"control", "processor", "dispatcher", "ingest", "all", "control,processor"} {
+		require.NoError(t, validate(t, append([]string{"-target=" + target}, creds...)...), target)
+	}
+	for _, target := range []string{"projector", "migrate"} {
+		require.NoError(t, validate(t, "-target="+target), target)
+	}
+
+	leaseOnly := creds[1]
+	err := validate(t, "-target=control")
+	require.ErrorContains(t, err, "control.token-file: required outside development mode")
+	require.NotContains(t, err.Error(), "lease.token-file", "the control plane holds no lease")
+	err = validate(t, "-target=all", leaseOnly)
+	require.ErrorContains(t, err, "control.token-file: required outside development mode")
+
+	controlOnly := creds[0]
+	for _, target := range []string{"processor", "dispatcher", "ingest", "all"} {
+		err := validate(t, "-target="+target, controlOnly)
+		require.ErrorContains(t, err, "lease.token-file: required outside development mode", target)
+	}
+	require.NoError(t, validate(t, "-mode=development", "-target=processor"))
+	require.NoError(t, validate(t, "-mode=development", "-target=control", "-control.insecure-no-auth=true"))
+}
+
+// TestValidate_R_H9_ProductionRefusesTheAllRolesToken: control.auth-token,
+// one token with every role, would let services and operators share a
+// credential, so production refuses it on every target, however long and
+// random; lease.auth-token (a token as a value, beside or instead of the
+// file) is refused too. Development mode accepts both. The token is never
+// part of the message.
+func TestValidate_R_H9_ProductionRefusesTheAllRolesToken(t *testing.T) {
+	t.Parallel()
+	creds := credentials(t)
+	for _, target := range []string{"control", "all", "processor", "projector"} {
+		args := append([]string{"-target=" + target, "-control.auth-token=" + goodToken}, creds...)
+		err := validate(t, args...)
+		require.ErrorContains(t, err, "control.auth-token: refused outside development mode", target)
+		require.NotContains(t, err.Error(), goodToken)
+		require.NoError(t, validate(t, append(args, "-mode=development")...), target)
+	}
+	args := append([]string{"-target=processor", "-lease.auth-token=" + goodToken}, creds...)
+	err := validate(t, args...)
+	require.ErrorContains(t, err, "lease.auth-token: refused outside development mode: put this service's token in lease.token-file")
+	require.NotContains(t, err.Error(), goodToken)
+	require.NoError(t, validate(t, append(args, "-mode=development")...))
+}
+
+// TestValidate_R_H9_ProductionRefusesShortTokens: a token of either token
+// file shorter than 32 bytes refuses to start, naming the file's line and
+// never the token; 32 bytes start.
 func TestValidate_R_H9_ProductionRefusesShortTokens(t *testing.T) {
 	t.Parallel()
 	short := goodToken[:31]
-	err := validate(t, "-target=control", "-control.auth-token="+short)
-	require.ErrorContains(t, err, "control.auth-token: 31 bytes is too short outside development mode; want at least 32 bytes")
+	creds := credentials(t)
+
+	control := writeFile(t, "# services\nprocessor:service:"+goodToken+"\nalice:operate:"+short+"\n")
+	err := validate(t, "-target=control", "-control.token-file="+control)
+	require.ErrorContains(t, err, "control.token-file: token file "+control+": line 3: the token of alice is shorter than 32 bytes (31 bytes)")
 	require.NotContains(t, err.Error(), short)
 
-	err = validate(t, "-target=control", "-control.auth-token=x")
-	require.ErrorContains(t, err, "control.auth-token: 1 bytes is too short")
-
-	err = validate(t, "-target=processor", "-lease.auth-token="+short)
-	require.ErrorContains(t, err, "lease.auth-token: 31 bytes is too short")
+	lease := writeFile(t, short+"\n")
+	err = validate(t, "-target=processor", "-lease.token-file="+lease)
+	require.ErrorContains(t, err, "lease.token-file: control-plane token file "+lease+": line 1: the token is shorter than 32 bytes (31 bytes)")
 	require.NotContains(t, err.Error(), short)
 
-	// A distributed processor without its own lease token uses the
-	// control plane's, which is checked as well.
-	err = validate(t, "-target=dispatcher", "-control.auth-token="+short)
-	require.ErrorContains(t, err, "control.auth-token (the lease client's token): 31 bytes is too short")
-
-	require.NoError(t, validate(t, "-target=control", "-control.auth-token="+goodToken))
-	require.NoError(t, validate(t, "-target=processor", "-lease.auth-token="+goodToken))
-	require.NoError(t, validate(t, "-target=ingest", "-control.auth-token="+goodToken))
-	require.NoError(t, validate(t, "-target=all", "-control.auth-token="+goodToken))
+	require.NoError(t, validate(t, append([]string{"-target=all"}, creds...)...))
 }
 
 // TestValidate_R_H9_ProductionRefusesTheDevelopmentToken: the public
-// development token is refused outside development mode, on the control
-// plane and on the lease client, and is accepted in development mode.
+// development token is refused in a token file, the control plane's and
+// the lease client's, with its line named, in every mode; as
+// control.auth-token it is refused outside development mode and accepted
+// in it (make run).
 func TestValidate_R_H9_ProductionRefusesTheDevelopmentToken(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
-		{"-target=control", "-control.auth-token=dev-token"},
-		{"-target=all", "-control.auth-token=dev-token"},
-		{"-target=processor", "-lease.auth-token=dev-token"},
-	} {
-		err := validate(t, args...)
-		require.ErrorContains(t, err, "auth-token: the development token is refused outside development mode", args)
-		require.NoError(t, validate(t, append(args, "-mode=development")...), args)
+	control := writeFile(t, "processor:service:"+goodToken+"\n\nops:operate:dev-token\n")
+	lease := writeFile(t, "dev-token\n")
+	for _, mode := range []string{ModeProduction, ModeDevelopment} {
+		err := validate(t, "-mode="+mode, "-target=control", "-control.token-file="+control)
+		require.ErrorContains(t, err, "line 3: the token of ops is the public development token", mode)
+		err = validate(t, "-mode="+mode, "-target=ingest", "-lease.token-file="+lease)
+		require.ErrorContains(t, err, "line 1: the public development token is refused", mode)
 	}
+
+	err := validate(t, append([]string{"-target=all", "-control.auth-token=dev-token"}, credentials(t)...)...)
+	require.ErrorContains(t, err, "control.auth-token: refused outside development mode")
+	require.NoError(t, validate(t, "-mode=development", "-target=all", "-control.auth-token=dev-token"))
 }
 
 // TestValidate_R_H9_ProductionRefusesAnUnauthenticatedControlPlane:
@@ -73,8 +149,8 @@ func TestValidate_R_H9_ProductionRefusesAnUnauthenticatedControlPlane(t *testing
 	require.ErrorContains(t, err, "invalid configuration")
 	require.ErrorContains(t, err, "control.insecure-no-auth: refused outside development mode")
 
-	// Even with a good token, the switch itself is refused.
-	err = validate(t, "-target=all", "-control.auth-token="+goodToken, "-control.insecure-no-auth=true")
+	// Even with proper credentials, the switch itself is refused.
+	err = validate(t, append([]string{"-target=all", "-control.insecure-no-auth=true"}, credentials(t)...)...)
 	require.ErrorContains(t, err, "control.insecure-no-auth: refused outside development mode")
 
 	require.NoError(t, validate(t, "-mode=development", "-target=control", "-control.insecure-no-auth=true"))
@@ -105,12 +181,14 @@ func TestValidate_R_H9_ModeIsProductionUnlessDevelopmentIsSaid(t *testing.T) {
 	cfg, _, err := loadConfig(nil)
 	require.NoError(t, err)
 	require.Equal(t, ModeProduction, cfg.Mode)
-	require.ErrorContains(t, validate(t, "-mode=dev", "-target=control", "-control.auth-token="+goodToken), `mode "dev": want production or development`)
+	require.ErrorContains(t, validate(t, "-mode=dev", "-target=control"), `mode "dev": want production or development`)
 
 	_, file, _, _ := runtime.Caller(0)
 	local := filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "local.yaml")
 	require.NoError(t, validate(t, "-config.file="+local))
 	err = validate(t, "-config.file="+local, "-mode=production")
-	require.ErrorContains(t, err, "control.auth-token: the development token is refused")
+	require.ErrorContains(t, err, "control.auth-token: refused outside development mode")
+	require.ErrorContains(t, err, "control.token-file: required outside development mode")
+	require.ErrorContains(t, err, "lease.token-file: required outside development mode")
 	require.False(t, strings.Contains(err.Error(), "dev-token"), "the token is never printed")
 }

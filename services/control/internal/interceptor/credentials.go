@@ -17,8 +17,14 @@ import (
 )
 
 // MinTokenLength is the shortest token a token file may hold: 32
-// characters, e.g. 24 random bytes in base64 (`openssl rand -base64 24`).
+// bytes, e.g. 24 random bytes in base64 (`openssl rand -base64 24`) or 16
+// in hex.
 const MinTokenLength = 32
+
+// DevelopmentToken is the token of the development configuration
+// (deploy/local.yaml's control.auth-token). It is public, so a token file
+// never accepts it as a credential, whatever the mode.
+const DevelopmentToken = "dev-token"
 
 // credential is one accepted token: its SHA-256 digest, never the token,
 // and what it proves.
@@ -132,7 +138,8 @@ func (c *Credentials) Lookup(token string) (principal string, roles caller.Roles
 }
 
 // ParseTokenFile parses a token file: one credential a line,
-// "principal:role:token", with role service, read or operate; blank lines
+// "principal:role:token", with role service, read or operate, and a token
+// of at least MinTokenLength bytes that is not DevelopmentToken; blank lines
 // and lines starting with # are ignored, spaces around the fields too. A
 // principal may have several lines (rotation: the old and the new token
 // are both valid until the old line is removed). Errors name the line,
@@ -163,8 +170,10 @@ func ParseTokenFile(data []byte) ([]credential, error) {
 			errs = append(errs, fmt.Errorf("line %d: role %q: want service, read or operate", n, role))
 		}
 		switch {
+		case token == DevelopmentToken:
+			errs = append(errs, fmt.Errorf("line %d: the token of %s is the public development token; set a random token of at least %d bytes (openssl rand -hex 32)", n, principal, MinTokenLength))
 		case len(token) < MinTokenLength:
-			errs = append(errs, fmt.Errorf("line %d: the token of %s is shorter than %d characters", n, principal, MinTokenLength))
+			errs = append(errs, fmt.Errorf("line %d: the token of %s is shorter than %d bytes (%d bytes); set a random token (openssl rand -hex 32)", n, principal, MinTokenLength, len(token)))
 		case strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 			errs = append(errs, fmt.Errorf("line %d: the token of %s contains spaces or control characters", n, principal))
 		}

@@ -41,6 +41,32 @@ func TestParseTokenFile_R_H9(t *testing.T) {
 	}
 }
 
+// TestParseTokenFile_R_H9_RefusesTheDevelopmentTokenAndShortTokens: a
+// token file never accepts the public development token nor a token under
+// 32 bytes; 32 bytes are accepted. Every refusal names its line number and
+// principal, never the token, and a file with a bad line yields no
+// credential at all (NewCredentials refuses it, so does a reload).
+func TestParseTokenFile_R_H9_RefusesTheDevelopmentTokenAndShortTokens(t *testing.T) {
+	t.Parallel()
+	short := strings.Repeat("q", MinTokenLength-1)
+	exact := strings.Repeat("e", MinTokenLength)
+	creds, err := ParseTokenFile([]byte("edge:read:" + exact + "\n"))
+	require.NoError(t, err)
+	require.Len(t, creds, 1)
+
+	content := "# services\nprocessor:service:" + svcToken + "\n\nlegacy:operate:" + DevelopmentToken + "\nviewer:read:" + short + "\n"
+	_, err = ParseTokenFile([]byte(content))
+	require.ErrorContains(t, err, "line 4: the token of legacy is the public development token")
+	require.ErrorContains(t, err, "line 5: the token of viewer is shorter than 32 bytes (31 bytes)")
+	require.NotContains(t, err.Error(), short)
+	require.NotContains(t, err.Error(), svcToken)
+	require.NotContains(t, err.Error(), DevelopmentToken, "the development token itself is not repeated either")
+
+	_, err = NewCredentials(writeTokens(t, content), "")
+	require.ErrorContains(t, err, "line 4: the token of legacy is the public development token")
+	require.NotContains(t, err.Error(), short)
+}
+
 // TestCredentials_R_H9_ReloadRotatesWithoutRestart: a new token is
 // accepted after a reload next to the old one; removing the old line ends
 // it; a broken file keeps the previous credentials in force.
