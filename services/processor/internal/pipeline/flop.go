@@ -78,8 +78,8 @@ func (e *Engine) fdel(ctx context.Context, w *writer, msg *sis.Message) (outcome
 	var missing []string
 	deleted := 0
 	for _, rec := range msg.Root.ChildrenNamed("FLOP") {
-		if f := rec.Child("FDEL"); f != nil && (f.Value() != "" || len(f.Children) > 0 || len(f.Attrs) > 0) {
-			return outcome{}, &flight.RejectError{Reason: "FDEL element must be empty"}
+		if err := flight.CheckFDEL(rec); err != nil {
+			return outcome{}, err
 		}
 		flid, err := flopFLID(rec)
 		if err != nil {
