@@ -202,8 +202,10 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 	s.start("processor")
 	s.start("projector")
 	dispatcher := s.start("dispatcher", "-mysql.dsn="+disp.dsn)
-	compatAddr := freeAddr(t) // the compat entry has its own listener (R-H10)
-	ingest := s.start("ingest", "-mysql.dsn="+ing.dsn, "-ingest.compat.addr="+compatAddr)
+	// The compat entry has its own listener (R-H10), on a port of its own
+	// choosing.
+	ingest := s.start("ingest", "-mysql.dsn="+ing.dsn, "-ingest.compat.addr=127.0.0.1:0")
+	compatAddr := ingest.addr(t, "compat entry listening")
 	for name, p := range map[string]*proc{"ingest": ingest, "dispatcher": dispatcher} {
 		waitFor(t, 60*time.Second, name+" ready with its least-privilege account", func() (bool, error) {
 			code, body, err := readyz(p)
@@ -333,4 +335,28 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 		"COUTMSGS_GROUP_ID", "COUTMSGS_ACK_DATE_RECV")...)
 	sort.Strings(wantDispatcher)
 	require.Equal(t, wantDispatcher, accountPrivileges(t, s, disp.user), "dispatcher's privileges")
+}
+
+// TestGrants_R_H11_SecurityDocShowsTheMySQLGrants: the SQL that
+// docs/security.md shows the DBA is the SQL of deploy/grants/mysql.sql, the
+// file the test above applies.
+func TestGrants_R_H11_SecurityDocShowsTheMySQLGrants(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "security.md"))
+	require.NoError(t, err)
+	const heading = "### Least-privilege database accounts (R-H11)"
+	text := string(doc)
+	at := strings.Index(text, heading)
+	require.GreaterOrEqual(t, at, 0, "security.md has the section %q", heading)
+	block := regexp.MustCompile("(?s)```sql\n(.*?)```").FindStringSubmatch(text[at:])
+	require.NotNil(t, block, "the section shows the MySQL grants in an sql block")
+	normalise := func(stmts []string) []string {
+		for i, s := range stmts {
+			stmts[i] = strings.Join(strings.Fields(s), " ")
+		}
+		return stmts
+	}
+	want := normalise(sqlStatements(grantsFile(t, "mysql.sql")))
+	require.NotEmpty(t, want)
+	require.Equal(t, want, normalise(sqlStatements(block[1])))
 }

@@ -30,16 +30,6 @@ func pgRoles(t *testing.T, s *stack) map[string]string {
 	suffix := randomHex(t, 4)
 	names := map[string]string{}
 	urls := map[string]string{}
-	for target, short := range map[string]string{"processor": "pc", "dispatcher": "ds", "projector": "pj", "control": "ct"} {
-		role := "msgx_g" + short + "_" + suffix
-		_, err := s.pg.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
-		require.NoError(t, err)
-		names["msgx_"+target] = role
-		u, err := url.Parse(s.pgURL)
-		require.NoError(t, err)
-		u.User = url.User(role)
-		urls[target] = u.String()
-	}
 	t.Cleanup(func() {
 		s.stopAll() // no session of a role may outlive it
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -55,6 +45,16 @@ func pgRoles(t *testing.T, s *stack) map[string]string {
 			}
 		}
 	})
+	for target, short := range map[string]string{"processor": "pc", "dispatcher": "ds", "projector": "pj", "control": "ct"} {
+		role := "msgx_g" + short + "_" + suffix
+		_, err := s.pg.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
+		require.NoError(t, err)
+		names["msgx_"+target] = role
+		u, err := url.Parse(s.pgURL)
+		require.NoError(t, err)
+		u.User = url.User(role)
+		urls[target] = u.String()
+	}
 	script := substitute(t, grantsFile(t, "postgres.sql"), names)
 	// The simple protocol runs the whole file, its own BEGIN … COMMIT
 	// included, as psql -f would.
