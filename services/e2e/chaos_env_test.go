@@ -78,7 +78,7 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 	buildDevstack(t)
 	e.broker = private.NewBroker(t, devstackBin)
 
-	s := &stack{t: t, procs: map[string]*proc{}, controlAddr: freeAddr(t)}
+	s := newStackOn(t)
 	s.pgURL = e.pgSrv.CreateDatabase("msgx")
 	s.dsn = e.mariaSrv.CreateDatabase("msgx_mailbox")
 	s.redisURL = e.redisSrv.URL()
@@ -295,12 +295,10 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 // returns it; without a holder it returns the role's first instance.
 func (e *chaosEnv) activeInstance(role, lease string) string {
 	var holder string
-	deadline := time.Now().Add(30 * time.Second)
-	for holder == "" && time.Now().Before(deadline) {
-		if holder = e.holderOf(role, lease); holder == "" {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	e.poll(30*time.Second, func() bool {
+		holder = e.holderOf(role, lease)
+		return holder != ""
+	})
 	if holder == "" {
 		return instancesOf(role)[0]
 	}
@@ -329,22 +327,15 @@ func (e *chaosEnv) pause(role string, problem func(string, ...any)) string {
 		return victim
 	}
 	stoppedAt := time.Now()
-	took := false
-	deadline := stoppedAt.Add(leaseTTL + leaseRetry + 20*time.Second)
-	for time.Now().Before(deadline) {
-		all := true
+	took := e.poll(leaseTTL+leaseRetry+20*time.Second, func() bool {
 		for _, l := range leases {
 			if e.holderOf(role, l) != standby {
-				all = false
+				return false
 			}
 		}
-		if all {
-			took = true
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !took {
+		return true
+	})
+	if !took && !e.isBroken() {
 		problem("standby %s did not take every lease of %s within %s of SIGSTOP", standby, victim, time.Since(stoppedAt).Round(time.Second))
 	}
 	// Let the new active instance work while the zombie is frozen: wait
@@ -358,14 +349,11 @@ func (e *chaosEnv) pause(role string, problem func(string, ...any)) string {
 		return n
 	}
 	before := marked()
-	progress := time.Now().Add(15 * time.Second)
-	for time.Now().Before(progress) {
+	e.poll(15*time.Second, func() bool {
 		u, err := e.unmarked()
-		if m := marked(); (m >= 0 && m >= before+3) || (err == nil && u == 0) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		m := marked()
+		return (m >= 0 && m >= before+3) || (err == nil && u == 0)
+	})
 	if err := syscall.Kill(e.pid(victim), syscall.SIGCONT); err != nil {
 		problem("SIGCONT %s: %v", victim, err)
 	}
@@ -401,14 +389,16 @@ func (e *chaosEnv) serverFault(kind string, problem func(string, ...any)) {
 		}
 	}
 	notReady := map[string]bool{}
-	deadline := time.Now().Add(15 * time.Second)
-	for len(notReady) < len(watch) && time.Now().Before(deadline) {
+	e.poll(15*time.Second, func() bool {
 		for _, n := range watch {
 			if ok, _ := e.ready(n); !ok {
 				notReady[n] = true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return len(notReady) == len(watch)
+	})
+	if e.isBroken() {
+		return
 	}
 	var still []string
 	for _, n := range watch {
@@ -438,7 +428,7 @@ func (e *chaosEnv) serverFault(kind string, problem func(string, ...any)) {
 // waitProjectionCaughtUp waits until Redis holds, for every flight, at
 // least the version PostgreSQL has now.
 func (e *chaosEnv) waitProjectionCaughtUp(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := e.untilBroken(context.Background(), timeout)
 	defer cancel()
 	want := map[string]int64{}
 	var last error
@@ -487,41 +477,17 @@ func (e *chaosEnv) waitProjectionCaughtUp(timeout time.Duration) error {
 // readyAll waits until every instance reports ready again, and reports
 // those that do not within timeout.
 func (e *chaosEnv) readyAll(timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
-	for {
-		var not []string
+	var not []string
+	e.poll(timeout, func() bool {
+		not = not[:0]
 		for _, in := range chaosInstances {
 			if ok, why := e.ready(in.name); !ok {
 				not = append(not, in.name+" ("+why+")")
 			}
 		}
-		if len(not) == 0 || time.Now().After(deadline) {
-			return not
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// restartExited restarts every instance that exited on its own and reports
-// it; such an exit is a finding (services must ride out their
-// dependencies' outages).
-func (e *chaosEnv) restartExited() []string {
-	var out []string
-	for _, in := range chaosInstances {
-		e.mu.Lock()
-		p := e.procs[in.name]
-		e.mu.Unlock()
-		if p == nil {
-			continue
-		}
-		select {
-		case <-p.done:
-			out = append(out, fmt.Sprintf("%s exited on its own (%s)", in.name, p.cmd.ProcessState))
-			e.startInstance(in.name)
-		default:
-		}
-	}
-	return out
+		return len(not) == 0
+	})
+	return not
 }
 
 // serverLogs names the servers' logs, kept with the services' logs when a
@@ -562,6 +528,29 @@ func keepChaosLogs(t *testing.T, s *stack, extra map[string]string) {
 		}
 	}
 	t.Logf("chaos: logs kept in %s", dir)
+}
+
+// poll calls cond every 50 ms until it holds, timeout passes or a process
+// of the stack exited without being stopped (the test has failed then, and
+// waiting on would only delay the report); it reports whether cond held.
+func (s *stack) poll(timeout time.Duration, cond func() bool) bool {
+	ctx, cancel := s.untilBroken(context.Background(), timeout)
+	defer cancel()
+	return waitCtx(ctx, cond)
+}
+
+// untilBroken returns a context that ends after timeout, or as soon as a
+// process of the stack exits without being stopped.
+func (s *stack) untilBroken(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	go func() {
+		select {
+		case <-s.broken:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // waitCtx polls cond every 50 ms until it holds or ctx ends.

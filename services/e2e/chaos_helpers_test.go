@@ -27,6 +27,7 @@ import (
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/internal/contract"
+	"msgexchange/services/internal/flightstate"
 )
 
 // chaosParams are the knobs of one chaos run, read from the environment so
@@ -42,6 +43,21 @@ type chaosParams struct {
 const (
 	chaosDefaultMessages = 480
 	chaosDefaultFaults   = 12
+)
+
+// Deadlines of a chaos run. A passing bounded run streams in well under a
+// minute on an idle machine and in about two on a loaded 2-core one; a
+// failing run must say so within about two minutes, not wait out
+// generous budgets. A run whose pipeline makes no progress for chaosStall
+// is given up (the slowest recovery of a fault, a MariaDB crash recovery
+// or a lease takeover followed by delivery backoffs, takes seconds), and
+// one whose service exits without being stopped is given up at once. The
+// budgets below bound a run that keeps moving but too slowly; each grows
+// with the stream (per message) for the longer runs of `make chaos`.
+const (
+	chaosStall        = 60 * time.Second
+	chaosStreamBudget = 90 * time.Second // + 100 ms per message (50 ms without faults)
+	chaosSettleBudget = 60 * time.Second // + 20 ms per message (10 ms without faults)
 )
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
@@ -287,6 +303,7 @@ type chaosWatcher struct {
 	mu          sync.Mutex
 	seen        map[int64]bool
 	problem     []string
+	once        sync.Once
 	stop, done  chan struct{}
 }
 
@@ -357,7 +374,7 @@ func (w *chaosWatcher) check(ctx context.Context, id int64) bool {
 	if paused {
 		return true
 	}
-	rows, err := w.s.pg.Query(ctx, `SELECT pkey, (headers->>'msgx-version')::bigint FROM outbox WHERE msg_id=$1 AND target='flight-state'`, id)
+	rows, err := w.s.pg.Query(ctx, `SELECT pkey, (headers->>$2)::bigint FROM outbox WHERE msg_id=$1 AND target='flight-state'`, id, flightstate.HeaderVersion)
 	if err != nil {
 		return false
 	}
@@ -400,8 +417,10 @@ func (w *chaosWatcher) fail(format string, args ...any) {
 	w.mu.Unlock()
 }
 
+// finish stops the watcher (once; a second call only reads) and returns
+// what it found.
 func (w *chaosWatcher) finish() []string {
-	close(w.stop)
+	w.once.Do(func() { close(w.stop) })
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -413,17 +432,16 @@ func (w *chaosWatcher) finish() []string {
 
 // chaosSettle waits until every mailbox row is marked, every message is
 // terminal and backfilled, no outbox row is pending and Redis holds exactly
-// PostgreSQL's active flights, or until timeout. restart is called on each
-// round (it restarts services that exited on its own). It returns whether
-// the stack settled and what was still open.
-func chaosSettle(s *stack, timeout time.Duration, restart func()) (bool, string) {
+// PostgreSQL's active flights. It gives up after timeout, when what is
+// still open has not changed for chaosStall, or when a process of the
+// stack exited without being stopped. It returns whether the stack
+// settled and what was still open.
+func chaosSettle(s *stack, timeout time.Duration) (bool, string) {
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
 	var state string
+	stall := newStallGuard()
 	for {
-		if restart != nil {
-			restart()
-		}
 		unmarked, err := s.unmarked()
 		var open, unbackfilled, pending int
 		if err == nil {
@@ -442,18 +460,75 @@ func chaosSettle(s *stack, timeout time.Duration, restart func()) (bool, string)
 				projection = errors.New("differs")
 			}
 		}
-		state = fmt.Sprintf("%d unmarked, %d unfinished, %d not backfilled, %d outbox rows pending, projection: %v", unmarked, open, unbackfilled, pending, projection)
+		counts := fmt.Sprintf("%d unmarked, %d unfinished, %d not backfilled, %d outbox rows pending", unmarked, open, unbackfilled, pending)
+		state = counts + fmt.Sprintf(", projection: %v", projection)
 		if err != nil {
 			state += fmt.Sprintf(" (last error: %v)", err)
 		}
 		if err == nil && unmarked == 0 && open == 0 && unbackfilled == 0 && pending == 0 && projection == nil {
 			return true, state
 		}
+		if s.isBroken() {
+			return false, state + "; a process exited without being stopped"
+		}
+		if stall.stalled(counts) {
+			return false, state + fmt.Sprintf("; unchanged for %s", chaosStall)
+		}
 		if time.Now().After(deadline) {
-			return false, state
+			return false, state + fmt.Sprintf("; not settled after %s", timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// stallGuard tells when an observed value has not changed for chaosStall.
+type stallGuard struct {
+	last  string
+	since time.Time
+}
+
+func newStallGuard() *stallGuard { return &stallGuard{since: time.Now()} }
+
+// stalled records the current value and reports whether it has been the
+// same for chaosStall.
+func (g *stallGuard) stalled(v string) bool {
+	if v != g.last {
+		g.last, g.since = v, time.Now()
+		return false
+	}
+	return time.Since(g.since) >= chaosStall
+}
+
+// waitMarked waits until at least n of the rows the feeder inserted are
+// marked. It gives up when ctx ends (a process exited, or the stream's
+// budget is spent) or when the number of marked rows has not grown for
+// chaosStall.
+func (e *chaosEnv) waitMarked(ctx context.Context, f *chaosFeeder, n int) error {
+	stall := newStallGuard()
+	var marked int
+	var last error
+	ok := waitCtx(ctx, func() bool {
+		u, err := e.unmarked()
+		if err != nil {
+			last = err
+		} else {
+			marked = len(f.inserted()) - u
+		}
+		if stall.stalled(strconv.Itoa(marked)) {
+			last = fmt.Errorf("no row marked for %s (last error: %v)", chaosStall, last)
+			return true
+		}
+		return err == nil && marked >= n
+	})
+	switch {
+	case !ok && e.isBroken():
+		return fmt.Errorf("%d marked: a process exited without being stopped", marked)
+	case !ok:
+		return fmt.Errorf("%d marked: %w (last error: %v)", marked, ctx.Err(), last)
+	case marked < n:
+		return fmt.Errorf("%d marked: %w", marked, last)
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------------------
@@ -581,8 +656,12 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 	o.Flights = s.pgFlights()
 
 	orow, err := s.pg.Query(ctx, `SELECT target, pkey,
-		coalesce(CASE WHEN target='msg' THEN convert_from(payload, 'UTF8')::jsonb->>'state_version' ELSE headers->>'msgx-version' END, ''),
-		msg_id, state, coalesce(last_error, '') FROM outbox WHERE msg_id IS NOT NULL`)
+		coalesce(CASE target
+			WHEN 'msg' THEN convert_from(payload, 'UTF8')::jsonb->>'state_version'
+			WHEN 'schd' THEN headers->>$1
+			ELSE headers->>$2 END, ''),
+		msg_id, state, coalesce(last_error, '') FROM outbox WHERE msg_id IS NOT NULL`,
+		contract.HeaderStateVersion, flightstate.HeaderVersion)
 	if err != nil {
 		return nil, fmt.Errorf("reading outbox: %w", err)
 	}

@@ -82,7 +82,10 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 		t.Fatalf("instances not ready: %s", strings.Join(not, ", "))
 	}
 	watcher := watchChaosMarkers(e.stack, func() (int64, bool) { n := e.redisEpoch.Load(); return n, n%2 == 1 })
-	runCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(p.Messages)*200*time.Millisecond)
+	t.Cleanup(func() { watcher.finish() })
+	// The stream's budget; a run that stops making progress is given up
+	// long before it (chaosStall), and one whose service exits at once.
+	runCtx, cancel := e.untilBroken(context.Background(), chaosStreamBudget+time.Duration(p.Messages)*100*time.Millisecond)
 	defer cancel()
 	chaosBegan := time.Now()
 	// At most half a fault's gap of rows waits unmarked, and the feeder
@@ -100,27 +103,35 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 
 	v := newChaosVerdict()
 	var results []faultResult
-	var exited []string
+	// giveUp ends the run early: the stream stalled, or a service exited
+	// without being stopped. The feeder stops at once, the logs are kept,
+	// and the test fails with what was open.
+	giveUp := func(why string) {
+		cancel()
+		_, _ = feeder.wait()
+		if exits := e.exitNames(); len(exits) > 0 {
+			why += "; " + strings.Join(exits, ", ") + " (the log is above)"
+		}
+		u, _ := e.unmarked()
+		keepChaosLogs(t, e.stack, e.serverLogs())
+		t.Fatalf("chaos run given up after %s (%d rows inserted, %d unmarked, faults so far: %s; replay with %s): %s",
+			time.Since(chaosBegan).Round(time.Millisecond), len(feeder.inserted()), u, faultSummary(results), replay, why)
+	}
 	for j, f := range sched {
-		reached := waitCtx(runCtx, func() bool {
-			ids := feeder.inserted()
-			u, err := e.unmarked()
-			return err == nil && len(ids)-u >= f.At
-		})
-		if !reached {
-			v.Other = append(v.Other, fmt.Sprintf("the pipeline never reached %d marked rows for %s", f.At, f.Kind))
-			allow(len(sched))
-			break
+		if err := e.waitMarked(runCtx, feeder, f.At); err != nil {
+			giveUp(fmt.Sprintf("waiting for %d marked rows before %s: %v", f.At, f.Kind, err))
 		}
 		allow(j + 1) // the next rows arrive while the fault lasts
 		r := e.inject(f, chaosBegan)
 		results = append(results, r)
 		v.Other = append(v.Other, r.Problems...)
-		exited = append(exited, e.restartExited()...)
+		if e.isBroken() {
+			giveUp("during " + r.String())
+		}
 	}
 	ids, ferr := feeder.wait()
 	if ferr != nil {
-		v.Other = append(v.Other, "feeding the stream: "+ferr.Error())
+		giveUp("feeding the stream: " + ferr.Error())
 	}
 	timeline := make([]string, len(results))
 	for i, r := range results {
@@ -128,18 +139,17 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	}
 	t.Logf("chaos: %d rows inserted, faults (kind:victim@time/unmarked rows(duration)): %s", len(ids), strings.Join(timeline, " "))
 
-	// Wait, with a deadline, until everything is marked, delivered and
-	// projected. A service that exits on its own is a finding; it is
-	// restarted so that the run can still be judged.
-	settled, lastState := chaosSettle(e.stack, 3*time.Minute+time.Duration(p.Messages)*20*time.Millisecond, func() {
-		exited = append(exited, e.restartExited()...)
-	})
+	// Wait until everything is marked, delivered and projected; a run that
+	// stops getting closer for chaosStall is given up.
+	settled, lastState := chaosSettle(e.stack, chaosSettleBudget+time.Duration(p.Messages)*20*time.Millisecond)
 	t.Logf("chaos: settled=%v after %s (%s)", settled, time.Since(chaosBegan).Round(time.Millisecond), lastState)
+	if e.isBroken() {
+		giveUp("while settling: " + lastState)
+	}
 	if not := e.readyAll(30 * time.Second); len(not) > 0 {
 		v.Other = append(v.Other, "not ready after the run: "+strings.Join(not, ", "))
 	}
 	v.Other = append(v.Other, watcher.finish()...)
-	v.Other = append(v.Other, exited...)
 	for _, p := range refProblems {
 		v.Other = append(v.Other, "reference run: "+p)
 	}
@@ -175,14 +185,14 @@ func runChaosReference(t *testing.T, w *chaosWorkload) (*chaosOutcome, []string)
 	for _, target := range []string{"control", "processor", "dispatcher", "projector", "ingest"} {
 		s.start(target, chaosFlags[target]...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(w.Msgs))*100*time.Millisecond)
+	ctx, cancel := s.untilBroken(context.Background(), chaosStreamBudget+time.Duration(len(w.Msgs))*50*time.Millisecond)
 	defer cancel()
 	f := startFeeder(ctx, s, w, 200)
 	ids, err := f.wait()
 	if err != nil {
 		t.Fatalf("reference run: %v", err)
 	}
-	settled, state := chaosSettle(s, 2*time.Minute+time.Duration(len(w.Msgs))*20*time.Millisecond, nil)
+	settled, state := chaosSettle(s, chaosSettleBudget+time.Duration(len(w.Msgs))*10*time.Millisecond)
 	if !settled {
 		t.Fatalf("reference run did not settle: %s", state)
 	}

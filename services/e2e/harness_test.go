@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/libs/testutil/private"
 	"msgexchange/libs/testutil/redistest"
 	"msgexchange/migrations"
 )
@@ -105,10 +107,22 @@ type stack struct {
 	redis    *redis.Client
 	logDir   string
 
+	// controlAddr is the control plane's gRPC address, reserved for the
+	// stack: a restarted control plane comes back where every lease client
+	// looks for it.
 	controlAddr string
 
 	mu    sync.Mutex
-	procs map[string]*proc
+	procs map[string]*proc // the current incarnation of each name
+	all   []*proc          // every incarnation, for stopAll
+	// exits describes each process that exited without the harness
+	// stopping it; broken is closed at the first, so that long waits end
+	// at once. stopping is set when the test ends.
+	exits    []string
+	broken   chan struct{}
+	stopping bool
+	// controlUp is set once the control plane started the first time.
+	controlUp bool
 }
 
 // Lease timing of the test stacks: a killed single-active service is
@@ -118,15 +132,77 @@ const (
 	leaseRetry = 300 * time.Millisecond
 )
 
+// startTimeout bounds how long a service process may take from its start
+// until its HTTP server listens (every service of the process Running).
+const startTimeout = 60 * time.Second
+
+// proc is one incarnation of a service process.
 type proc struct {
+	name string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// http is the address the process's HTTP server listens on, as the
+	// process logged it: it listens on port 0, so no other process can
+	// take its port between the choice and the bind.
 	http string
+	// log is the process's log file (shared by every incarnation of the
+	// name); from is where this incarnation's part begins.
+	log  string
+	from int64
+	// up is set once the process logged its HTTP address: an exit after
+	// that is reported by the exit watcher, one before by startAs.
+	up atomic.Bool
+	// stopped is set before the harness kills or stops the process: an
+	// exit without it is a failure of the test.
+	stopped atomic.Bool
+}
+
+// own returns what this incarnation wrote to its log so far.
+func (p *proc) own() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil || int64(len(b)) < p.from {
+		return ""
+	}
+	return string(b[p.from:])
+}
+
+// listenRe matches a listening line of the text log format, e.g.
+// msg="http listening" … addr=127.0.0.1:41234.
+var listenRe = regexp.MustCompile(`msg="([^"]+ listening)"[^\n]* addr=(\S+)`)
+
+// listening returns the address this incarnation logged for msg ("http
+// listening", "grpc listening", "compat entry listening"), or "".
+func (p *proc) listening(msg string) string {
+	for _, m := range listenRe.FindAllStringSubmatch(p.own(), -1) {
+		if m[1] == msg {
+			return m[2]
+		}
+	}
+	return ""
+}
+
+// addr waits (bounded) until the process logged the address of msg; a
+// process that exits first fails the test.
+func (p *proc) addr(t testing.TB, msg string) string {
+	t.Helper()
+	var a string
+	waitFor(t, startTimeout, p.name+" logging "+msg, func() (bool, error) {
+		if a = p.listening(msg); a != "" {
+			return true, nil
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before logging %q:\n%s", p.name, msg, tail(p.own(), 4000))
+		default:
+		}
+		return false, nil
+	})
+	return a
 }
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{t: t, procs: map[string]*proc{}, controlAddr: freeAddr(t)}
+	s := newStackOn(t)
 	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
@@ -162,12 +238,10 @@ func (s *stack) connect() {
 	t.Cleanup(s.stopAll)
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+// newStackOn returns a stack with no servers set yet, its control-plane
+// address reserved.
+func newStackOn(t testing.TB) *stack {
+	return &stack{t: t, procs: map[string]*proc{}, broken: make(chan struct{}), controlAddr: private.ReserveAddr(t)}
 }
 
 // start runs the msgx binary with one target as its own process.
@@ -190,12 +264,35 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 			s.startAs("control", "control")
 		}
 	}
-	httpAddr := freeAddr(s.t)
+	for try := 1; ; try++ {
+		p, err := s.launch(name, target, extra)
+		if err == nil {
+			return p
+		}
+		// The control plane listens on the stack's reserved address,
+		// which no other reservation and no outgoing connection takes;
+		// should a program that does not reserve ports hold it at the
+		// first start, before any lease client knows the address, the
+		// stack moves to another one.
+		s.mu.Lock()
+		first := target == "control" && !s.controlUp
+		s.mu.Unlock()
+		if !first || try == 3 || !strings.Contains(strings.ToLower(err.Error()), "address already in use") {
+			s.t.Fatal(err)
+		}
+		s.t.Logf("control plane address %s was taken before it bound it; trying another", s.controlAddr)
+		s.controlAddr = private.ReserveAddr(s.t)
+	}
+}
+
+// launch starts one incarnation and waits until its HTTP server listens.
+// An incarnation that exits before is an error with its log.
+func (s *stack) launch(name, target string, extra []string) (*proc, error) {
 	args := []string{
 		"-mode=development", // the stacks run the control plane without authentication
 		"-target=" + target,
 		"-postgres.idle-in-tx-timeout=2s",
-		"-http.addr=" + httpAddr,
+		"-http.addr=127.0.0.1:0",
 		"-log.format=text", "-log.level=info",
 		"-postgres.url=" + s.pgURL,
 		"-mysql.dsn=" + s.dsn,
@@ -215,20 +312,104 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(msgxBin, args...)
-	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	require.NoError(s.t, err)
+	path := filepath.Join(s.logDir, name+".log")
+	logf, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
+	}
+	st, err := logf.Stat()
+	if err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(s.t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{}), http: httpAddr}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: path, from: st.Size()}
+	s.mu.Lock()
+	s.procs[name] = p
+	s.all = append(s.all, p)
+	s.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
+		if p.up.Load() && !p.stopped.Load() {
+			s.exited(p)
+		}
 		close(p.done)
 	}()
+	deadline := time.Now().Add(startTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if p.http = p.listening("http listening"); p.http != "" {
+			break
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited at start (%s):\n%s", name, cmd.ProcessState, tail(p.own(), 4000))
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			p.stopped.Store(true)
+			_ = cmd.Process.Kill()
+			<-p.done
+			return nil, fmt.Errorf("%s not listening %s after its start:\n%s", name, startTimeout, tail(p.own(), 4000))
+		}
+	}
+	p.up.Store(true)
+	select {
+	case <-p.done: // it exited in between: the watcher saw up unset
+		return nil, fmt.Errorf("%s exited right after its start (%s):\n%s", name, cmd.ProcessState, tail(p.own(), 4000))
+	default:
+	}
+	if target == "control" {
+		s.mu.Lock()
+		s.controlUp = true
+		s.mu.Unlock()
+	}
+	return p, nil
+}
+
+// exited records a process that exited without the harness stopping it:
+// the test fails at once with the process's log, and broken tells every
+// long wait to give up.
+func (s *stack) exited(p *proc) {
 	s.mu.Lock()
-	s.procs[name] = p
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	msg := fmt.Sprintf("%s exited without being stopped (%s); its log ends:\n%s", p.name, p.cmd.ProcessState, tail(p.own(), 4000))
+	s.exits = append(s.exits, msg)
+	if len(s.exits) == 1 {
+		close(s.broken)
+	}
 	s.mu.Unlock()
-	return p
+	s.t.Errorf("%s", msg)
+}
+
+// isBroken reports whether a process exited without being stopped.
+func (s *stack) isBroken() bool {
+	select {
+	case <-s.broken:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitNames lists the processes that exited without being stopped.
+func (s *stack) exitNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.exits))
+	for i, e := range s.exits {
+		out[i], _, _ = strings.Cut(e, ";")
+	}
+	return out
 }
 
 // kill sends SIGKILL to a target's process and waits until it is gone.
@@ -238,6 +419,7 @@ func (s *stack) kill(target string) {
 	p := s.procs[target]
 	s.mu.Unlock()
 	require.NotNil(s.t, p)
+	p.stopped.Store(true)
 	require.NoError(s.t, p.cmd.Process.Signal(syscall.SIGKILL))
 	select {
 	case <-p.done:
@@ -246,23 +428,38 @@ func (s *stack) kill(target string) {
 	}
 }
 
+// stopAll stops every process when the test ends (SIGTERM, SIGKILL after
+// 20 s) and, when the test failed, logs the end of each one's log.
 func (s *stack) stopAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.procs {
+	s.stopping = true
+	all := append([]*proc(nil), s.all...)
+	s.mu.Unlock()
+	for _, p := range all {
+		p.stopped.Store(true)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for name, p := range s.procs {
+	for _, p := range all {
 		select {
 		case <-p.done:
 		case <-time.After(20 * time.Second):
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
-		if s.t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(s.logDir, name+".log"))
-			s.t.Logf("---- %s log (tail) ----\n%s", name, tail(string(b), 6000))
-		}
+	}
+	if !s.t.Failed() {
+		return
+	}
+	s.mu.Lock()
+	names := make([]string, 0, len(s.procs))
+	for name := range s.procs {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	for _, name := range names {
+		b, _ := os.ReadFile(filepath.Join(s.logDir, name+".log"))
+		s.t.Logf("---- %s log (tail) ----\n%s", name, tail(string(b), 6000))
 	}
 }
 
@@ -291,6 +488,11 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 	defer tick.Stop()
 	var last error
 	for time.Now().Before(deadline) {
+		if t.Failed() {
+			// A service exited, or a check failed on another goroutine:
+			// waiting out the deadline would only delay the report.
+			t.Fatalf("stopped waiting for %s: the test has failed", what)
+		}
 		ok, err := cond()
 		if ok {
 			return

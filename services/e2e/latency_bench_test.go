@@ -169,8 +169,10 @@ func runPerfScenario(t testing.TB, p perfParams, sc perfScenario) perfScenarioRe
 	for _, target := range []string{"processor", "dispatcher", "projector"} {
 		s.start(target)
 	}
-	compatAddr := freeAddr(t) // the compat entry has its own listener (R-H10)
-	s.start("ingest", "-ingest.pipeline.poll-interval="+sc.poll, "-ingest.compat.addr="+compatAddr)
+	// The compat entry has its own listener (R-H10), on a port of its own
+	// choosing.
+	ingest := s.start("ingest", "-ingest.pipeline.poll-interval="+sc.poll, "-ingest.compat.addr=127.0.0.1:0")
+	compatAddr := ingest.addr(t, "compat entry listening")
 	s.mu.Lock()
 	procs := map[string]*proc{}
 	for name, pr := range s.procs {
