@@ -98,7 +98,7 @@ GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;
 GRANT SELECT ON outbox TO msgx_dispatcher;
 GRANT UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at) ON outbox TO msgx_dispatcher;
 GRANT SELECT (msg_id) ON proc_state TO msgx_dispatcher;
-GRANT UPDATE (backfilled_at) ON proc_state TO msgx_dispatcher;                 -- marker written
+GRANT UPDATE (backfilled_at, backfill_outcome) ON proc_state TO msgx_dispatcher; -- backfill finished
 GRANT SELECT (id, type, state, registered_at) ON req_track TO msgx_dispatcher;
 GRANT UPDATE (state, sent_at, outbound_id, closed_at, closed_reason) ON req_track TO msgx_dispatcher;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_dispatcher;
@@ -125,8 +125,10 @@ GRANT SELECT                 ON replay_audit         TO msgx_control;
 GRANT SELECT, INSERT         ON projection_rebuild   TO msgx_control;
 GRANT SELECT, INSERT         ON message_end_audit    TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_requeue_audit TO msgx_control;
+GRANT SELECT, INSERT         ON outbox_discard_audit TO msgx_control;
 GRANT USAGE ON SEQUENCE lease_audit_id_seq, outbox_id_seq, req_track_id_seq, req_track_seqn,
-    replay_request_id_seq, projection_rebuild_id_seq, message_end_audit_id_seq, outbox_requeue_audit_id_seq
+    replay_request_id_seq, projection_rebuild_id_seq, message_end_audit_id_seq, outbox_requeue_audit_id_seq,
+    outbox_discard_audit_id_seq
     TO msgx_control;
 
 COMMIT;

@@ -22,7 +22,7 @@ import (
 const messageColumns = `msg_id, state, error_class, reason, attempts, next_attempt_at,
        processing_started_at, identity_key, sndr, msg_type, msg_styp, seqn,
        dttm, received_at, registered_at, applied_at, finished_at,
-       backfilled_at, updated_at, kafka_offset`
+       backfilled_at, updated_at, kafka_offset, backfill_outcome`
 
 // scanner is a row that can be read: pgx.Row or pgx.Rows.
 type scanner interface {
@@ -47,7 +47,7 @@ func scanMessage(row scanner, withRaw bool) (*controlv1.Message, error) {
 		m                                                  controlv1.Message
 		state                                              string
 		errorClass, reason, identity, sndr, typ, styp, raw *string
-		seqn, dttm                                         *string
+		seqn, dttm, backfillOutcome                        *string
 		nextAttempt, started, received                     *time.Time
 		registered, updated                                time.Time
 		applied, finished, backfilled                      *time.Time
@@ -56,7 +56,7 @@ func scanMessage(row scanner, withRaw bool) (*controlv1.Message, error) {
 		&m.MsgId, &state, &errorClass, &reason, &m.Attempts, &nextAttempt,
 		&started, &identity, &sndr, &typ, &styp, &seqn,
 		&dttm, &received, &registered, &applied, &finished,
-		&backfilled, &updated, &m.KafkaOffset,
+		&backfilled, &updated, &m.KafkaOffset, &backfillOutcome,
 	}
 	if withRaw {
 		dest = append(dest, &raw)
@@ -85,6 +85,7 @@ func scanMessage(row scanner, withRaw bool) (*controlv1.Message, error) {
 	m.AppliedAt = nullable.Timestamp(applied)
 	m.FinishedAt = nullable.Timestamp(finished)
 	m.BackfilledAt = nullable.Timestamp(backfilled)
+	m.BackfillOutcome = nullable.String(backfillOutcome)
 	m.UpdatedAt = timestamppb.New(updated)
 	m.Raw = nullable.String(raw)
 	return &m, nil

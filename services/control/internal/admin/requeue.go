@@ -152,6 +152,14 @@ WHERE state = $2 AND `
 	if moved == nil {
 		moved = []int64{}
 	}
+	if r.state == "ABANDONED" && len(moved) > 0 {
+		// A re-queued abandoned backfill is unfinished again: its message
+		// returns to the unmarked backlog until the marker is recorded.
+		if _, err := tx.Exec(ctx, `UPDATE proc_state SET backfilled_at = NULL, backfill_outcome = NULL
+WHERE backfill_outcome = 'abandoned' AND msg_id IN (SELECT msg_id FROM outbox WHERE id = ANY($1) AND target = 'mailbox')`, moved); err != nil {
+			return nil, 0, fmt.Errorf("reopening re-queued backfills: %w", err)
+		}
+	}
 	var auditID int64
 	c := caller.From(ctx)
 	err = tx.QueryRow(ctx, `INSERT INTO outbox_requeue_audit (at, operator, reason, outbox_ids, principal, peer) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,

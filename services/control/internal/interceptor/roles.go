@@ -27,6 +27,8 @@ var methodRoles = map[string]caller.Role{
 	controlv1.AdminService_RequeueOutbox_FullMethodName:          caller.Operate,
 	controlv1.AdminService_RebuildProjection_FullMethodName:      caller.Operate,
 	controlv1.AdminService_EndMessage_FullMethodName:             caller.Operate,
+	controlv1.AdminService_DiscardOutbox_FullMethodName:          caller.Operate,
+	controlv1.AdminService_AcknowledgeBackfills_FullMethodName:   caller.Operate,
 
 	controlv1.ReplayService_Preview_FullMethodName:          caller.Read,
 	controlv1.ReplayService_GetReplayRequest_FullMethodName: caller.Read,

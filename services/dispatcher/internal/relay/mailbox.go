@@ -27,6 +27,11 @@ const (
 	OutcomeOverdue = "overdue"
 )
 
+// BackfillAbandoned is proc_state.backfill_outcome of a backfill finished
+// without a marker because the mailbox row was missing; a marker recorded
+// as written or already-marked stores that outcome.
+const BackfillAbandoned = "abandoned"
+
 func (r *Relay) mailboxService() *lifecycle.Service {
 	return lifecycle.NewService("dispatcher-mailbox", nil, func(ctx context.Context) error {
 		return r.loop(ctx, TargetMailbox, r.DrainMailbox)
@@ -132,9 +137,16 @@ func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
 	return "", fmt.Errorf("marker of %d: row unmarked but not updated", msgID)
 }
 
-// markAbandoned ends the intent of a mailbox row that does not exist.
+// markAbandoned ends the intent of a mailbox row that does not exist. The
+// backfill is finished (backfilled_at set, outcome "abandoned") in the same
+// statement, so the unmarked backlog stops counting a message that can never
+// be marked; the ABANDONED row stays listed and counted for the operators
+// until they acknowledge it (R-D4).
 func (r *Relay) markAbandoned(ctx context.Context, id int64, now time.Time) error {
-	if _, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1`, id, OutcomeRowMissing, now); err != nil {
+	if _, err := r.db(TargetMailbox).Exec(ctx, `
+		WITH o AS (UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1 RETURNING msg_id)
+		UPDATE proc_state SET backfilled_at=$3, backfill_outcome=$4 WHERE msg_id IN (SELECT msg_id FROM o)`,
+		id, OutcomeRowMissing, now, BackfillAbandoned); err != nil {
 		return fmt.Errorf("recording abandoned backfill: %w", err)
 	}
 	return nil
@@ -143,7 +155,7 @@ func (r *Relay) markAbandoned(ctx context.Context, id int64, now time.Time) erro
 func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, now time.Time) error {
 	_, err := r.db(TargetMailbox).Exec(ctx, `
 		WITH o AS (UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1 WHERE id=$1 RETURNING msg_id)
-		UPDATE proc_state SET backfilled_at=$3 WHERE msg_id IN (SELECT msg_id FROM o)`, id, outcome, now)
+		UPDATE proc_state SET backfilled_at=$3, backfill_outcome=$2 WHERE msg_id IN (SELECT msg_id FROM o)`, id, outcome, now)
 	if err != nil {
 		return fmt.Errorf("recording marker of %s: %w", strconv.FormatInt(msgID, 10), err)
 	}

@@ -61,7 +61,9 @@ func (b *testBundle) backfilledAt(t *testing.T, msgID int64) *time.Time {
 // TestMailbox_R_D4_Outcomes: the marker outcomes that need no retry
 // (R-D4, INV-7, INV-8): an empty marker is written; an existing marker is a
 // success left untouched; a missing mailbox row is abandoned at once, never
-// treated as marked, and stays in the abandoned list.
+// treated as marked, stays in the abandoned list, and finishes its
+// message's backfill with outcome abandoned (R-I2: MsgxUnmarkedBacklogOld
+// clears).
 //
 // Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 // Validation 002§8 "回填公平性".
@@ -106,7 +108,16 @@ func TestMailbox_R_D4_Outcomes(t *testing.T) {
 		require.Equal(t, "ABANDONED", r.State)
 		require.Equal(t, OutcomeRowMissing, r.Outcome)
 		require.Equal(t, testNow, r.SentAt.UTC(), "sent_at records when it was abandoned")
-		require.Nil(t, b.backfilledAt(t, missing), "never treated as marked")
+		// Never treated as marked, but finished: the backfill ends with
+		// outcome abandoned, so the unmarked backlog (and its alert) lets
+		// it go while the abandoned list keeps it.
+		require.Equal(t, testNow, b.backfilledAt(t, missing).UTC())
+		var outcome string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT backfill_outcome FROM proc_state WHERE msg_id=$1`, missing).Scan(&outcome))
+		require.Equal(t, BackfillAbandoned, outcome)
+		var unmarked int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE finished_at IS NOT NULL AND backfilled_at IS NULL`).Scan(&unmarked))
+		require.Zero(t, unmarked, "no message waits for a marker")
 		var listed []int64
 		rows, err := b.pool.Query(context.Background(), `SELECT msg_id FROM outbox WHERE target='mailbox' AND state='ABANDONED' ORDER BY id`)
 		require.NoError(t, err)

@@ -38,7 +38,7 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 	if err != nil {
 		return fmt.Errorf("creating gauge: %w", err)
 	}
-	abandoned, err := m.Float64ObservableGauge("msgx_backfill_abandoned", metric.WithDescription("mailbox markers abandoned because the row is missing"))
+	abandoned, err := m.Float64ObservableGauge("msgx_backfill_abandoned", metric.WithDescription("mailbox markers abandoned because the row is missing, not yet acknowledged"))
 	if err != nil {
 		return fmt.Errorf("creating gauge: %w", err)
 	}
@@ -65,6 +65,13 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 		// backlogs, not of proc_state's terminal history. Each set is one
 		// aggregate of count and min: a lone min would be planned as the
 		// first row in received-time order, a walk through the history.
+		// A backfill that ended without a marker (abandoned: the mailbox row
+		// was missing; discarded by an operator) is finished — the
+		// dispatcher and the control plane set backfilled_at with its
+		// outcome — so it leaves proc_state_unmarked_idx and the unmarked
+		// gauges; the abandoned ones are counted on their own from the
+		// ABANDONED outbox rows (outbox_dead_abandoned_idx) until an
+		// operator acknowledges them (they become DISCARDED).
 		err := pool.QueryRow(qctx, `
 			WITH open AS (
 			    SELECT count(*) AS n, min(COALESCE(received_at, registered_at)) AS oldest FROM proc_state WHERE state IN ('PENDING', 'FAILED')

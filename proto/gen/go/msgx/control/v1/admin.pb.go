@@ -258,6 +258,10 @@ const (
 	// OUTBOX_STATE_ABANDONED: given up for good by design (for example a
 	// mailbox marker whose mailbox row no longer exists).
 	OutboxState_OUTBOX_STATE_ABANDONED OutboxState = 4
+	// OUTBOX_STATE_DISCARDED: ended by an operator, never delivered: a DEAD
+	// row discarded with DiscardOutbox, or an abandoned backfill
+	// acknowledged with AcknowledgeBackfills; terminal.
+	OutboxState_OUTBOX_STATE_DISCARDED OutboxState = 5
 )
 
 // Enum value maps for OutboxState.
@@ -268,6 +272,7 @@ var (
 		2: "OUTBOX_STATE_SENT",
 		3: "OUTBOX_STATE_DEAD",
 		4: "OUTBOX_STATE_ABANDONED",
+		5: "OUTBOX_STATE_DISCARDED",
 	}
 	OutboxState_value = map[string]int32{
 		"OUTBOX_STATE_UNSPECIFIED": 0,
@@ -275,6 +280,7 @@ var (
 		"OUTBOX_STATE_SENT":        2,
 		"OUTBOX_STATE_DEAD":        3,
 		"OUTBOX_STATE_ABANDONED":   4,
+		"OUTBOX_STATE_DISCARDED":   5,
 	}
 )
 
@@ -448,8 +454,10 @@ type Message struct {
 	AppliedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
 	// finished_at is when the message reached a terminal state.
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	// backfilled_at is when the "processed" marker was written back to the
-	// mailbox row.
+	// backfilled_at is when the message's backfill finished: the
+	// "processed" marker was written back to the mailbox row, or the
+	// backfill ended without one (see backfill_outcome). Absent while the
+	// backfill is not finished.
 	BackfilledAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=backfilled_at,json=backfilledAt,proto3" json:"backfilled_at,omitempty"`
 	// updated_at is when the row last changed.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
@@ -458,9 +466,15 @@ type Message struct {
 	KafkaOffset int64 `protobuf:"varint,20,opt,name=kafka_offset,json=kafkaOffset,proto3" json:"kafka_offset,omitempty"`
 	// raw is the message XML exactly as received; set only when the request
 	// asked for include_raw.
-	Raw           string `protobuf:"bytes,21,opt,name=raw,proto3" json:"raw,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Raw string `protobuf:"bytes,21,opt,name=raw,proto3" json:"raw,omitempty"`
+	// backfill_outcome is how the backfill finished: "written" or
+	// "already-marked" (the marker is on the mailbox row), "abandoned" (the
+	// mailbox row was missing, R-D4) or "discarded" (an operator discarded a
+	// marker that gave up, DiscardOutbox). Empty while the backfill is not
+	// finished, and for backfills finished before the outcome was recorded.
+	BackfillOutcome string `protobuf:"bytes,22,opt,name=backfill_outcome,json=backfillOutcome,proto3" json:"backfill_outcome,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -640,6 +654,13 @@ func (x *Message) GetRaw() string {
 	return ""
 }
 
+func (x *Message) GetBackfillOutcome() string {
+	if x != nil {
+		return x.BackfillOutcome
+	}
+	return ""
+}
+
 // GetBacklogRequest takes no parameters.
 type GetBacklogRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -699,7 +720,8 @@ type GetBacklogResponse struct {
 	// seconds, never negative; 0 when nothing is unfinished.
 	OldestUnfinishedAgeSeconds float64 `protobuf:"fixed64,6,opt,name=oldest_unfinished_age_seconds,json=oldestUnfinishedAgeSeconds,proto3" json:"oldest_unfinished_age_seconds,omitempty"`
 	// unmarked_terminal is the number of terminal messages (finished_at set)
-	// whose mailbox marker has not been written yet (backfilled_at NULL).
+	// whose backfill has not finished yet (backfilled_at NULL); an abandoned
+	// or discarded backfill is finished.
 	UnmarkedTerminal int64 `protobuf:"varint,7,opt,name=unmarked_terminal,json=unmarkedTerminal,proto3" json:"unmarked_terminal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -1525,6 +1547,296 @@ func (x *RequeueOutboxResponse) GetAuditId() int64 {
 	return 0
 }
 
+// DiscardOutboxRequest selects the DEAD outbox rows to discard: by ids,
+// or every DEAD row of target.
+type DiscardOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are outbox row IDs (at most 10000); exclusive with target. IDs
+	// that do not exist or are not DEAD are reported back as skipped.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// target selects every DEAD row of this target (flight-state, msg, schd,
+	// mailbox, coutmsgs); exclusive with ids.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// operator names who discards the rows; required, recorded in the audit.
+	Operator string `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, recorded in the audit.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardOutboxRequest) Reset() {
+	*x = DiscardOutboxRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardOutboxRequest) ProtoMessage() {}
+
+func (x *DiscardOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardOutboxRequest.ProtoReflect.Descriptor instead.
+func (*DiscardOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DiscardOutboxRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DiscardOutboxRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DiscardOutboxRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *DiscardOutboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// DiscardOutboxResponse reports what was discarded.
+type DiscardOutboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// discarded is the number of rows moved to DISCARDED.
+	Discarded int64 `protobuf:"varint,1,opt,name=discarded,proto3" json:"discarded,omitempty"`
+	// discarded_ids are those rows' IDs in ascending order.
+	DiscardedIds []int64 `protobuf:"varint,2,rep,packed,name=discarded_ids,json=discardedIds,proto3" json:"discarded_ids,omitempty"`
+	// skipped_ids are requested IDs that were not discarded because they do
+	// not exist or are not DEAD; empty for a target request.
+	SkippedIds []int64 `protobuf:"varint,3,rep,packed,name=skipped_ids,json=skippedIds,proto3" json:"skipped_ids,omitempty"`
+	// audit_id is the ID of the outbox_discard_audit row of this call.
+	AuditId       int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardOutboxResponse) Reset() {
+	*x = DiscardOutboxResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardOutboxResponse) ProtoMessage() {}
+
+func (x *DiscardOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardOutboxResponse.ProtoReflect.Descriptor instead.
+func (*DiscardOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DiscardOutboxResponse) GetDiscarded() int64 {
+	if x != nil {
+		return x.Discarded
+	}
+	return 0
+}
+
+func (x *DiscardOutboxResponse) GetDiscardedIds() []int64 {
+	if x != nil {
+		return x.DiscardedIds
+	}
+	return nil
+}
+
+func (x *DiscardOutboxResponse) GetSkippedIds() []int64 {
+	if x != nil {
+		return x.SkippedIds
+	}
+	return nil
+}
+
+func (x *DiscardOutboxResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
+// AcknowledgeBackfillsRequest names the abandoned backfills to close.
+type AcknowledgeBackfillsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are the outbox IDs of abandoned backfills (as ListAbandonedBackfills
+	// shows them), at most 10000; required. IDs that do not exist or are not
+	// an abandoned backfill are reported back as skipped.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// operator names who acknowledges; required, recorded in the audit.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, recorded in the audit.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeBackfillsRequest) Reset() {
+	*x = AcknowledgeBackfillsRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeBackfillsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeBackfillsRequest) ProtoMessage() {}
+
+func (x *AcknowledgeBackfillsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeBackfillsRequest.ProtoReflect.Descriptor instead.
+func (*AcknowledgeBackfillsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AcknowledgeBackfillsRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *AcknowledgeBackfillsRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *AcknowledgeBackfillsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AcknowledgeBackfillsResponse reports what was acknowledged.
+type AcknowledgeBackfillsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acknowledged is the number of abandoned backfills closed.
+	Acknowledged int64 `protobuf:"varint,1,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	// acknowledged_ids are their outbox IDs in ascending order.
+	AcknowledgedIds []int64 `protobuf:"varint,2,rep,packed,name=acknowledged_ids,json=acknowledgedIds,proto3" json:"acknowledged_ids,omitempty"`
+	// skipped_ids are requested IDs that were not acknowledged because they
+	// do not exist or are not an abandoned backfill.
+	SkippedIds []int64 `protobuf:"varint,3,rep,packed,name=skipped_ids,json=skippedIds,proto3" json:"skipped_ids,omitempty"`
+	// audit_id is the ID of the outbox_discard_audit row of this call.
+	AuditId       int64 `protobuf:"varint,4,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeBackfillsResponse) Reset() {
+	*x = AcknowledgeBackfillsResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeBackfillsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeBackfillsResponse) ProtoMessage() {}
+
+func (x *AcknowledgeBackfillsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeBackfillsResponse.ProtoReflect.Descriptor instead.
+func (*AcknowledgeBackfillsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AcknowledgeBackfillsResponse) GetAcknowledged() int64 {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return 0
+}
+
+func (x *AcknowledgeBackfillsResponse) GetAcknowledgedIds() []int64 {
+	if x != nil {
+		return x.AcknowledgedIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeBackfillsResponse) GetSkippedIds() []int64 {
+	if x != nil {
+		return x.SkippedIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeBackfillsResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
 // ListAbandonedBackfillsRequest pages the abandoned backfills.
 type ListAbandonedBackfillsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1540,7 +1852,7 @@ type ListAbandonedBackfillsRequest struct {
 
 func (x *ListAbandonedBackfillsRequest) Reset() {
 	*x = ListAbandonedBackfillsRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1864,7 @@ func (x *ListAbandonedBackfillsRequest) String() string {
 func (*ListAbandonedBackfillsRequest) ProtoMessage() {}
 
 func (x *ListAbandonedBackfillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1877,7 @@ func (x *ListAbandonedBackfillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAbandonedBackfillsRequest.ProtoReflect.Descriptor instead.
 func (*ListAbandonedBackfillsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAbandonedBackfillsRequest) GetLimit() int32 {
@@ -1596,7 +1908,7 @@ type ListAbandonedBackfillsResponse struct {
 
 func (x *ListAbandonedBackfillsResponse) Reset() {
 	*x = ListAbandonedBackfillsResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1920,7 @@ func (x *ListAbandonedBackfillsResponse) String() string {
 func (*ListAbandonedBackfillsResponse) ProtoMessage() {}
 
 func (x *ListAbandonedBackfillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1933,7 @@ func (x *ListAbandonedBackfillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAbandonedBackfillsResponse.ProtoReflect.Descriptor instead.
 func (*ListAbandonedBackfillsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAbandonedBackfillsResponse) GetEntries() []*AbandonedBackfill {
@@ -1665,7 +1977,7 @@ type AbandonedBackfill struct {
 
 func (x *AbandonedBackfill) Reset() {
 	*x = AbandonedBackfill{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1989,7 @@ func (x *AbandonedBackfill) String() string {
 func (*AbandonedBackfill) ProtoMessage() {}
 
 func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +2002,7 @@ func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonedBackfill.ProtoReflect.Descriptor instead.
 func (*AbandonedBackfill) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AbandonedBackfill) GetId() int64 {
@@ -1756,7 +2068,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +2080,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +2093,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RebuildProjectionRequest) GetOperator() string {
@@ -1810,7 +2122,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2134,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2147,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -1856,7 +2168,7 @@ type GetRebuildRequest struct {
 
 func (x *GetRebuildRequest) Reset() {
 	*x = GetRebuildRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2180,7 @@ func (x *GetRebuildRequest) String() string {
 func (*GetRebuildRequest) ProtoMessage() {}
 
 func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2193,7 @@ func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRebuildRequest) GetGeneration() int64 {
@@ -1902,7 +2214,7 @@ type GetRebuildResponse struct {
 
 func (x *GetRebuildResponse) Reset() {
 	*x = GetRebuildResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2226,7 @@ func (x *GetRebuildResponse) String() string {
 func (*GetRebuildResponse) ProtoMessage() {}
 
 func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2239,7 @@ func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -1969,7 +2281,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2293,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2306,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProjectionRebuild) GetGeneration() int64 {
@@ -2091,7 +2403,7 @@ type RebuildDelivery struct {
 
 func (x *RebuildDelivery) Reset() {
 	*x = RebuildDelivery{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2415,7 @@ func (x *RebuildDelivery) String() string {
 func (*RebuildDelivery) ProtoMessage() {}
 
 func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2428,7 @@ func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildDelivery.ProtoReflect.Descriptor instead.
 func (*RebuildDelivery) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RebuildDelivery) GetPending() int64 {
@@ -2186,7 +2498,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2510,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2523,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -2270,7 +2582,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2594,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2607,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2329,7 +2641,7 @@ type EndMessageRequest struct {
 
 func (x *EndMessageRequest) Reset() {
 	*x = EndMessageRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2653,7 @@ func (x *EndMessageRequest) String() string {
 func (*EndMessageRequest) ProtoMessage() {}
 
 func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2666,7 @@ func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageRequest.ProtoReflect.Descriptor instead.
 func (*EndMessageRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EndMessageRequest) GetMsgId() int64 {
@@ -2392,7 +2704,7 @@ type EndMessageResponse struct {
 
 func (x *EndMessageResponse) Reset() {
 	*x = EndMessageResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2716,7 @@ func (x *EndMessageResponse) String() string {
 func (*EndMessageResponse) ProtoMessage() {}
 
 func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2729,7 @@ func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageResponse.ProtoReflect.Descriptor instead.
 func (*EndMessageResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EndMessageResponse) GetMessage() *Message {
@@ -2464,7 +2776,7 @@ type MessageEndAudit struct {
 
 func (x *MessageEndAudit) Reset() {
 	*x = MessageEndAudit{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2788,7 @@ func (x *MessageEndAudit) String() string {
 func (*MessageEndAudit) ProtoMessage() {}
 
 func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2801,7 @@ func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEndAudit.ProtoReflect.Descriptor instead.
 func (*MessageEndAudit) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MessageEndAudit) GetId() int64 {
@@ -2572,7 +2884,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\vinclude_raw\x18\x02 \x01(\bR\n" +
 	"includeRaw\"H\n" +
 	"\x12GetMessageResponse\x122\n" +
-	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\"\x89\a\n" +
+	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\"\xb4\a\n" +
 	"\aMessage\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12<\n" +
@@ -2600,7 +2912,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
 	"\fkafka_offset\x18\x14 \x01(\x03R\vkafkaOffset\x12\x10\n" +
-	"\x03raw\x18\x15 \x01(\tR\x03raw\"\x13\n" +
+	"\x03raw\x18\x15 \x01(\tR\x03raw\x12)\n" +
+	"\x10backfill_outcome\x18\x16 \x01(\tR\x0fbackfillOutcome\"\x13\n" +
 	"\x11GetBacklogRequest\"\x98\x03\n" +
 	"\x12GetBacklogResponse\x12/\n" +
 	"\x05as_of\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x124\n" +
@@ -2668,6 +2981,27 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x15RequeueOutboxResponse\x12\x1a\n" +
 	"\brequeued\x18\x01 \x01(\x03R\brequeued\x12!\n" +
 	"\frequeued_ids\x18\x02 \x03(\x03R\vrequeuedIds\x12\x1f\n" +
+	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
+	"skippedIds\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"t\n" +
+	"\x14DiscardOutboxRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x96\x01\n" +
+	"\x15DiscardOutboxResponse\x12\x1c\n" +
+	"\tdiscarded\x18\x01 \x01(\x03R\tdiscarded\x12#\n" +
+	"\rdiscarded_ids\x18\x02 \x03(\x03R\fdiscardedIds\x12\x1f\n" +
+	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
+	"skippedIds\x12\x19\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"c\n" +
+	"\x1bAcknowledgeBackfillsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa9\x01\n" +
+	"\x1cAcknowledgeBackfillsResponse\x12\"\n" +
+	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
+	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x12\x1f\n" +
 	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
 	"skippedIds\x12\x19\n" +
 	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"P\n" +
@@ -2771,13 +3105,14 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\vFlightState\x12\x1c\n" +
 	"\x18FLIGHT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FLIGHT_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14FLIGHT_STATE_DELETED\x10\x02*\x8f\x01\n" +
+	"\x14FLIGHT_STATE_DELETED\x10\x02*\xab\x01\n" +
 	"\vOutboxState\x12\x1c\n" +
 	"\x18OUTBOX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTBOX_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
-	"\x16OUTBOX_STATE_ABANDONED\x10\x042\xb9\a\n" +
+	"\x16OUTBOX_STATE_ABANDONED\x10\x04\x12\x1a\n" +
+	"\x16OUTBOX_STATE_DISCARDED\x10\x052\x8e\t\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -2787,7 +3122,9 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponse\x12^\n" +
 	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12y\n" +
-	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12j\n" +
+	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12^\n" +
+	"\rDiscardOutbox\x12%.msgx.control.v1.DiscardOutboxRequest\x1a&.msgx.control.v1.DiscardOutboxResponse\x12s\n" +
+	"\x14AcknowledgeBackfills\x12,.msgx.control.v1.AcknowledgeBackfillsRequest\x1a-.msgx.control.v1.AcknowledgeBackfillsResponse\x12j\n" +
 	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12U\n" +
 	"\n" +
 	"GetRebuild\x12\".msgx.control.v1.GetRebuildRequest\x1a#.msgx.control.v1.GetRebuildResponse\x12[\n" +
@@ -2808,7 +3145,7 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
@@ -2828,88 +3165,96 @@ var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(*OutboxEntry)(nil),                    // 15: msgx.control.v1.OutboxEntry
 	(*RequeueOutboxRequest)(nil),           // 16: msgx.control.v1.RequeueOutboxRequest
 	(*RequeueOutboxResponse)(nil),          // 17: msgx.control.v1.RequeueOutboxResponse
-	(*ListAbandonedBackfillsRequest)(nil),  // 18: msgx.control.v1.ListAbandonedBackfillsRequest
-	(*ListAbandonedBackfillsResponse)(nil), // 19: msgx.control.v1.ListAbandonedBackfillsResponse
-	(*AbandonedBackfill)(nil),              // 20: msgx.control.v1.AbandonedBackfill
-	(*RebuildProjectionRequest)(nil),       // 21: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),      // 22: msgx.control.v1.RebuildProjectionResponse
-	(*GetRebuildRequest)(nil),              // 23: msgx.control.v1.GetRebuildRequest
-	(*GetRebuildResponse)(nil),             // 24: msgx.control.v1.GetRebuildResponse
-	(*ProjectionRebuild)(nil),              // 25: msgx.control.v1.ProjectionRebuild
-	(*RebuildDelivery)(nil),                // 26: msgx.control.v1.RebuildDelivery
-	(*ListMessagesRequest)(nil),            // 27: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),           // 28: msgx.control.v1.ListMessagesResponse
-	(*EndMessageRequest)(nil),              // 29: msgx.control.v1.EndMessageRequest
-	(*EndMessageResponse)(nil),             // 30: msgx.control.v1.EndMessageResponse
-	(*MessageEndAudit)(nil),                // 31: msgx.control.v1.MessageEndAudit
-	(*timestamppb.Timestamp)(nil),          // 32: google.protobuf.Timestamp
+	(*DiscardOutboxRequest)(nil),           // 18: msgx.control.v1.DiscardOutboxRequest
+	(*DiscardOutboxResponse)(nil),          // 19: msgx.control.v1.DiscardOutboxResponse
+	(*AcknowledgeBackfillsRequest)(nil),    // 20: msgx.control.v1.AcknowledgeBackfillsRequest
+	(*AcknowledgeBackfillsResponse)(nil),   // 21: msgx.control.v1.AcknowledgeBackfillsResponse
+	(*ListAbandonedBackfillsRequest)(nil),  // 22: msgx.control.v1.ListAbandonedBackfillsRequest
+	(*ListAbandonedBackfillsResponse)(nil), // 23: msgx.control.v1.ListAbandonedBackfillsResponse
+	(*AbandonedBackfill)(nil),              // 24: msgx.control.v1.AbandonedBackfill
+	(*RebuildProjectionRequest)(nil),       // 25: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),      // 26: msgx.control.v1.RebuildProjectionResponse
+	(*GetRebuildRequest)(nil),              // 27: msgx.control.v1.GetRebuildRequest
+	(*GetRebuildResponse)(nil),             // 28: msgx.control.v1.GetRebuildResponse
+	(*ProjectionRebuild)(nil),              // 29: msgx.control.v1.ProjectionRebuild
+	(*RebuildDelivery)(nil),                // 30: msgx.control.v1.RebuildDelivery
+	(*ListMessagesRequest)(nil),            // 31: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),           // 32: msgx.control.v1.ListMessagesResponse
+	(*EndMessageRequest)(nil),              // 33: msgx.control.v1.EndMessageRequest
+	(*EndMessageResponse)(nil),             // 34: msgx.control.v1.EndMessageResponse
+	(*MessageEndAudit)(nil),                // 35: msgx.control.v1.MessageEndAudit
+	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	32, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	32, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	32, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	32, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	32, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	32, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	32, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	36, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	36, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	36, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	36, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	36, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	36, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	36, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	36, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	32, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	36, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	32, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	32, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	36, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	32, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	32, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	36, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	36, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	36, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
-	20, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
-	32, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
-	32, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
-	25, // 28: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	25, // 29: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	32, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	26, // 31: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
+	24, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
+	36, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	36, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	29, // 28: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	29, // 29: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	36, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	30, // 31: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
 	3,  // 32: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
 	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	32, // 35: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
-	32, // 36: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
+	36, // 35: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
+	36, // 36: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
 	6,  // 37: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
 	6,  // 38: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
-	31, // 39: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
+	35, // 39: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
 	0,  // 40: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
 	1,  // 41: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
-	32, // 42: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
+	36, // 42: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
 	4,  // 43: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
 	7,  // 44: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
 	10, // 45: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
 	13, // 46: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
 	16, // 47: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
-	18, // 48: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
-	21, // 49: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	23, // 50: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
-	27, // 51: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	29, // 52: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
-	5,  // 53: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 54: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 55: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 56: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	17, // 57: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
-	19, // 58: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
-	22, // 59: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	24, // 60: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
-	28, // 61: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	30, // 62: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
-	53, // [53:63] is the sub-list for method output_type
-	43, // [43:53] is the sub-list for method input_type
+	22, // 48: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	18, // 49: msgx.control.v1.AdminService.DiscardOutbox:input_type -> msgx.control.v1.DiscardOutboxRequest
+	20, // 50: msgx.control.v1.AdminService.AcknowledgeBackfills:input_type -> msgx.control.v1.AcknowledgeBackfillsRequest
+	25, // 51: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	27, // 52: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
+	31, // 53: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	33, // 54: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
+	5,  // 55: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 56: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 57: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 58: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 59: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	23, // 60: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	19, // 61: msgx.control.v1.AdminService.DiscardOutbox:output_type -> msgx.control.v1.DiscardOutboxResponse
+	21, // 62: msgx.control.v1.AdminService.AcknowledgeBackfills:output_type -> msgx.control.v1.AcknowledgeBackfillsResponse
+	26, // 63: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	28, // 64: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
+	32, // 65: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	34, // 66: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
+	55, // [55:67] is the sub-list for method output_type
+	43, // [43:55] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -2926,7 +3271,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,8 @@ const (
 	AdminService_ListOutbox_FullMethodName             = "/msgx.control.v1.AdminService/ListOutbox"
 	AdminService_RequeueOutbox_FullMethodName          = "/msgx.control.v1.AdminService/RequeueOutbox"
 	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
+	AdminService_DiscardOutbox_FullMethodName          = "/msgx.control.v1.AdminService/DiscardOutbox"
+	AdminService_AcknowledgeBackfills_FullMethodName   = "/msgx.control.v1.AdminService/AcknowledgeBackfills"
 	AdminService_RebuildProjection_FullMethodName      = "/msgx.control.v1.AdminService/RebuildProjection"
 	AdminService_GetRebuild_FullMethodName             = "/msgx.control.v1.AdminService/GetRebuild"
 	AdminService_ListMessages_FullMethodName           = "/msgx.control.v1.AdminService/ListMessages"
@@ -85,6 +87,26 @@ type AdminServiceClient interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error)
+	// DiscardOutbox ends DEAD outbox rows nobody needs delivered any more
+	// (for example a COUTMSGS request whose answer is no longer wanted): they
+	// move to the terminal state DISCARDED, leave the dead-letter queue and
+	// are never delivered. Rows are chosen by IDs or by target, and must be
+	// DEAD. A discarded mailbox marker (a backfill that gave up) is a
+	// finished backfill with outcome "discarded": its message's
+	// backfilled_at is set, so it leaves the unmarked backlog too. Every
+	// call is recorded with its operator, reason, principal and peer in
+	// outbox_discard_audit (action discard), in the same transaction.
+	// INVALID_ARGUMENT when operator or reason is missing, or when both or
+	// neither of ids and target are given.
+	DiscardOutbox(ctx context.Context, in *DiscardOutboxRequest, opts ...grpc.CallOption) (*DiscardOutboxResponse, error)
+	// AcknowledgeBackfills closes abandoned backfills (R-D4) an operator has
+	// looked at: the rows move from ABANDONED to DISCARDED, leave the
+	// abandoned list and the msgx_backfill_abandoned count, and keep their
+	// outcome "row-missing". Their messages' backfill stays finished with
+	// outcome "abandoned". Every call is recorded like DiscardOutbox's
+	// (action acknowledge). INVALID_ARGUMENT when operator, reason or ids
+	// are missing.
+	AcknowledgeBackfills(ctx context.Context, in *AcknowledgeBackfillsRequest, opts ...grpc.CallOption) (*AcknowledgeBackfillsResponse, error)
 	// RebuildProjection rebuilds the whole Redis projection from PostgreSQL
 	// (R-E4, INV-11b). In one transaction it reads every flight and enqueues,
 	// through the outbox, one msgx.flight-state record per flight carrying
@@ -195,6 +217,26 @@ func (c *adminServiceClient) ListAbandonedBackfills(ctx context.Context, in *Lis
 	return out, nil
 }
 
+func (c *adminServiceClient) DiscardOutbox(ctx context.Context, in *DiscardOutboxRequest, opts ...grpc.CallOption) (*DiscardOutboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiscardOutboxResponse)
+	err := c.cc.Invoke(ctx, AdminService_DiscardOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AcknowledgeBackfills(ctx context.Context, in *AcknowledgeBackfillsRequest, opts ...grpc.CallOption) (*AcknowledgeBackfillsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcknowledgeBackfillsResponse)
+	err := c.cc.Invoke(ctx, AdminService_AcknowledgeBackfills_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) RebuildProjection(ctx context.Context, in *RebuildProjectionRequest, opts ...grpc.CallOption) (*RebuildProjectionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RebuildProjectionResponse)
@@ -275,6 +317,26 @@ type AdminServiceServer interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error)
+	// DiscardOutbox ends DEAD outbox rows nobody needs delivered any more
+	// (for example a COUTMSGS request whose answer is no longer wanted): they
+	// move to the terminal state DISCARDED, leave the dead-letter queue and
+	// are never delivered. Rows are chosen by IDs or by target, and must be
+	// DEAD. A discarded mailbox marker (a backfill that gave up) is a
+	// finished backfill with outcome "discarded": its message's
+	// backfilled_at is set, so it leaves the unmarked backlog too. Every
+	// call is recorded with its operator, reason, principal and peer in
+	// outbox_discard_audit (action discard), in the same transaction.
+	// INVALID_ARGUMENT when operator or reason is missing, or when both or
+	// neither of ids and target are given.
+	DiscardOutbox(context.Context, *DiscardOutboxRequest) (*DiscardOutboxResponse, error)
+	// AcknowledgeBackfills closes abandoned backfills (R-D4) an operator has
+	// looked at: the rows move from ABANDONED to DISCARDED, leave the
+	// abandoned list and the msgx_backfill_abandoned count, and keep their
+	// outcome "row-missing". Their messages' backfill stays finished with
+	// outcome "abandoned". Every call is recorded like DiscardOutbox's
+	// (action acknowledge). INVALID_ARGUMENT when operator, reason or ids
+	// are missing.
+	AcknowledgeBackfills(context.Context, *AcknowledgeBackfillsRequest) (*AcknowledgeBackfillsResponse, error)
 	// RebuildProjection rebuilds the whole Redis projection from PostgreSQL
 	// (R-E4, INV-11b). In one transaction it reads every flight and enqueues,
 	// through the outbox, one msgx.flight-state record per flight carrying
@@ -342,6 +404,12 @@ func (UnimplementedAdminServiceServer) RequeueOutbox(context.Context, *RequeueOu
 }
 func (UnimplementedAdminServiceServer) ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAbandonedBackfills not implemented")
+}
+func (UnimplementedAdminServiceServer) DiscardOutbox(context.Context, *DiscardOutboxRequest) (*DiscardOutboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiscardOutbox not implemented")
+}
+func (UnimplementedAdminServiceServer) AcknowledgeBackfills(context.Context, *AcknowledgeBackfillsRequest) (*AcknowledgeBackfillsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcknowledgeBackfills not implemented")
 }
 func (UnimplementedAdminServiceServer) RebuildProjection(context.Context, *RebuildProjectionRequest) (*RebuildProjectionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RebuildProjection not implemented")
@@ -484,6 +552,42 @@ func _AdminService_ListAbandonedBackfills_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DiscardOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiscardOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DiscardOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DiscardOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DiscardOutbox(ctx, req.(*DiscardOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AcknowledgeBackfills_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeBackfillsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AcknowledgeBackfills(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AcknowledgeBackfills_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AcknowledgeBackfills(ctx, req.(*AcknowledgeBackfillsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_RebuildProjection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RebuildProjectionRequest)
 	if err := dec(in); err != nil {
@@ -586,6 +690,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAbandonedBackfills",
 			Handler:    _AdminService_ListAbandonedBackfills_Handler,
+		},
+		{
+			MethodName: "DiscardOutbox",
+			Handler:    _AdminService_DiscardOutbox_Handler,
+		},
+		{
+			MethodName: "AcknowledgeBackfills",
+			Handler:    _AdminService_AcknowledgeBackfills_Handler,
 		},
 		{
 			MethodName: "RebuildProjection",
