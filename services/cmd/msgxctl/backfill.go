@@ -32,7 +32,7 @@ func backfillCommand() *command {
 					})
 				}
 			},
-		}},
+		}, backfillAcknowledgeCommand()},
 	}
 }
 

@@ -381,7 +381,7 @@ func TestMsgxctl_UsageAndConnectionErrors(t *testing.T) {
 		{name: "BadID", args: []string{"flight", "get", "abc"}, wantCode: 2, wantStderr: `msgxctl flight get: FLID "abc": want a positive integer`},
 		{name: "ExtraArgument", args: []string{"backlog", "now"}, wantCode: 2, wantStderr: `msgxctl backlog: takes no arguments, got "now"`},
 		{name: "UnknownFlag", args: []string{"outbox", "list", "--color"}, wantCode: 2, wantStderr: "msgxctl outbox list: flag provided but not defined: -color"},
-		{name: "BadState", args: []string{"outbox", "list", "--state", "lost"}, wantCode: 2, wantStderr: `--state "lost": want pending, sent, dead or abandoned`},
+		{name: "BadState", args: []string{"outbox", "list", "--state", "lost"}, wantCode: 2, wantStderr: `--state "lost": want pending, sent, dead, abandoned or discarded`},
 		{name: "BadLimit", args: []string{"outbox", "list", "--limit", "0"}, wantCode: 2, wantStderr: "--limit 0: must be positive"},
 		{name: "BadTimeout", args: []string{"-timeout", "0s", "backlog"}, wantCode: 2, wantStderr: "-timeout 0s: must be positive"},
 		{name: "UnknownGlobalFlag", args: []string{"-verbose", "backlog"}, wantCode: 2, wantStderr: "flag provided but not defined: -verbose"},

@@ -23,7 +23,7 @@ func outboxCommand() *command {
 			summary:  "outbox rows in ID order without payloads; --state dead is the dead-letter queue",
 			setup: func(fs *flag.FlagSet) runFunc {
 				target := fs.String("target", "", "only rows of this target (flight-state, msg, schd, mailbox, coutmsgs)")
-				state := fs.String("state", "", "only rows in this state: pending, sent, dead or abandoned")
+				state := fs.String("state", "", "only rows in this state: pending, sent, dead, abandoned or discarded")
 				limit := fs.Int("limit", 100, "maximum rows (the server caps it at 1000)")
 				after := fs.Int64("after", 0, "only rows with a larger ID (the next page starts after the last ID shown)")
 				return func(ctx context.Context, a *app, args []string) error {
@@ -38,14 +38,14 @@ func outboxCommand() *command {
 					if *state != "" {
 						v, ok := controlv1.OutboxState_value["OUTBOX_STATE_"+strings.ToUpper(*state)]
 						if !ok || v == 0 {
-							return usagef("--state %q: want pending, sent, dead or abandoned", *state)
+							return usagef("--state %q: want pending, sent, dead, abandoned or discarded", *state)
 						}
 						req.State = controlv1.OutboxState(v)
 					}
 					return a.outboxList(ctx, req)
 				}
 			},
-		}, outboxRequeueCommand()},
+		}, outboxRequeueCommand(), outboxDiscardCommand()},
 	}
 }
 
