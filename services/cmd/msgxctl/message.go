@@ -69,6 +69,7 @@ func (a *app) messageGet(ctx context.Context, id int64, raw bool) error {
 	row(tw, "applied_at", a.ts(m.GetAppliedAt()))
 	row(tw, "finished_at", a.ts(m.GetFinishedAt()))
 	row(tw, "backfilled_at", a.ts(m.GetBackfilledAt()))
+	row(tw, "backfill_outcome", orDash(m.GetBackfillOutcome()))
 	row(tw, "updated_at", a.ts(m.GetUpdatedAt()))
 	row(tw, "kafka_offset", m.GetKafkaOffset())
 	if err := tw.Flush(); err != nil {

@@ -165,7 +165,7 @@ func TestMsgxctl_R_F2(t *testing.T) {
 		// Columns are aligned: every value starts in the same column.
 		key := regexp.MustCompile(`^\S+\s+`)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		require.Len(t, lines, 20)
+		require.Len(t, lines, 21)
 		for _, line := range lines {
 			require.Len(t, key.FindString(line), len("processing_started_at  "), "misaligned line %q", line)
 		}
