@@ -99,7 +99,8 @@ func TestHarness_R_H7_ServiceExitFailsTheTestWithinSeconds(t *testing.T) {
 	require.True(t, s.isBroken())
 	got := rec.failures()
 	require.Contains(t, got, "projector exited without being stopped (signal: killed)")
-	require.Contains(t, got, `msg="http listening"`, "the failure carries the process's log")
+	lines := strings.Split(strings.TrimSpace(p.own()), "\n")
+	require.Contains(t, got, lines[len(lines)-1], "the failure ends with the process's last log line")
 	require.Contains(t, got, "stopped waiting for a condition that never holds: the test has failed")
 	require.Equal(t, []string{"projector exited without being stopped (signal: killed)"}, s.exitNames())
 }
