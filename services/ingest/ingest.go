@@ -260,6 +260,7 @@ func (s *Service) starting(ctx context.Context) error {
 		FullRescanInterval: s.cfg.Pipeline.FullRescanInterval,
 		RepublishAfter:     s.cfg.Pipeline.RepublishAfter,
 		Location:           s.loc,
+		Tracer:             s.deps.Kafka.Tracer("ingest"),
 	}
 	s.mu.Lock()
 	if s.term != nil {

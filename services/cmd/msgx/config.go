@@ -16,6 +16,7 @@ import (
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/pgxutil"
 	"msgexchange/libs/redisutil"
+	"msgexchange/libs/telemetry"
 	"msgexchange/services/control"
 	"msgexchange/services/dispatcher"
 	"msgexchange/services/ingest"
@@ -45,6 +46,9 @@ type Config struct {
 	Projector      projector.Config  `yaml:"projector"`
 	Dispatcher     dispatcher.Config `yaml:"dispatcher"`
 	Control        control.Config    `yaml:"control"`
+
+	// Tracing exports OpenTelemetry traces when an endpoint is set (R-I4).
+	Tracing telemetry.TracingConfig `yaml:"tracing"`
 }
 
 type cliOptions struct {
@@ -76,6 +80,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, report not-ready for this long before stopping")
 	c.Log.RegisterFlags("log.", fs)
+	c.Tracing.RegisterFlags("tracing.", fs)
 	c.Kafka.RegisterFlags("kafka.", fs)
 	c.Postgres.RegisterFlags("postgres.", fs)
 	c.Mailbox.RegisterFlags("mysql.", fs)
@@ -140,7 +145,7 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return err
 	}
-	errs := []error{c.Log.Validate()}
+	errs := []error{c.Log.Validate(), c.Tracing.Validate()}
 	need := map[string]bool{}
 	for _, t := range ts {
 		switch t {

@@ -201,6 +201,9 @@ func (a *app) init(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := a.initTracing(); err != nil {
+		return err
+	}
 	if a.needs("kafka") && cfg.Kafka.CreateTopics {
 		if err := a.ensureTopics(ctx); err != nil {
 			return err

@@ -32,6 +32,11 @@ func (t Trace) Valid() bool {
 	return !allZero(traceID) && !allZero(parentID)
 }
 
+// SetHeaders sets the trace headers in h when the context is valid, for
+// records outside the consumer contract that join the same trace (the
+// internal msgx.flight-state records).
+func (t Trace) SetHeaders(h map[string]string) { t.addTo(h) }
+
 // addTo sets the trace headers in h when the context is valid. An invalid
 // traceparent is left out rather than passed on: consumers would drop it
 // anyway, and a tracestate without its traceparent means nothing.

@@ -95,9 +95,15 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	if err := r.db(target).Check(ctx); err != nil {
 		return false, err
 	}
+	ids := make([]int64, len(batch))
+	for i, o := range batch {
+		ids[i] = o.ID
+	}
+	spans := r.traceRecords(ctx, target, ids, recs) // the message's trace (R-I4)
 	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
 	results := cl.ProduceSync(pctx, recs...)
 	pcancel()
+	spans.end(results)
 	var sent []int64
 	var created []time.Time // of the sent rows
 	failedKeys := map[string]bool{}

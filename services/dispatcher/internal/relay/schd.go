@@ -227,9 +227,12 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		if err := s.r.db(TargetSchd).Check(ctx); err != nil {
 			return FlushResult{}, err
 		}
+		spans := s.r.traceRecords(ctx, TargetSchd, sentIDs, recs) // the message's trace (R-I4)
 		pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
-		perr := s.cl.ProduceSync(pctx, recs...).FirstErr()
+		results := s.cl.ProduceSync(pctx, recs...)
 		pcancel()
+		spans.end(results)
+		perr := results.FirstErr()
 		if perr != nil {
 			if ctx.Err() != nil {
 				// Shutting down: the rows stay as they are and go in a

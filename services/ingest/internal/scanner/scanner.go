@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/lease"
@@ -76,6 +77,9 @@ type Config struct {
 	// holder publishes what is left (R-H6). Any other error abandons the
 	// round like a failed produce.
 	Confirm func(context.Context) error
+	// Tracer starts the publish span of every row (SpanPublish); nil
+	// traces nothing.
+	Tracer trace.Tracer
 }
 
 // Round reports what one ScanOnce did.
@@ -317,8 +321,10 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, r *Ro
 			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+		spans := s.traceRows(pctx, rows, recs) // the records' contexts: spans and the produce deadline
 		results := s.pub.ProduceSync(pctx, recs...)
 		cancel()
+		spans.end(results)
 		var firstErr error
 		var done []int64
 		for _, res := range results {

@@ -200,7 +200,7 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 	runHook(ctx, hookApplied, tx, msgID)
 	e.metrics.finished.Add(ctx, 1, stateAttr(StateApplied))
 	e.metrics.stage(ctx, StageApplied, &registered, now)
-	e.log.Info("message applied", "msg_id", msgID, "type", m.TYPE, "styp", m.STYP)
+	e.log.InfoContext(ctx, "message applied", append([]any{"msg_id", msgID, "type", m.TYPE, "styp", m.STYP}, flightAttrs(ctx)...)...)
 	return nil
 }
 

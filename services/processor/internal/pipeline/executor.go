@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -45,6 +46,9 @@ type head struct {
 	// ExecutingBy is the instance whose execution of the message is in
 	// flight (proc_state.executing_by), nil when none is (R-H1).
 	ExecutingBy *string
+	// TraceParent and TraceState are the trace context stored when the
+	// message was registered (R-I4); nil when it has none.
+	TraceParent, TraceState *string
 }
 
 func (e *Engine) executorService() *lifecycle.Service {
@@ -125,7 +129,9 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		}
 	}
 	start := time.Now()
-	err = e.execute(ctx, h)
+	ectx, x := e.startExecution(ctx, h) // the message's trace continues here (R-I4)
+	err = e.execute(ectx, h)
+	x.end(err)
 	e.metrics.duration.Record(ctx, time.Since(start).Seconds())
 	if err != nil && ctx.Err() != nil {
 		// Stopping, not failing: withdraw the marker so that the next
@@ -181,9 +187,9 @@ func deref(s *string) string {
 func (e *Engine) loadHead(ctx context.Context) (*head, error) {
 	var h head
 	err := e.pool.QueryRow(ctx, `
-		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by
+		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, trace_parent, trace_state
 		FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT 1`).
-		Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy)
+		Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.TraceParent, &h.TraceState)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -427,11 +433,11 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 		return fmt.Errorf("writing terminal state %s for %d: %w", state, msgID, ErrNotOpen)
 	}
 	e.metrics.finished.Add(ctx, 1, stateAttr(state))
-	lvl := e.log.Info
+	lvl := slog.LevelInfo
 	if state == StateDead {
-		lvl = e.log.Warn
+		lvl = slog.LevelWarn
 	}
-	lvl("message finished", "msg_id", msgID, "state", state, "class", class, "reason", reason)
+	e.log.Log(ctx, lvl, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
 	return nil
 }
 

@@ -224,8 +224,11 @@ func (w *writer) emit(ctx context.Context, flid, version int64, state string, op
 	}
 	statePayload, headers := rec.Value, rec.Headers
 	src := w.src
+	tr := traceOf(ctx) // the execution's span: the records of this change continue the message's trace (R-I4)
+	tr.SetHeaders(headers)
+	noteFlight(ctx, flid)
 	change := contract.Change{FLID: flid, StateVersion: version, EventType: evType, OperationDay: day,
-		Changed: changed, Source: &src, OccurredAt: w.now, Flight: doc}
+		Changed: changed, Source: &src, OccurredAt: w.now, Flight: doc, Trace: tr}
 	enc := contract.Encoder{Zone: w.zone}
 	ev, err := enc.Msg(change)
 	if err != nil {

@@ -98,6 +98,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	now := e.clock.Now()
 	n := 0
 	var arrivals []*time.Time // receive times of the records this transaction registered
+	spans := e.traceRegistration(ctx, recs)
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		queued := make([]*time.Time, 0, len(recs)) // receive time of each queued registration
@@ -133,9 +134,10 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				n++
 				continue
 			}
-			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at)
-			         VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (msg_id) DO NOTHING`,
-				id, string(r.Value), received, r.Offset, now)
+			tp, ts := spans.traceParent(r) // continued by the execution (R-I4)
+			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, trace_parent, trace_state)
+			         VALUES ($1, $2, $3, $4, $5, $5, NULLIF($6, ''), NULLIF($7, '')) ON CONFLICT (msg_id) DO NOTHING`,
+				id, string(r.Value), received, r.Offset, now, tp, ts)
 			queued = append(queued, received)
 			n++
 		}
@@ -162,6 +164,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		}
 		return nil
 	})
+	spans.end(err)
 	if err == nil {
 		e.metrics.registered.Add(ctx, int64(n))
 		for _, t := range arrivals {

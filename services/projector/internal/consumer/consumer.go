@@ -240,6 +240,7 @@ func (c *Consumer) handleBatch(ctx context.Context, cl *kgo.Client, recs []*kgo.
 			c.metrics.invalid.Add(ctx, 1)
 			continue
 		}
+		d.span = c.startApply(ctx, r, d)
 		decodedRecs = append(decodedRecs, d)
 	}
 	if len(decodedRecs) > 0 {
@@ -249,9 +250,11 @@ func (c *Consumer) handleBatch(ctx context.Context, cl *kgo.Client, recs []*kgo.
 		}
 		outcomes, err := c.apply(ctx, updates)
 		if err != nil {
+			endApply(decodedRecs, nil, err)
 			return err
 		}
 		c.recordOutcomes(ctx, decodedRecs, outcomes)
+		endApply(decodedRecs, outcomes, nil)
 		if c.cfg.OnApplied != nil && slices.Contains(outcomes, store.Applied) {
 			c.cfg.OnApplied()
 		}
@@ -306,7 +309,7 @@ func (c *Consumer) recordOutcomes(ctx context.Context, recs []decoded, outcomes 
 		}
 		if debug {
 			u := recs[i].update
-			c.logger.Debug("projected flight", "flid", u.FLID, "version", u.Version, "msg_id", recs[i].msgID,
+			c.logger.DebugContext(recs[i].logCtx(ctx), "projected flight", "flid", u.FLID, "version", u.Version, "msg_id", recs[i].msgID,
 				"deleted", u.Value == nil, "outcome", o.String())
 		}
 	}

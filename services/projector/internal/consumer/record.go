@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"msgexchange/services/projector/internal/store"
 )
@@ -30,6 +31,9 @@ type flightState struct {
 type decoded struct {
 	update store.Update
 	msgID  int64 // 0 when unknown
+	// span is the record's apply span (SpanApply), nil when the record
+	// carries no trace context.
+	span trace.Span
 }
 
 // decodeRecord reads a msgx.flight-state record: key = decimal FLID; value
