@@ -13,9 +13,12 @@
 #   - with the default values every single-active pod (all-in-one; ingest,
 #     processor and dispatcher when distributed) runs two replicas (active and
 #     standby) with a RollingUpdate, and each mode renders the Deployments it should;
-#   - the rendered msgx configuration is accepted by the real binary: for
-#     every Deployment and the Job, `msgx -target=<its target> -verify-config`
-#     with placeholder secrets (strict YAML: a key msgx does not know fails);
+#   - the rendered msgx configuration is accepted by the real binary in
+#     production mode: for every Deployment and the Job,
+#     `msgx -target=<its target> -verify-config` with placeholder secrets,
+#     token files and certificates (strict YAML: a key msgx does not know
+#     fails; so do a missing control.token-file or lease.token-file and the
+#     all-roles control.auth-token);
 #   - every key of values.yaml has a `# --` comment and a row in README.md.
 # The Go test deploy/helmchart decodes every rendered manifest strictly into
 # the Kubernetes API types and checks selectors, spread and GOMEMLIMIT.
@@ -190,12 +193,30 @@ verify_config() {
 		fail "$kind $name: ConfigMap $cm is not rendered"
 		return
 	fi
-	# The pods read their secrets from the Secret mounted at /etc/msgx/secrets;
-	# here placeholder files stand in for it.
-	sed "s|/etc/msgx/secrets/|$WORK/secrets/|g" "$cfg.rendered" >"$cfg"
+	# The pods read their secrets from the Secret mounted at /etc/msgx/secrets
+	# and their control-plane credentials from /etc/msgx/credentials; here
+	# placeholder files stand in for them.
+	sed -e "s|/etc/msgx/secrets/|$WORK/secrets/|g" -e "s|/etc/msgx/credentials/|$WORK/credentials/|g" "$cfg.rendered" >"$cfg"
 	if ! out=$("$WORK/msgx" -config.file="$cfg" -config.expand-env -target="$target" -verify-config 2>&1); then
 		fail "$kind $name: msgx rejects its configuration (target $target): $out"
 	fi
+}
+
+# check_no_secret_in_config LABEL DIR NAME fails when the msgx
+# configuration of the ConfigMap NAME gives a token, password, URL or DSN
+# as a value instead of a ${file:...} reference to a mounted Secret, or
+# carries control.auth-token, the all-roles development token.
+check_no_secret_in_config() {
+	local cfg
+	cfg=$(config_of "$2" "$3") || return 0
+	if grep -qE '^ *auth_token:' <<<"$cfg"; then
+		fail "$1: ConfigMap $3 sets an auth_token; credentials come from control.token_file and lease.token_file"
+	fi
+	local line key
+	while IFS= read -r line; do
+		key=${line%%:*}
+		fail "$1: ConfigMap $3 holds a secret value instead of a \${file:...} reference: ${key##* }"
+	done < <(grep -E '^ *(auth_token|token|password|url|dsn):' <<<"$cfg" | grep -vE ":[[:space:]]*(''|\"\"|\\$\\{file:/etc/msgx/secrets/[A-Za-z0-9_.-]+\\})[[:space:]]*$" || true)
 }
 
 # check_render NAME FILE DIR checks one rendering; NAME is the values file's
@@ -217,6 +238,9 @@ check_render() {
 				grep -q '^    type: RollingUpdate$' "$f" || fail "$label: $name does not roll (want RollingUpdate)"
 				;;
 			esac
+			;;
+		ConfigMap)
+			check_no_secret_in_config "$label" "$dir" "$name"
 			;;
 		Job)
 			check_pod "$f" "$kind" "$name"
@@ -257,7 +281,40 @@ mkdir -p "$WORK/secrets"
 printf '%s\n' 'postgres://msgx@postgres:5432/msgx?sslmode=require' >"$WORK/secrets/MSGX_POSTGRES_URL"
 printf '%s\n' 'msgx:secret@tcp(mysql:3306)/mailbox' >"$WORK/secrets/MSGX_MYSQL_DSN"
 printf '%s\n' 'redis://redis:6379/0' >"$WORK/secrets/MSGX_REDIS_URL"
-printf '%s\n' 'ci-token-0123456789abcdef0123456789abcdef' >"$WORK/secrets/MSGX_CONTROL_AUTH_TOKEN"
+# Placeholder control-plane credentials as the chart projects them: the
+# control plane's token file (a line per service principal and an
+# operator), a service's own token, the compat entry's tokens, and a
+# throwaway CA with a server and a client certificate for (mutual) TLS.
+mkdir -p "$WORK/credentials"
+placeholder_token() { printf 'helm-lint-%s-%s' "$1" "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"; }
+service_token=$(placeholder_token service)
+{
+	for principal in all-in-one ingest processor dispatcher; do
+		printf '%s:service:%s\n' "$principal" "$service_token-$principal"
+	done
+	printf 'oncall:read:%s\n' "$(placeholder_token operator)"
+} >"$WORK/credentials/control-tokens"
+printf '%s\n' "$service_token-ingest" >"$WORK/credentials/lease-token"
+placeholder_token compat >"$WORK/credentials/compat-tokens"
+make_certificates() {
+	local d=$WORK/pki ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+	mkdir -p "$d"
+	openssl req -x509 "${ec[@]}" -keyout "$d/ca.key" -out "$d/ca.crt" -days 1 -subj /CN=helm-lint-ca 2>/dev/null &&
+		openssl req "${ec[@]}" -keyout "$d/server.key" -out "$d/server.csr" -subj /CN=control 2>/dev/null &&
+		openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -out "$d/server.crt" -days 1 2>/dev/null &&
+		openssl req "${ec[@]}" -keyout "$d/client.key" -out "$d/client.csr" -subj /CN=service 2>/dev/null &&
+		openssl x509 -req -in "$d/client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -out "$d/client.crt" -days 1 2>/dev/null
+}
+if ! make_certificates; then
+	log "openssl cannot make the placeholder certificates, so TLS settings cannot be verified"
+	exit 1
+fi
+cp "$WORK/pki/server.crt" "$WORK/credentials/control-tls.crt"
+cp "$WORK/pki/server.key" "$WORK/credentials/control-tls.key"
+cp "$WORK/pki/ca.crt" "$WORK/credentials/control-client-ca.crt"
+cp "$WORK/pki/ca.crt" "$WORK/credentials/lease-ca.crt"
+cp "$WORK/pki/client.crt" "$WORK/credentials/lease-tls.crt"
+cp "$WORK/pki/client.key" "$WORK/credentials/lease-tls.key"
 # The Prometheus Operator's APIs, as a cluster that has its CRDs serves them.
 MONITORING_APIS=(--api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions monitoring.coreos.com/v1/PrometheusRule)
 

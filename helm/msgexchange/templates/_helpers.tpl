@@ -106,6 +106,131 @@ both existing and created.
 {{- if and .Values.secret.existingSecret .Values.secret.create }}
 {{- fail "secret: set existingSecret or create, not both" }}
 {{- end }}
+{{- $cp := .Values.controlPlane }}
+{{- if and $cp.auth.existingSecret $cp.auth.operators }}
+{{- fail "controlPlane.auth.operators: tokens are generated only without existingSecret; add the operators' lines to the existing Secret's tokens instead" }}
+{{- end }}
+{{- $principals := splitList " " (include "msgexchange.servicePrincipals" .) }}
+{{- $seen := dict }}
+{{- range $cp.auth.operators }}
+{{- if has .name $principals }}
+{{- fail (printf "controlPlane.auth.operators: %q is a service's principal; give the operator another name" .name) }}
+{{- end }}
+{{- if hasKey $seen .name }}
+{{- fail (printf "controlPlane.auth.operators: %q is listed twice" .name) }}
+{{- end }}
+{{- $_ := set $seen .name true }}
+{{- end }}
+{{- if and $cp.tls.enabled (not $cp.tls.secretName) }}
+{{- fail "controlPlane.tls.enabled: set controlPlane.tls.secretName, the Secret with tls.crt, tls.key and ca.crt" }}
+{{- end }}
+{{- if and $cp.tls.clientSecretName (not $cp.tls.enabled) }}
+{{- fail "controlPlane.tls.clientSecretName: mutual TLS needs controlPlane.tls.enabled" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The lease-holding services' principals of the current mode, space
+separated: each has its own credential (R-H9), a principal:service:token
+line of the control plane's token file and, alone, the service's
+lease.token-file.
+*/}}
+{{- define "msgexchange.servicePrincipals" -}}
+{{- if eq .Values.deploymentMode "AllInOne" }}all-in-one{{ else }}ingest processor dispatcher{{ end }}
+{{- end }}
+
+{{/* The principal of a target's lease client; empty for a target that holds no lease. Takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.servicePrincipal" -}}
+{{- if eq .target "all" }}all-in-one{{ else if has .target (list "ingest" "processor" "dispatcher") }}{{ .target }}{{ end }}
+{{- end }}
+
+{{/* Name of the Secret with the control-plane tokens: the existing one, or the one the chart generates. */}}
+{{- define "msgexchange.controlAuthSecretName" -}}
+{{- .Values.controlPlane.auth.existingSecret | default (printf "%s-control-auth" (include "msgexchange.fullname" .)) }}
+{{- end }}
+
+{{/* The name the lease clients verify in the control plane's certificate. */}}
+{{- define "msgexchange.controlServerName" -}}
+{{- $target := ternary "all" "control" (eq .Values.deploymentMode "AllInOne") }}
+{{- .Values.controlPlane.tls.serverName | default (printf "%s.%s.svc" (include "msgexchange.targetName" (dict "ctx" . "target" $target)) .Release.Namespace) }}
+{{- end }}
+
+{{/* True (non-empty) when the target's pods serve the compat entry. Takes (dict "ctx" $ "target" name). */}}
+{{- define "msgexchange.servesCompat" -}}
+{{- if and .ctx.Values.ingest.compat.enabled (has .target (list "all" "ingest")) }}true{{ end }}
+{{- end }}
+
+{{/* Where a pod's credentials are projected: the control plane's token file and TLS files, a service's token and its TLS files, the compat entry's tokens. */}}
+{{- define "msgexchange.credentialsDir" -}}
+/etc/msgx/credentials
+{{- end }}
+
+{{/*
+The projected sources of a pod's credentials volume, each item only in the
+pods that need it: the control plane (control, all) gets the token file of
+every credential and its server certificate; a lease-holding service only
+its own token and the CA (and client certificate) it verifies the control
+plane with; a compat-serving pod the compat tokens. Empty for pods that
+need none (projector, migrate). Takes (dict "ctx" $ "target" name).
+*/}}
+{{- define "msgexchange.credentialSources" -}}
+{{- $ctx := .ctx }}
+{{- $tls := $ctx.Values.controlPlane.tls }}
+{{- $auth := include "msgexchange.controlAuthSecretName" $ctx }}
+{{- $principal := include "msgexchange.servicePrincipal" . }}
+{{- if has .target (list "all" "control") }}
+- secret:
+    name: {{ $auth }}
+    items:
+      - key: tokens
+        path: control-tokens
+{{- if $tls.enabled }}
+- secret:
+    name: {{ $tls.secretName }}
+    items:
+      - key: tls.crt
+        path: control-tls.crt
+      - key: tls.key
+        path: control-tls.key
+{{- if $tls.clientSecretName }}
+- secret:
+    name: {{ $tls.clientSecretName }}
+    items:
+      - key: ca.crt
+        path: control-client-ca.crt
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $principal }}
+- secret:
+    name: {{ $auth }}
+    items:
+      - key: service-{{ $principal }}
+        path: lease-token
+{{- if $tls.enabled }}
+- secret:
+    name: {{ $tls.secretName }}
+    items:
+      - key: ca.crt
+        path: lease-ca.crt
+{{- if $tls.clientSecretName }}
+- secret:
+    name: {{ $tls.clientSecretName }}
+    items:
+      - key: tls.crt
+        path: lease-tls.crt
+      - key: tls.key
+        path: lease-tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (include "msgexchange.servesCompat" .) $ctx.Values.ingest.compat.tokenSecret.name }}
+- secret:
+    name: {{ $ctx.Values.ingest.compat.tokenSecret.name }}
+    items:
+      - key: {{ $ctx.Values.ingest.compat.tokenSecret.key }}
+        path: compat-tokens
+{{- end }}
 {{- end }}
 
 {{/* Name of the Secret mounted under /etc/msgx/secrets; empty when there is none. */}}
@@ -149,8 +274,11 @@ quantity is empty; fails on one it cannot read.
 {{- end }}
 
 {{/*
-The msgx configuration file. The chart owns http_addr and control.grpc_addr
-(they must match the container ports) and target (set by flag per pod).
+The msgx configuration file. The chart owns http_addr, control.grpc_addr
+and ingest.compat.addr (they must match the container ports) and target
+(set by flag per pod), and points control.token_file, lease.token_file and
+the control plane's TLS files at the projected credentials unless config
+sets them.
 */}}
 {{- define "msgexchange.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
@@ -170,10 +298,58 @@ The msgx configuration file. The chart owns http_addr and control.grpc_addr
 {{- $_ := set $lease "control_addr" (printf "127.0.0.1:%d" (int .Values.ports.grpc)) }}
 {{- end }}
 {{- end }}
-{{- if not (hasKey $lease "auth_token") }}
-{{- $_ := set $lease "auth_token" (get $control "auth_token" | default "${file:/etc/msgx/secrets/MSGX_CONTROL_AUTH_TOKEN}") }}
+{{- /* Separate credentials (R-H9): the control plane reads every
+       principal:role:token line, each lease client its own token; files
+       projected by "msgexchange.credentialSources", re-read when the
+       Secret changes. */}}
+{{- $dir := include "msgexchange.credentialsDir" . }}
+{{- $tls := .Values.controlPlane.tls }}
+{{- if not (hasKey $control "token_file") }}
+{{- $_ := set $control "token_file" (printf "%s/control-tokens" $dir) }}
+{{- end }}
+{{- if and $tls.enabled (not (hasKey $control "tls")) }}
+{{- $serverTLS := dict "cert_file" (printf "%s/control-tls.crt" $dir) "key_file" (printf "%s/control-tls.key" $dir) }}
+{{- if $tls.clientSecretName }}
+{{- $_ := set $serverTLS "client_ca_file" (printf "%s/control-client-ca.crt" $dir) }}
+{{- end }}
+{{- $_ := set $control "tls" $serverTLS }}
+{{- end }}
+{{- if not (hasKey $lease "token_file") }}
+{{- $_ := set $lease "token_file" (printf "%s/lease-token" $dir) }}
+{{- end }}
+{{- if and $tls.enabled (not (hasKey $lease "tls")) }}
+{{- $clientTLS := dict "ca_file" (printf "%s/lease-ca.crt" $dir) "server_name" (include "msgexchange.controlServerName" .) }}
+{{- if $tls.clientSecretName }}
+{{- $_ := set $clientTLS "cert_file" (printf "%s/lease-tls.crt" $dir) }}
+{{- $_ := set $clientTLS "key_file" (printf "%s/lease-tls.key" $dir) }}
+{{- end }}
+{{- $_ := set $lease "tls" $clientTLS }}
 {{- end }}
 {{- $_ := set $cfg "lease" $lease }}
+{{- /* The compat entry (R-H10) on its own listener, port compat, only
+       when ingest.compat.enabled. */}}
+{{- $compatValues := .Values.ingest.compat }}
+{{- $ingest := deepCopy (get $cfg "ingest" | default dict) }}
+{{- $compat := deepCopy (get $ingest "compat" | default dict) }}
+{{- $_ := unset $compat "addr" }}
+{{- if $compatValues.enabled }}
+{{- $_ := set $compat "addr" (printf "0.0.0.0:%d" (int .Values.ports.compat)) }}
+{{- with $compatValues.allowedNetworks }}
+{{- $_ := set $compat "allowed_networks" (join "," .) }}
+{{- end }}
+{{- with $compatValues.trustedProxies }}
+{{- $_ := set $compat "trusted_proxies" (join "," .) }}
+{{- end }}
+{{- if $compatValues.tokenSecret.name }}
+{{- $_ := set $compat "token_file" (printf "%s/compat-tokens" $dir) }}
+{{- end }}
+{{- end }}
+{{- if $compat }}
+{{- $_ := set $ingest "compat" $compat }}
+{{- else }}
+{{- $_ := unset $ingest "compat" }}
+{{- end }}
+{{- $_ := set $cfg "ingest" $ingest }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -254,6 +430,11 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
       containerPort: {{ $ctx.Values.ports.grpc }}
       protocol: TCP
     {{- end }}
+    {{- if include "msgexchange.servesCompat" . }}
+    - name: compat
+      containerPort: {{ $ctx.Values.ports.compat }}
+      protocol: TCP
+    {{- end }}
   {{- with $ctx.Values.startupProbe }}
   startupProbe:
     {{- toYaml . | nindent 4 }}
@@ -278,6 +459,11 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
     {{- if include "msgexchange.secretName" $ctx }}
     - name: secrets
       mountPath: /etc/msgx/secrets
+      readOnly: true
+    {{- end }}
+    {{- if include "msgexchange.credentialSources" . | trim }}
+    - name: credentials
+      mountPath: {{ include "msgexchange.credentialsDir" $ctx }}
       readOnly: true
     {{- end }}
     {{- with $ctx.Values.extraVolumeMounts }}
@@ -340,6 +526,13 @@ volumes:
     secret:
       secretName: {{ . }}
       defaultMode: 0440
+  {{- end }}
+  {{- with (include "msgexchange.credentialSources" (dict "ctx" $ctx "target" .target) | trim) }}
+  - name: credentials
+    projected:
+      defaultMode: 0440
+      sources:
+        {{- . | nindent 8 }}
   {{- end }}
   {{- with $ctx.Values.extraVolumes }}
   {{- toYaml . | nindent 2 }}
