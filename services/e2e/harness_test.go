@@ -428,8 +428,9 @@ func (s *stack) kill(target string) {
 	}
 }
 
-// stopAll stops every process when the test ends (SIGTERM, SIGKILL after
-// 20 s) and, when the test failed, logs the end of each one's log.
+// stopAll stops every process when the test ends (SIGTERM, SIGKILL for
+// those still running 20 s later) and, when the test failed, logs the end
+// of each one's log.
 func (s *stack) stopAll() {
 	s.mu.Lock()
 	s.stopping = true
@@ -438,12 +439,19 @@ func (s *stack) stopAll() {
 	for _, p := range all {
 		p.stopped.Store(true)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		// A process the test left SIGSTOPped handles its SIGTERM only
+		// once it runs again.
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	}
+	grace := time.NewTimer(20 * time.Second) // for all of them together
+	defer grace.Stop()
 	for _, p := range all {
 		select {
 		case <-p.done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
+		case <-grace.C:
+			for _, q := range all {
+				_ = q.cmd.Process.Kill()
+			}
 			<-p.done
 		}
 	}
