@@ -156,7 +156,7 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	if !settled {
 		v.Other = append(v.Other, "the run did not settle: "+lastState)
 	}
-	ctx, cancelCheck := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancelCheck := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelCheck()
 	if len(ids) != len(w.Msgs) {
 		v.Other = append(v.Other, fmt.Sprintf("only %d of %d messages inserted", len(ids), len(w.Msgs)))
