@@ -323,6 +323,10 @@ func (s *stack) launch(name, target string, extra []string) (*proc, error) {
 		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Should the test binary die without its cleanups (a -timeout panic,
+	// a SIGKILL), its services die with it instead of holding ports and
+	// CPU on a shared machine.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

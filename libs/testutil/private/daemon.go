@@ -47,7 +47,9 @@ type daemon struct {
 }
 
 // start runs the process in its own process group, so that a signal to it
-// never reaches the test binary.
+// never reaches the test binary; it is SIGKILLed should the test binary
+// die without its cleanups (a -timeout panic), so that no server outlives
+// the test holding its port.
 func (d *daemon) start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -65,7 +67,7 @@ func (d *daemon) start() error {
 	cmd := exec.Command(d.argv[0], d.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), d.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("starting %s: %w", d.name, err)
