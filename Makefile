@@ -48,7 +48,13 @@ chaos: deps ## R-H7 fault harness, long run: 3000 messages while 72 seeded fault
 bench-e2e: deps ## measure end-to-end latency (p50/p99) and throughput through every service as processes (~5 min)
 	cd services && $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkEndToEnd$$' -benchtime=1x ./e2e/
 
-bench: deps ## run the Go benchmarks
+bench: deps ## R-J1…R-J5 benchmark suite on this machine (every service as a process, ~10 min): prints the table and writes docs/benchmarks.md
+	cd services && MSGX_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^TestBench_R_J$$' ./e2e/
+
+bench-short: deps ## the suite at a tenth of the sizes; fails only on a gross regression (below 20% of a target the system meets)
+	cd services && MSGX_BENCH=short $(GO) test -count=1 -v -timeout 10m -run '^TestBench_R_J$$' ./e2e/
+
+bench-go: deps ## run the Go benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem work
 
 proto: ## regenerate the protobuf code
@@ -69,4 +75,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
