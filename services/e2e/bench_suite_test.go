@@ -548,7 +548,7 @@ type benchRebuildResult struct {
 	flights, active int64
 	enqueue         time.Duration // the RebuildProjection call
 	took            time.Duration // from the call to Redis holding every flight at its version
-	compared        int // records and versions compared
+	compared        int           // records and versions compared
 	records         int
 	differ          int
 	examples        []string
