@@ -405,6 +405,29 @@ func (s *stack) isBroken() bool {
 	}
 }
 
+// poll calls cond every 50 ms until it holds, timeout passes or a process
+// of the stack exited without being stopped (the test has failed then, and
+// waiting on would only delay the report); it reports whether cond held.
+func (s *stack) poll(timeout time.Duration, cond func() bool) bool {
+	ctx, cancel := s.untilBroken(context.Background(), timeout)
+	defer cancel()
+	return waitCtx(ctx, cond)
+}
+
+// untilBroken returns a context that ends after timeout, or as soon as a
+// process of the stack exits without being stopped.
+func (s *stack) untilBroken(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	go func() {
+		select {
+		case <-s.broken:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // exitNames lists the processes that exited without being stopped.
 func (s *stack) exitNames() []string {
 	s.mu.Lock()

@@ -130,7 +130,7 @@ func consumeMsg(t *testing.T, s *stack, want int) map[int64][]msgEvent {
 	defer cl.Close()
 	out := map[int64][]msgEvent{}
 	ids := map[string]bool{}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := s.untilBroken(context.Background(), 60*time.Second)
 	defer cancel()
 	for len(ids) < want {
 		fs := cl.PollFetches(ctx)
