@@ -24,7 +24,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -136,8 +135,20 @@ func benchNum(v float64) string {
 // sizes (see docs/benchmarks.md): the short run guards these, and only
 // these, at 20% of their targets. A figure joins the list when the system
 // meets it.
+//
+// The ten snapshots' slowest ÷ first is met too, but it is a ratio of two
+// short runs on a shared machine: a stall in either moves it by more than
+// the guard's margin, so it guards nothing.
+//
+// The projector's peak RSS is above R-J4's 150 MB at the full sizes (the
+// rebuild of 100,000 flights), so it is not guarded; the other services'
+// are.
 var benchGuarded = map[string]bool{
-	"R-J4 peak RSS": true,
+	"R-J4 peak RSS control":    true,
+	"R-J4 peak RSS dispatcher": true,
+	"R-J4 peak RSS ingest":     true,
+	"R-J4 peak RSS processor":  true,
+	"R-J5 self-rebuild":        true,
 }
 
 // TestBench_R_J1_R_J2_R_J3_R_J4_R_J5 is the benchmark suite of R-J1…R-J5:
@@ -292,7 +303,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		add(benchRow{key: "R-J4 peak RSS", figure: "R-J4 peak RSS " + name, target: 150, unit: "MB", measured: float64(peaks[name]) / 1024})
+		add(benchRow{key: "R-J4 peak RSS " + name, target: 150, unit: "MB", measured: float64(peaks[name]) / 1024})
 	}
 
 	rep := benchReport{sizes: z, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
@@ -634,7 +645,7 @@ func benchRebuild(t testing.TB, s *stack, goal time.Duration) benchRebuildResult
 	projector := s.procs["projector"]
 	s.mu.Unlock()
 	logFrom := logSize(projector)
-	conn, err := grpc.NewClient(s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
 	require.NoError(t, err)
 	defer conn.Close()
 	admin := controlv1.NewAdminServiceClient(conn)
