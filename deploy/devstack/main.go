@@ -5,13 +5,15 @@
 //	                 mailbox fixture tables (CMINMSGS, COUTMSGS)
 //	devstack broker  run the development Kafka-protocol broker (franz-go's
 //	                 kfake) on 127.0.0.1:9092, data kept under -data-dir,
-//	                 with the system's topics created
+//	                 with the system's topics created; plaintext unless
+//	                 -tls.* and -sasl.* secure it
 //	devstack load    insert SIS message files into CMINMSGS, in the order
 //	                 given, as the adapter would
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"flag"
@@ -116,13 +118,27 @@ func broker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	port := fs.Int("port", 9092, "TCP port on 127.0.0.1")
 	dir := fs.String("data-dir", ".run/kafka", "directory keeping the broker's data across restarts")
+	// Securing the broker lets the end-to-end tests run every service the
+	// way production connects: over TLS and with SASL (R-H8). The default
+	// stays the plaintext broker of the development stack.
+	certFile := fs.String("tls.cert-file", "", "PEM certificate the broker presents (with -tls.key-file; none: plaintext)")
+	keyFile := fs.String("tls.key-file", "", "PEM private key of -tls.cert-file")
+	mechanism := fs.String("sasl.mechanism", "", "SASL mechanism the broker requires of every client: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	user := fs.String("sasl.username", "", "the one SASL user the broker accepts (with -sasl.mechanism)")
+	passwordFile := fs.String("sasl.password-file", "", "file holding the SASL user's password (trailing line breaks dropped)")
 	var kcfg kafka.Config
 	kcfg.RegisterFlags("kafka.", fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(*port), kfake.DataDir(*dir)}
+	secOpts, err := brokerSecurity(*certFile, *keyFile, *mechanism, *user, *passwordFile)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, secOpts...)
 	fmt.Fprintln(os.Stderr, "WARNING: development Kafka-protocol broker (kfake). Never use it in production.")
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(*port), kfake.DataDir(*dir))
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("starting broker: %w", err)
 	}
@@ -142,6 +158,47 @@ func broker(ctx context.Context, args []string) error {
 	fmt.Printf("broker listening on %s (data in %s)\n", kcfg.Brokers, *dir)
 	<-ctx.Done()
 	return nil
+}
+
+// brokerSecurity returns the broker's TLS listener and SASL user options;
+// both are off when their flags are empty. The broker's own client, which
+// creates the topics, is secured by the -kafka.tls.* and -kafka.sasl.*
+// flags.
+func brokerSecurity(certFile, keyFile, mechanism, user, passwordFile string) ([]kfake.Opt, error) {
+	var opts []kfake.Opt
+	if certFile != "" || keyFile != "" {
+		if certFile == "" || keyFile == "" {
+			return nil, errors.New("tls.cert-file and tls.key-file: set both or neither")
+		}
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading the broker's certificate: %w", err)
+		}
+		opts = append(opts, kfake.TLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}))
+	}
+	if mechanism == "" {
+		if user != "" || passwordFile != "" {
+			return nil, errors.New("sasl.mechanism: required with sasl.username or sasl.password-file")
+		}
+		return opts, nil
+	}
+	switch mechanism = strings.ToUpper(mechanism); mechanism {
+	case kafka.MechanismPlain, kafka.MechanismScramSHA256, kafka.MechanismScramSHA512:
+	default:
+		return nil, fmt.Errorf("sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mechanism)
+	}
+	if user == "" || passwordFile == "" {
+		return nil, errors.New("sasl.username and sasl.password-file: required with sasl.mechanism")
+	}
+	b, err := os.ReadFile(passwordFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading sasl.password-file: %w", err)
+	}
+	pass := strings.TrimRight(string(b), "\r\n")
+	if pass == "" {
+		return nil, fmt.Errorf("sasl.password-file %s is empty", passwordFile)
+	}
+	return append(opts, kfake.EnableSASL(), kfake.Superuser(mechanism, user, pass)), nil
 }
 
 func load(ctx context.Context, args []string) error {

@@ -341,7 +341,7 @@ func boardFlight(flid, version int64, sodt time.Time, stand string) []byte {
 // the broker has them.
 func (s *stack) produceFlights(t *testing.T, records map[int64][]byte) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kgo.NewClient(s.kafkaOpts(kgo.ProducerLinger(5 * time.Millisecond))...)
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

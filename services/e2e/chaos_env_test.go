@@ -76,15 +76,15 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 	e.redisSrv = private.NewRedis(t)
 	<-built
 	buildDevstack(t)
-	e.broker = private.NewBroker(t, devstackBin)
-
 	s := newStackOn(t)
+	e.broker = private.NewBroker(t, devstackBin, s.sec.brokerFlags()...)
 	s.pgURL = e.pgSrv.CreateDatabase("msgx")
 	s.dsn = e.mariaSrv.CreateDatabase("msgx_mailbox")
 	s.redisURL = e.redisSrv.URL()
 	s.redisP = "msgx:"
 	s.kafka = kafkatest.DefaultConfig()
 	s.kafka.Brokers = e.broker.Addr()
+	s.sec.kafka(&s.kafka)
 	s.connect()
 	e.stack = s
 	return e

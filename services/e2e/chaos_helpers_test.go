@@ -23,7 +23,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/internal/contract"
@@ -144,7 +143,7 @@ func (f *chaosFeeder) wait() ([]int64, error) {
 }
 
 func (f *chaosFeeder) run(ctx context.Context) error {
-	conn, err := grpc.NewClient(f.s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(f.s.controlAddr, f.s.controlCreds())
 	if err != nil {
 		return fmt.Errorf("dialling the control plane: %w", err)
 	}
@@ -736,8 +735,8 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 // readTopic reads a whole topic with an independent consumer, calling on
 // for each record in partition order.
 func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(s.kafkaOpts(kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -243,7 +242,7 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 
 	// An outbound request: the dispatcher looks for an earlier insert
 	// (SELECT) and inserts the request into COUTMSGS.
-	conn, err := grpc.NewClient(s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
 	require.NoError(t, err)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

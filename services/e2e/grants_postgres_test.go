@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -116,7 +115,7 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 		return s.projectionMatches(ctx)
 	})
 
-	conn, err := grpc.NewClient(s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
 	require.NoError(t, err)
 	defer conn.Close()
 	admin := controlv1.NewAdminServiceClient(conn)

@@ -2,10 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +28,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"msgexchange/libs/config"
 
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/testutil"
@@ -32,6 +44,7 @@ import (
 	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/libs/testutil/private"
 	"msgexchange/libs/testutil/redistest"
+	"msgexchange/libs/testutil/tlstest"
 	"msgexchange/migrations"
 )
 
@@ -111,6 +124,13 @@ type stack struct {
 	// stack: a restarted control plane comes back where every lease client
 	// looks for it.
 	controlAddr string
+	// sec is the stack's TLS and SASL material.
+	sec *secure
+	// cluster is the in-process broker of newStack (nil when the broker
+	// runs as its own process); handshakeV0 lists SaslHandshake v0 on it
+	// once, for kcat.
+	cluster     *kafkatest.Cluster
+	handshakeV0 sync.Once
 
 	mu    sync.Mutex
 	procs map[string]*proc // the current incarnation of each name
@@ -208,7 +228,8 @@ func newStack(t testing.TB) *stack {
 	s.redisP = redistest.NewPrefix(t)
 	s.redisURL = redistest.URL()
 	s.kafka = kafkatest.DefaultConfig()
-	kafkatest.NewCluster(t, &s.kafka)
+	s.sec.kafka(&s.kafka)
+	s.cluster = kafkatest.NewCluster(t, &s.kafka, s.sec.kfakeOpts()...)
 	watchContract(t, s) // before connect: runs after the services stopped, before the broker closes
 	s.connect()
 	return s
@@ -241,7 +262,152 @@ func (s *stack) connect() {
 // newStackOn returns a stack with no servers set yet, its control-plane
 // address reserved.
 func newStackOn(t testing.TB) *stack {
-	return &stack{t: t, procs: map[string]*proc{}, broken: make(chan struct{}), controlAddr: private.ReserveAddr(t)}
+	return &stack{t: t, procs: map[string]*proc{}, broken: make(chan struct{}), controlAddr: private.ReserveAddr(t), sec: newSecure(t)}
+}
+
+// secure is the connection security every stack runs with, as production
+// does (R-H8): the broker takes only TLS connections authenticated with
+// SASL SCRAM-SHA-256, and the control plane serves gRPC over TLS. The CA,
+// the certificates and the password file are generated into the test's
+// temporary directory, the way a deployment mounts them from Secrets; the
+// services get them through their flags (serviceFlags) and the test's own
+// Kafka, kcat and gRPC clients through kafkaOpts, kcatArgs and
+// controlCreds.
+type secure struct {
+	ca           *tlstest.CA
+	broker       tlstest.Pair
+	control      tlstest.Pair
+	user         string
+	password     string
+	passwordFile string
+}
+
+// The SASL user of the stacks' broker, and the mechanism it requires.
+const (
+	secureUser      = "msgx-e2e"
+	secureMechanism = kafka.MechanismScramSHA256
+)
+
+func newSecure(t testing.TB) *secure {
+	t.Helper()
+	ca := tlstest.NewCA(t, "msgx-e2e")
+	sec := &secure{ca: ca, broker: ca.Server("broker"), control: ca.Server("control"), user: secureUser}
+	pw := make([]byte, 18)
+	_, err := rand.Read(pw)
+	require.NoError(t, err)
+	sec.password = hex.EncodeToString(pw)
+	sec.passwordFile = filepath.Join(t.TempDir(), "kafka-password")
+	require.NoError(t, os.WriteFile(sec.passwordFile, []byte(sec.password+"\n"), 0o600))
+	return sec
+}
+
+// kafka sets the TLS and SASL settings of cfg, which the test's own
+// clients (kafkaOpts, kafkatest.EnsureTopics) are built from.
+func (c *secure) kafka(cfg *kafka.Config) {
+	cfg.TLS = config.TLS{CAFile: c.ca.File}
+	cfg.SASL = kafka.SASL{Mechanism: secureMechanism, Username: c.user, PasswordFile: c.passwordFile}
+}
+
+// kfakeOpts secure an in-process broker.
+func (c *secure) kfakeOpts() []kfake.Opt {
+	return []kfake.Opt{
+		kfake.TLS(tlstest.ServerConfig(c.broker, nil)),
+		kfake.EnableSASL(),
+		kfake.Superuser(secureMechanism, c.user, c.password),
+	}
+}
+
+// brokerFlags secure the development broker run as its own process
+// (`devstack broker`): its listener and user, and its own client that
+// creates the topics.
+func (c *secure) brokerFlags() []string {
+	return append([]string{
+		"-tls.cert-file=" + c.broker.CertFile,
+		"-tls.key-file=" + c.broker.KeyFile,
+		"-sasl.mechanism=" + secureMechanism,
+		"-sasl.username=" + c.user,
+		"-sasl.password-file=" + c.passwordFile,
+	}, c.kafkaFlags()...)
+}
+
+// kafkaFlags are the -kafka.tls.* and -kafka.sasl.* flags of a client.
+func (c *secure) kafkaFlags() []string {
+	return []string{
+		"-kafka.tls.ca-file=" + c.ca.File,
+		"-kafka.sasl.mechanism=" + secureMechanism,
+		"-kafka.sasl.username=" + c.user,
+		"-kafka.sasl.password-file=" + c.passwordFile,
+	}
+}
+
+// serviceFlags are the security flags of every service process: Kafka
+// over TLS with SASL, the control plane serving TLS, and lease clients
+// trusting the CA that signs it.
+func (c *secure) serviceFlags() []string {
+	return append(c.kafkaFlags(),
+		"-control.tls.cert-file="+c.control.CertFile,
+		"-control.tls.key-file="+c.control.KeyFile,
+		"-lease.tls.ca-file="+c.ca.File,
+	)
+}
+
+// kafkaOpts are the options of a test's own Kafka client: the seeds and
+// the stack's TLS and SASL settings, then extra.
+func (s *stack) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
+	return append(s.kafka.ClientOpts(slog.New(slog.DiscardHandler), "e2e-test"), extra...)
+}
+
+// kcatArgs are the librdkafka settings with which kcat reaches the
+// stack's broker.
+func (s *stack) kcatArgs() []string {
+	s.listSASLHandshakeV0()
+	c := s.sec
+	return []string{
+		"-X", "security.protocol=SASL_SSL",
+		"-X", "sasl.mechanisms=" + secureMechanism,
+		"-X", "sasl.username=" + c.user,
+		"-X", "sasl.password=" + c.password,
+		"-X", "ssl.ca.location=" + c.ca.File,
+	}
+}
+
+// listSASLHandshakeV0 makes the in-process broker list SaslHandshake v0
+// in its ApiVersions answer, as every Kafka broker does: librdkafka (kcat)
+// authenticates with SCRAM only when v0 is listed, and then uses v1, the
+// one version kfake serves. Every other key keeps the broker's own range.
+func (s *stack) listSASLHandshakeV0() {
+	t := s.t
+	t.Helper()
+	require.NotNil(t, s.cluster, "kcat runs against the in-process broker of newStack")
+	s.handshakeV0.Do(func() {
+		cl, err := kgo.NewClient(s.kafkaOpts()...)
+		require.NoError(t, err)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.NoError(t, kerr.ErrorForCode(resp.ErrorCode))
+		listed := false
+		for i := range resp.ApiKeys {
+			if resp.ApiKeys[i].ApiKey == int16(kmsg.SASLHandshake) {
+				resp.ApiKeys[i].MinVersion, listed = 0, true
+			}
+		}
+		require.True(t, listed, "the broker lists SaslHandshake")
+		s.cluster.ControlKey(int16(kmsg.ApiVersions), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			s.cluster.KeepControl()
+			out := *resp
+			out.SetVersion(req.GetVersion())
+			return &out, nil, true
+		})
+	})
+}
+
+// controlCreds are the transport credentials of a test's gRPC client of
+// the control plane.
+func (s *stack) controlCreds() grpc.DialOption {
+	return grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: s.sec.ca.Pool()}))
 }
 
 // start runs the msgx binary with one target as its own process.
@@ -310,6 +476,7 @@ func (s *stack) launch(name, target string, extra []string) (*proc, error) {
 		"-lease.ttl=" + leaseTTL.String(),
 		"-lease.retry=" + leaseRetry.String(),
 	}
+	args = append(args, s.sec.serviceFlags()...)
 	args = append(args, extra...)
 	cmd := exec.Command(msgxBin, args...)
 	path := filepath.Join(s.logDir, name+".log")

@@ -93,13 +93,15 @@ func (r kcatRecord) header(key string) string {
 
 // kcatConsume reads topic from the beginning to its end with kcat
 // (-C -e -J -o beginning) and returns the records in the order kcat printed
-// them, which within a partition is offset order.
-func kcatConsume(t *testing.T, kcat, brokers, topic string) []kcatRecord {
+// them, which within a partition is offset order. It connects the way
+// every client of the stack must: with SASL over TLS.
+func kcatConsume(t *testing.T, kcat string, s *stack, topic string) []kcatRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kcat, "-b", brokers, "-C", "-t", topic, "-e", "-J", "-o", "beginning")
+	args := append([]string{"-b", s.kafka.Brokers}, s.kcatArgs()...)
+	cmd := exec.CommandContext(ctx, kcat, append(args, "-C", "-t", topic, "-e", "-J", "-o", "beginning")...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "kcat on %s: %s", topic, stderr.String())
 	var out []kcatRecord

@@ -88,7 +88,7 @@ func TestKcat_R_D1_R_I3_IndependentClientReadsMsgAndSchd(t *testing.T) {
 	final := map[string]int64{"15": pg[15].Version, "16": pg[16].Version}
 
 	t.Run("SchdIsCompacted", func(t *testing.T) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...))
+		cl, err := kgo.NewClient(s.kafkaOpts()...)
 		require.NoError(t, err)
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,7 +108,7 @@ func TestKcat_R_D1_R_I3_IndependentClientReadsMsgAndSchd(t *testing.T) {
 
 	msgEvents := map[string]kcatMsgEvent{} // event ID → event
 	t.Run("Msg", func(t *testing.T) {
-		keyed := byPartitionOrder(t, kcatConsume(t, kcat, s.kafka.Brokers, s.kafka.Topics.Msg))
+		keyed := byPartitionOrder(t, kcatConsume(t, kcat, s, s.kafka.Topics.Msg))
 		require.Len(t, keyed, 2)
 		for key, recs := range keyed {
 			var last int64
@@ -163,7 +163,7 @@ func TestKcat_R_D1_R_I3_IndependentClientReadsMsgAndSchd(t *testing.T) {
 	})
 
 	t.Run("Schd", func(t *testing.T) {
-		keyed := byPartitionOrder(t, kcatConsume(t, kcat, s.kafka.Brokers, s.kafka.Topics.Schd))
+		keyed := byPartitionOrder(t, kcatConsume(t, kcat, s, s.kafka.Topics.Schd))
 		require.Len(t, keyed, 2)
 		for key, recs := range keyed {
 			var last int64

@@ -95,9 +95,9 @@ func newPerfWatch(t testing.TB, s *stack) *perfWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	client := func(topic string) *kgo.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(topic),
+		cl, err := kgo.NewClient(s.kafkaOpts(kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Millisecond),
-			kgo.ClientID("perf-watch"))
+			kgo.ClientID("perf-watch"))...)
 		require.NoError(t, err)
 		return cl
 	}

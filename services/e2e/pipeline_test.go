@@ -124,8 +124,8 @@ type msgEvent struct {
 func consumeMsg(t *testing.T, s *stack, want int) map[int64][]msgEvent {
 	t.Helper()
 	chk := contractChecker(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka.BrokerList()...), kgo.ConsumeTopics(s.kafka.Topics.Msg),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(s.kafkaOpts(kgo.ConsumeTopics(s.kafka.Topics.Msg),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	require.NoError(t, err)
 	defer cl.Close()
 	out := map[int64][]msgEvent{}

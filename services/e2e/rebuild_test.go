@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -100,7 +99,7 @@ func TestRebuild_R_E4_OneCallRebuildsRedisFromPostgres(t *testing.T) {
 	require.NoError(t, s.redis.HSet(ctx, s.redisP+"flights", "999",
 		`{"schema":1,"flid":999,"version":1,"state":"ACTIVE","operation_day":"2021-01-23","msg_id":1,"doc":{"FLID":"999"}}`).Err())
 
-	conn, err := grpc.NewClient(s.controlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
 	require.NoError(t, err)
 	defer conn.Close()
 	admin := controlv1.NewAdminServiceClient(conn)
