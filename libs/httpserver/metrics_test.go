@@ -24,7 +24,9 @@ func TestInstrument_R_I4_RequestsByRouteMethodAndCode(t *testing.T) {
 	t.Cleanup(func() { _ = tel.Provider.Shutdown(context.Background()) })
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /flights/{flid}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) })
-	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "not ready", http.StatusServiceUnavailable) })
+	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	})
 	h, err := httpserver.Instrument(mux, tel.Meter("http"))
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

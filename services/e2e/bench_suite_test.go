@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"msgexchange/libs/testutil"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
@@ -191,9 +192,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	default:
 		t.Fatalf("MSGX_BENCH must be full or short, not %q", mode)
 	}
-	if testing.Short() {
-		t.Skip("the benchmark suite runs every service as a process against real databases")
-	}
+	testutil.Integration(t) // every service as a process against real databases
 	z := benchSizesFor(mode)
 	began := time.Now()
 	loadStart := loadAvg()

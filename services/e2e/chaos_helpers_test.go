@@ -443,10 +443,10 @@ func (w *chaosWatcher) finish() []string {
 // settled and what was still open.
 func chaosSettle(s *stack, timeout time.Duration) (bool, string) {
 	ctx := context.Background()
-	deadline := time.Now().Add(timeout)
 	var state string
+	settled, stalled := false, false
 	stall := newStallGuard()
-	for {
+	s.poll(timeout, func() bool {
 		unmarked, err := s.unmarked()
 		var open, unbackfilled, pending int
 		if err == nil {
@@ -470,19 +470,19 @@ func chaosSettle(s *stack, timeout time.Duration) (bool, string) {
 		if err != nil {
 			state += fmt.Sprintf(" (last error: %v)", err)
 		}
-		if err == nil && unmarked == 0 && open == 0 && unbackfilled == 0 && pending == 0 && projection == nil {
-			return true, state
-		}
-		if s.isBroken() {
-			return false, state + "; a process exited without being stopped"
-		}
-		if stall.stalled(counts) {
-			return false, state + fmt.Sprintf("; unchanged for %s", chaosStall)
-		}
-		if time.Now().After(deadline) {
-			return false, state + fmt.Sprintf("; not settled after %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+		settled = err == nil && unmarked == 0 && open == 0 && unbackfilled == 0 && pending == 0 && projection == nil
+		stalled = !settled && stall.stalled(counts)
+		return settled || stalled
+	})
+	switch {
+	case settled:
+		return true, state
+	case s.isBroken():
+		return false, state + "; a process exited without being stopped"
+	case stalled:
+		return false, state + fmt.Sprintf("; unchanged for %s", chaosStall)
+	default:
+		return false, state + fmt.Sprintf("; not settled after %s", timeout)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -19,33 +17,18 @@ func outboxDiscardCommand() *command {
 		synopsis: "(--id N ... | --target T) --operator NAME --reason TEXT",
 		summary:  "end DEAD outbox rows nobody needs (DISCARDED, never delivered; a discarded marker finishes its backfill); audited",
 		setup: func(fs *flag.FlagSet) runFunc {
-			var ids []int64
-			fs.Func("id", "DEAD outbox row `ID` to discard; repeat the flag for several rows (exclusive with --target)", func(s string) error {
-				v, err := strconv.ParseInt(s, 10, 64)
-				if err != nil || v <= 0 {
-					return fmt.Errorf("want a positive outbox ID, got %q", s)
-				}
-				ids = append(ids, v)
-				return nil
-			})
-			target := fs.String("target", "", "discard every DEAD row of this target (flight-state, msg, schd, mailbox, coutmsgs)")
-			operator := fs.String("operator", "", "who discards the rows (required; recorded in the audit)")
-			reason := fs.String("reason", "", "why (required; recorded in the audit)")
+			sel := addRowSelection(fs, "discard",
+				"DEAD outbox row `ID` to discard; repeat the flag for several rows (exclusive with --target)",
+				"discard every DEAD row of this target (flight-state, msg, schd, mailbox, coutmsgs)",
+				"who discards the rows (required; recorded in the audit)")
 			return func(ctx context.Context, a *app, args []string) error {
 				if err := exactArgs(args); err != nil {
 					return err
 				}
-				switch {
-				case len(ids) == 0 && *target == "":
-					return usagef("give --id N (repeatable) or --target T")
-				case len(ids) > 0 && *target != "":
-					return usagef("give --id or --target, not both")
-				case strings.TrimSpace(*operator) == "":
-					return usagef("--operator is required (the discard is audited)")
-				case strings.TrimSpace(*reason) == "":
-					return usagef("--reason is required (the discard is audited)")
+				if err := sel.check(); err != nil {
+					return err
 				}
-				return a.outboxDiscard(ctx, &controlv1.DiscardOutboxRequest{Ids: ids, Target: *target, Operator: *operator, Reason: *reason})
+				return a.outboxDiscard(ctx, &controlv1.DiscardOutboxRequest{Ids: sel.ids, Target: *sel.target, Operator: *sel.operator, Reason: *sel.reason})
 			}
 		},
 	}

@@ -18,24 +18,16 @@ func outboxRequeueCommand() *command {
 		synopsis: "(--id N ... | --target T) [--state S] --operator NAME --reason TEXT",
 		summary:  "put DEAD outbox rows (or, with --state abandoned, abandoned backfills) back to PENDING; audited",
 		setup: func(fs *flag.FlagSet) runFunc {
-			var ids []int64
-			fs.Func("id", "outbox row `ID` to re-queue; repeat the flag for several rows (exclusive with --target)", func(s string) error {
-				v, err := strconv.ParseInt(s, 10, 64)
-				if err != nil || v <= 0 {
-					return fmt.Errorf("want a positive outbox ID, got %q", s)
-				}
-				ids = append(ids, v)
-				return nil
-			})
-			target := fs.String("target", "", "re-queue every row of this target in --state (flight-state, msg, schd, mailbox, coutmsgs)")
+			sel := addRowSelection(fs, "re-queue",
+				"outbox row `ID` to re-queue; repeat the flag for several rows (exclusive with --target)",
+				"re-queue every row of this target in --state (flight-state, msg, schd, mailbox, coutmsgs)",
+				"who asks for the re-queue (required; recorded in the audit)")
 			state := fs.String("state", "dead", "state the rows must be in: dead (the dead-letter queue, including backfills that gave up) or abandoned")
-			operator := fs.String("operator", "", "who asks for the re-queue (required; recorded in the audit)")
-			reason := fs.String("reason", "", "why (required; recorded in the audit)")
 			return func(ctx context.Context, a *app, args []string) error {
 				if err := exactArgs(args); err != nil {
 					return err
 				}
-				req := &controlv1.RequeueOutboxRequest{Ids: ids, Target: *target, Operator: *operator, Reason: *reason}
+				req := &controlv1.RequeueOutboxRequest{Ids: sel.ids, Target: *sel.target, Operator: *sel.operator, Reason: *sel.reason}
 				switch strings.ToLower(*state) {
 				case "dead":
 					req.State = controlv1.OutboxState_OUTBOX_STATE_DEAD
@@ -44,15 +36,8 @@ func outboxRequeueCommand() *command {
 				default:
 					return usagef("--state %q: want dead or abandoned", *state)
 				}
-				switch {
-				case len(ids) == 0 && *target == "":
-					return usagef("give --id N (repeatable) or --target T")
-				case len(ids) > 0 && *target != "":
-					return usagef("give --id or --target, not both")
-				case strings.TrimSpace(*operator) == "":
-					return usagef("--operator is required (the re-queue is audited)")
-				case strings.TrimSpace(*reason) == "":
-					return usagef("--reason is required (the re-queue is audited)")
+				if err := sel.check(); err != nil {
+					return err
 				}
 				return a.outboxRequeue(ctx, req)
 			}
