@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"msgexchange/services/processor/internal/decide"
 )
 
 // ErrNotOpen means a state transition found the message already finished;
@@ -17,7 +19,7 @@ var ErrNotOpen = errors.New("message is not open")
 // ErrMasterCycle means refreshing code-share masters did not settle: the
 // MAID references form a cycle longer than any real code-share chain. Fix
 // the MAID values of the flights involved.
-var ErrMasterCycle = errors.New("code-share masters keep changing (MAID cycle)")
+var ErrMasterCycle = decide.ErrMasterCycle
 
 // querier is what both a pool and a transaction offer.
 type querier interface {

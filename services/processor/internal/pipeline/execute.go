@@ -11,6 +11,7 @@ import (
 
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
+	"msgexchange/services/processor/internal/decide"
 )
 
 // outcome is what a handler did.
@@ -24,9 +25,7 @@ type outcome struct {
 }
 
 // skipError ends a handler with SKIPPED and nothing written.
-type skipError struct{ reason string }
-
-func (s *skipError) Error() string { return "skipped: " + s.reason }
+type skipError = decide.Skip
 
 // execute runs one message. Domain outcomes are written here; a returned
 // *failure is retryable; any other error is an infrastructure failure.
@@ -82,12 +81,12 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		if err != nil {
 			return false, fmt.Errorf("opening savepoint: %w", err)
 		}
-		w := &writer{tx: sp, msgID: h.MsgID, src: src, now: e.clock.Now(), zone: e.zone()}
+		w := newTxWriter(ctx, sp, h.MsgID, src, e.clock.Now(), e.zone())
 		var out outcome
 		herr := e.guard(ctx, h.MsgID, "handling", func() (err error) {
 			out, err = e.handle(ctx, w, msg, cls)
 			if err == nil {
-				err = w.flushMasters(ctx) // code-share masters of what the handler changed (INV-22)
+				err = w.FlushMasters(ctx) // code-share masters of what the handler changed (INV-22)
 			}
 			return err
 		})
@@ -110,10 +109,10 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
 		case errors.As(herr, &skip):
 			_ = sp.Rollback(ctx)
-			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.reason)
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.Reason)
 		case errors.As(herr, &unsup):
 			_ = sp.Rollback(ctx)
-			return false, e.parkUnsupportedIn(ctx, tx, h.MsgID, meta, unsup.reason)
+			return false, e.parkUnsupportedIn(ctx, tx, h.MsgID, meta, unsup.Reason)
 		case errors.As(herr, &f):
 			retry = f
 			return false, herr
@@ -123,7 +122,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		if err := sp.Commit(ctx); err != nil {
 			return false, fmt.Errorf("releasing savepoint: %w", err)
 		}
-		if w.projections > 0 || out.pending {
+		if w.Projections() > 0 || out.pending {
 			return false, e.markApplied(ctx, tx, h.MsgID, meta, out.note)
 		}
 		return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
@@ -204,32 +203,39 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 	return nil
 }
 
-// handle routes a classified message to its domain handler.
+// handle routes a classified message to its domain handler: every kind
+// decide.Handles to decide.Decide, the kinds with their own transaction
+// rules (daily snapshots, season schedules, answers to requests) to the
+// pipeline's handlers.
 func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls sis.Classification) (outcome, error) {
+	if decide.Handles(msg, cls) {
+		out, err := decide.Decide(ctx, w.Writer, msg, cls, e.opday)
+		return outcome{note: out.Note, pending: out.Pending}, fromDecide(err)
+	}
 	styp := msg.Meta.STYP
 	switch cls.Kind {
 	case sis.KindFlightSnapshot:
-		switch styp {
-		case "DNLD":
-			return e.snapshot(ctx, w, msg)
-		case "RESP":
+		if styp == "RESP" {
 			// R-C7: a schedule response is applied only as the answer to an
 			// open RQFD request (requests.go); otherwise SKIPPED.
 			return e.scheduleResponse(ctx, w, msg)
-		case "DEL":
-			return e.snapshotDelete(ctx, w, msg)
-		default: // ADFT (R-C9), ADD, UPD
-			return e.snapshotUpsert(ctx, w, msg)
 		}
+		return e.snapshot(ctx, w, msg)
 	case sis.KindSeasonSchedule:
 		return e.season(ctx, w, msg)
-	case sis.KindFlightOperation:
-		if styp == "FDEL" {
-			return e.fdel(ctx, w, msg)
-		}
-		return e.flop(ctx, w, msg, styp)
 	case sis.KindReference:
-		return e.reference(ctx, w, msg)
+		out, err := e.referenceResponse(ctx, w, msg)
+		return out, fromDecide(err)
 	}
-	return outcome{}, &unsupportedError{reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
+	return outcome{}, &unsupportedError{Reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
+}
+
+// fromDecide turns a handler's retryable decide.Failure into the
+// executor's failure; every other error passes as it is.
+func fromDecide(err error) error {
+	var f *decide.Failure
+	if errors.As(err, &f) {
+		return &failure{class: f.Class, reason: f.Reason}
+	}
+	return err
 }

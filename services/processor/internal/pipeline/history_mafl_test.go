@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"testing"
@@ -105,8 +107,8 @@ func TestHistory_R_C8_INV18_LockedMasterDefersTheChild(t *testing.T) {
 	ctx := context.Background()
 	tx, err := h.pool.Begin(ctx)
 	require.NoError(t, err)
-	w := &writer{tx: tx}
-	cur, err := w.load(ctx, 201) // the row lock a message's transaction takes
+	w := newTxWriter(ctx, tx, 0, Source{}, time.Time{}, nil)
+	cur, err := w.Load(ctx, 201) // the row lock a message's transaction takes
 	require.NoError(t, err)
 	require.NotNil(t, cur)
 

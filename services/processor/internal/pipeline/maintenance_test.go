@@ -292,8 +292,8 @@ func TestHistory_R_C11_INV18_LockedFlightSkipped(t *testing.T) {
 	ctx := context.Background()
 	tx, err := h.pool.Begin(ctx)
 	require.NoError(t, err)
-	w := &writer{tx: tx}
-	cur, err := w.load(ctx, 101) // the row lock a message's transaction takes
+	w := newTxWriter(ctx, tx, 0, Source{}, time.Time{}, nil)
+	cur, err := w.Load(ctx, 101) // the row lock a message's transaction takes
 	require.NoError(t, err)
 	require.NotNil(t, cur)
 

@@ -97,7 +97,7 @@ func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Messa
 			return outcome{}, err
 		}
 		if skip != "" {
-			return outcome{}, &skipError{reason: "SCHD RESP without a matching open RQFD request: " + skip}
+			return outcome{}, &skipError{Reason: "SCHD RESP without a matching open RQFD request: " + skip}
 		}
 		p.match = m
 	}

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
+	"msgexchange/services/processor/internal/decide"
 )
 
 // DefaultSnapshotBatch is how many records (flights written or deleted) one
@@ -34,45 +33,6 @@ func (e *Engine) snapshotBatch() int {
 		return e.opt.SnapshotBatch
 	}
 	return DefaultSnapshotBatch
-}
-
-// checkRECS refuses an SCHD package whose RECS, when present and not
-// empty, differs from the number of FLTR records it carries (R-C6, INV-19).
-func checkRECS(schd *sis.Node, fltrs []*sis.Node) error {
-	if recs := schd.Child("RECS"); recs != nil && recs.Value() != "" {
-		n, err := strconv.Atoi(recs.Value())
-		if err != nil || n != len(fltrs) {
-			return &flight.RejectError{Reason: fmt.Sprintf("SCHD declares RECS %q but carries %d FLTR records", recs.Value(), len(fltrs))}
-		}
-	}
-	return nil
-}
-
-// snapshotRecords validates a whole SCHD package before anything is written
-// (R-C6, INV-19): every FLTR valid, RECS matching the records, no FLID twice.
-func (e *Engine) snapshotRecords(msg *sis.Message) ([]flight.Record, []time.Time, error) {
-	schd := msg.Root.Child("SCHD")
-	fltrs := schd.ChildrenNamed("FLTR")
-	if err := checkRECS(schd, fltrs); err != nil {
-		return nil, nil, err
-	}
-	out := make([]flight.Record, 0, len(fltrs))
-	days := make([]time.Time, 0, len(fltrs))
-	seen := map[int64]bool{}
-	for _, f := range fltrs {
-		r, err := flight.FromFLTR(f, e.opday)
-		if err != nil {
-			return nil, nil, err
-		}
-		if seen[r.FLID] {
-			return nil, nil, &flight.RejectError{Reason: fmt.Sprintf("SCHD carries FLID %d twice", r.FLID)}
-		}
-		seen[r.FLID] = true
-		day, _ := e.opday.Of(r.Doc.String("SODT")) // validated by FromFLTR
-		out = append(out, r)
-		days = append(days, day)
-	}
-	return out, days, nil
 }
 
 // checkOperationDays refuses a package that would move a stored flight to
@@ -102,29 +62,10 @@ func checkOperationDays(ctx context.Context, w *writer, recs []flight.Record, da
 	}
 	for _, s := range got {
 		if d := want[s.flid]; !s.day.Equal(d) {
-			return &flight.RejectError{Reason: fmt.Sprintf("flight %d would move from operation day %s to %s",
-				s.flid, s.day.Format(time.DateOnly), d.Format(time.DateOnly))}
+			return decide.OperationDayMoved(s.flid, s.day, d)
 		}
 	}
 	return nil
-}
-
-// writeOrder is the order a snapshot writes its records in: code-share
-// children (a MAID other than themselves) first, then the others, each
-// group in input order. A master written after its children computes its
-// MAFL once, with them (INV-21), instead of a second version per child.
-func writeOrder(recs []flight.Record) []int {
-	order := make([]int, 0, len(recs))
-	for pass := 0; pass < 2; pass++ {
-		for i, r := range recs {
-			m, ok := r.Doc.MasterFLID()
-			isChild := ok && m != r.FLID
-			if isChild == (pass == 0) {
-				order = append(order, i)
-			}
-		}
-	}
-	return order
 }
 
 // snapshotProgress is the snapshot_progress row of a message.
@@ -228,14 +169,14 @@ func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (out
 // applySnapshot is snapshot from the loaded progress p, whose request
 // match (a RESP's, see scheduleResponse) is saved with every batch.
 func (e *Engine) applySnapshot(ctx context.Context, w *writer, msg *sis.Message, p snapshotProgress) (outcome, error) {
-	recs, days, err := e.snapshotRecords(msg)
+	recs, days, err := decide.SnapshotRecords(msg, e.opday)
 	if err != nil {
 		return outcome{}, err
 	}
 	if err := checkOperationDays(ctx, w, recs, days); err != nil {
 		return outcome{}, err
 	}
-	order := writeOrder(recs)
+	order := decide.WriteOrder(recs)
 	inSnapshot := make(map[int64]bool, len(recs))
 	covered := map[time.Time]bool{}
 	for i, r := range recs {
@@ -247,11 +188,11 @@ func (e *Engine) applySnapshot(ctx context.Context, w *writer, msg *sis.Message,
 		end := min(p.next+budget, len(order))
 		for _, i := range order[p.next:end] {
 			r := recs[i]
-			cur, err := w.load(ctx, r.FLID)
+			cur, err := w.Load(ctx, r.FLID)
 			if err != nil {
 				return outcome{}, err
 			}
-			ok, err := w.put(ctx, cur, r.FLID, r.Doc, &days[i])
+			ok, err := w.Put(ctx, cur, r.FLID, r.Doc, &days[i])
 			if err != nil {
 				return outcome{}, err
 			}
@@ -260,12 +201,12 @@ func (e *Engine) applySnapshot(ctx context.Context, w *writer, msg *sis.Message,
 			}
 		}
 		// Masters this package writes later compute their MAFL then.
-		w.hold = map[int64]bool{}
+		w.Hold = map[int64]bool{}
 		for _, i := range order[end:] {
-			w.hold[recs[i].FLID] = true
+			w.Hold[recs[i].FLID] = true
 		}
-		err := w.flushMasters(ctx)
-		w.hold = nil
+		err := w.FlushMasters(ctx)
+		w.Hold = nil
 		if err != nil {
 			return outcome{}, err
 		}
@@ -345,127 +286,10 @@ func (e *Engine) deleteAbsent(ctx context.Context, w *writer, days []time.Time, 
 		}
 		deleted += n
 	}
-	if err := w.flushMasters(ctx); err != nil {
+	if err := w.FlushMasters(ctx); err != nil {
 		return 0, false, err
 	}
 	return deleted, more, nil
-}
-
-// snapshotUpsert applies SCHD ADFT (ad-hoc flight, R-C9, INV-14b) and SCHD
-// ADD and UPD (catalogue §3: upsert without deleting). The package is
-// validated as a whole first, like a snapshot (RECS, required elements,
-// FLID unique, no flight changing operation day; DEAD(PROTOCOL) with
-// nothing written otherwise), then every record is written in one
-// transaction, code-share children before masters; no other flight is
-// deleted. ADD and UPD write a record exactly as a snapshot does: the
-// record is the AODB's complete word for its flight and replaces the
-// flight's document, optional elements it does not carry included (C-26),
-// and a deleted flight comes back; ADD of a stored flight and UPD of an
-// unknown one are both upserts. ADFT instead creates its flight like a
-// snapshot record or merges into the existing one (elements it carries
-// replace the stored ones, elements it does not carry are kept; see
-// flight.Merge).
-func (e *Engine) snapshotUpsert(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	recs, days, err := e.snapshotRecords(msg)
-	if err != nil {
-		return outcome{}, err
-	}
-	if err := checkOperationDays(ctx, w, recs, days); err != nil {
-		return outcome{}, err
-	}
-	merge := msg.Meta.STYP == "ADFT"
-	changed := 0
-	for _, i := range writeOrder(recs) {
-		r := recs[i]
-		cur, err := w.load(ctx, r.FLID)
-		if err != nil {
-			return outcome{}, err
-		}
-		doc := r.Doc
-		if merge && cur != nil && cur.State == "ACTIVE" {
-			doc = flight.Merge(cur.Doc, r)
-		}
-		ok, err := w.put(ctx, cur, r.FLID, doc, &days[i])
-		if err != nil {
-			return outcome{}, err
-		}
-		if ok {
-			changed++
-		}
-	}
-	if err := w.flushMasters(ctx); err != nil {
-		return outcome{}, err
-	}
-	return outcome{note: fmt.Sprintf("%s: %d records, %d changed", msg.Meta.STYP, len(recs), changed)}, nil
-}
-
-// snapshotDelete applies SCHD DEL (catalogue §3: delete by FLID). The
-// package is validated first: RECS matching the records, every record
-// with a positive integer FLID (its other elements are ignored), no FLID
-// twice; a violation is DEAD(PROTOCOL) with nothing written. Each named
-// ACTIVE flight is then deleted like an FDEL deletes it (R-C5, C-25): state
-// DELETED with a version bump, tombstones and FLIGHT_DELETED, with its
-// ACTIVE code-share children, its master's MAFL rewritten (INV-22), all in
-// one transaction. A FLID that names no ACTIVE flight changes nothing and
-// is listed in the reason; when no record deleted anything the message is
-// SKIPPED with that reason, as an FDEL is (R-C4).
-func (e *Engine) snapshotDelete(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	schd := msg.Root.Child("SCHD")
-	fltrs := schd.ChildrenNamed("FLTR")
-	if err := checkRECS(schd, fltrs); err != nil {
-		return outcome{}, err
-	}
-	flids := make([]int64, 0, len(fltrs))
-	seen := make(map[int64]bool, len(fltrs))
-	for _, f := range fltrs {
-		flid, err := flight.DeleteFLID(f)
-		if err != nil {
-			return outcome{}, err
-		}
-		if seen[flid] {
-			return outcome{}, &flight.RejectError{Reason: fmt.Sprintf("SCHD carries FLID %d twice", flid)}
-		}
-		seen[flid] = true
-		flids = append(flids, flid)
-	}
-	// What was not ACTIVE before the message is listed; a child the
-	// message also names and its master's deletion took along is not.
-	var missing []string
-	active := flids[:0:0]
-	for _, flid := range flids {
-		cur, err := w.load(ctx, flid)
-		if err != nil {
-			return outcome{}, err
-		}
-		if cur == nil || cur.State != "ACTIVE" {
-			missing = append(missing, notFound(flid, cur))
-			continue
-		}
-		active = append(active, flid)
-	}
-	deleted := 0
-	for _, flid := range active {
-		n, err := e.deleteWithChildren(ctx, w, flid, func(int64) bool { return true })
-		if err != nil {
-			return outcome{}, err
-		}
-		deleted += n
-	}
-	if err := w.flushMasters(ctx); err != nil {
-		return outcome{}, err
-	}
-	if deleted == 0 {
-		reason := "SCHD DEL deleted nothing"
-		if len(missing) > 0 {
-			reason += ": " + strings.Join(missing, "; ")
-		}
-		return outcome{}, &skipError{reason: reason}
-	}
-	note := fmt.Sprintf("DEL: %d records, %d flights deleted", len(flids), deleted)
-	if len(missing) > 0 {
-		note += "; " + strings.Join(missing, "; ")
-	}
-	return outcome{note: note}, nil
 }
 
 // commitBatch ends a step that wrote one batch and leaves the rest of the

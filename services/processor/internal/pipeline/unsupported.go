@@ -4,14 +4,14 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/services/processor/internal/decide"
 )
 
 // unsupportedError ends a handler whose message is legal but has no
 // implementation yet (for example an inbound RQRD or RQFD, our own request
 // types): it is parked like a message Classify found UNSUPPORTED.
-type unsupportedError struct{ reason string }
-
-func (u *unsupportedError) Error() string { return ClassUnsupported + ": " + u.reason }
+type unsupportedError = decide.Unsupported
 
 // parkedSuffix ends the reason of a parked message: what happened and what
 // brings it back.

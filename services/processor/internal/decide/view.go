@@ -1,0 +1,80 @@
+package decide
+
+import (
+	"context"
+	"time"
+
+	"msgexchange/services/internal/flight"
+)
+
+// Flight is a row of the flight table as a handler sees it.
+type Flight struct {
+	FLID    int64
+	State   string
+	Version int64
+	OpDay   *time.Time
+	Master  *int64
+	Doc     flight.Doc
+}
+
+// Active reports whether the flight exists and is not deleted.
+func (f *Flight) Active() bool { return f != nil && f.State == "ACTIVE" }
+
+// View is everything a handler may read.
+type View interface {
+	// Flight returns the current row of flid, nil when there is none.
+	Flight(ctx context.Context, flid int64) (*Flight, error)
+	// Children returns the ACTIVE code-share children of flid (master_flid
+	// = flid) in ascending FLID: the content of its MAFL.
+	Children(ctx context.Context, flid int64) ([]flight.Child, error)
+}
+
+// OutboxRow is one outbox row a change produces.
+type OutboxRow struct {
+	Target, Pkey string
+	Payload      []byte
+	Headers      []byte
+	MsgID        int64
+	At           time.Time
+}
+
+// Change is one effective change of a flight: its new row (Canonical is
+// the document to store; nil for a deletion, which leaves the stored
+// document as it is) and the outbox rows of its events, in order. The
+// change also leaves a pending projection (MsgID, FLID, Version).
+type Change struct {
+	Row       Flight
+	Canonical []byte
+	MsgID     int64
+	Now       time.Time
+	Outbox    []OutboxRow
+}
+
+// Deleted reports whether the change deletes the flight.
+func (c *Change) Deleted() bool { return c.Row.State != "ACTIVE" }
+
+// RefOp is one write of reference data (R-C10).
+type RefOp struct {
+	// Kind is RefReplace (delete every key of Type not in Keys), RefUpsert
+	// (Key, Doc) or RefDelete (Key).
+	Kind  int
+	Type  string
+	Key   string
+	Doc   []byte
+	Keys  []string
+	MsgID int64
+	Now   time.Time
+}
+
+// RefOp kinds.
+const (
+	RefReplace = iota + 1
+	RefUpsert
+	RefDelete
+)
+
+// Sink receives a handler's writes in the order it makes them.
+type Sink interface {
+	Flight(ctx context.Context, c *Change) error
+	Ref(ctx context.Context, op RefOp) error
+}

@@ -1,0 +1,249 @@
+package decide
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"msgexchange/libs/telemetry"
+	"msgexchange/services/internal/contract"
+	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/flightstate"
+)
+
+// Outbox targets a flight change writes.
+const (
+	TargetFlightState = "flight-state"
+	TargetMsg         = "msg"
+	TargetSchd        = "schd"
+)
+
+// Writer turns the flight changes of one message into Changes on its
+// Sink, reading through its View.
+//
+// It keeps the derived keys of every document it writes (R-C8, INV-21,
+// INV-22): RUNSTATE and a master's MAFL are recomputed on each put, and a
+// change to a master's child set (a child created, deleted, moved to
+// another MAID, or renamed by FLNO) marks the master dirty; FlushMasters
+// rewrites the dirty masters, which bumps their version and emits their
+// events only when their MAFL actually changed.
+type Writer struct {
+	View View
+	Sink Sink
+	// MsgID and Src name the message; Now is its time of writing.
+	MsgID int64
+	Src   contract.Source
+	Now   time.Time
+	// Zone is the operation-day zone of the events' ISO times.
+	Zone *time.Location
+	// OnFlight, when set, is told every flight the message writes (the
+	// execution's trace and log attributes).
+	OnFlight func(flid int64)
+	// Hold are masters FlushMasters leaves dirty because the message
+	// itself writes them later (a snapshot's later batches).
+	Hold map[int64]bool
+
+	projections int
+	dirty       map[int64]bool
+}
+
+// Projections is how many flight changes the message wrote: each leaves a
+// pending projection, so a message with any ends APPLIED.
+func (w *Writer) Projections() int { return w.projections }
+
+// Load returns the current row of flid, nil when there is none.
+func (w *Writer) Load(ctx context.Context, flid int64) (*Flight, error) {
+	return w.View.Flight(ctx, flid)
+}
+
+// Put writes doc, with its derived keys recomputed, as the ACTIVE state of
+// flid when it differs from cur (INV-13: exactly one version bump per
+// effective change). opDay is kept once set (INV-12).
+func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Doc, opDay *time.Time) (bool, error) {
+	kids, err := w.View.Children(ctx, flid)
+	if err != nil {
+		return false, err
+	}
+	if w.Src.Type != "FLOP" && cur.Active() {
+		// A daily flight record never carries what FLOPs keep verbatim
+		// (FFID, extra elements): keep it, or every snapshot after a FLOP
+		// would bump the version for nothing (R-C1, INV-13).
+		doc = flight.KeepFLOPVerbatim(cur.Doc, doc)
+	}
+	doc = flight.Derive(doc, flid, kids)
+	delete(w.dirty, flid) // its MAFL is fresh now
+	if cur.Active() && flight.Equal(cur.Doc, doc) {
+		return false, nil
+	}
+	version := int64(1)
+	before := flight.Doc{}
+	evType := contract.EventCreated
+	if cur != nil {
+		version = cur.Version + 1
+		if cur.OpDay != nil {
+			opDay = cur.OpDay
+		}
+		if cur.Active() {
+			before = cur.Doc
+			evType = contract.EventUpdated
+		}
+	}
+	var master *int64
+	if m, ok := doc.MasterFLID(); ok && m != flid {
+		master = &m
+	}
+	w.noteChild(cur, master, doc.String("FLNO"))
+	row := Flight{FLID: flid, State: "ACTIVE", Version: version, OpDay: opDay, Master: master, Doc: doc}
+	return true, w.emit(ctx, row, doc.Canonical(), evType, changedKeys(before, doc))
+}
+
+// noteChild marks the masters whose child set a write changed: the old
+// master when the flight left it, the new master when the flight joined it,
+// became ACTIVE under it, or changed its FLNO.
+func (w *Writer) noteChild(cur *Flight, master *int64, flno string) {
+	var old *int64
+	oldFLNO := ""
+	if cur.Active() {
+		old = cur.Master
+		oldFLNO = cur.Doc.String("FLNO")
+	}
+	if old != nil && (master == nil || *old != *master) {
+		w.markDirty(*old)
+	}
+	if master != nil && (old == nil || *old != *master || oldFLNO != flno) {
+		w.markDirty(*master)
+	}
+}
+
+func (w *Writer) markDirty(flid int64) {
+	if w.dirty == nil {
+		w.dirty = map[int64]bool{}
+	}
+	w.dirty[flid] = true
+}
+
+// FlushMasters rewrites every dirty master that is ACTIVE, so its MAFL
+// matches its ACTIVE children (INV-22). A master whose MAFL did not change
+// is not written. Masters in Hold stay dirty. Rewriting a master can make
+// its own master dirty; the loop runs until nothing is dirty (bounded,
+// since code-share chains are short).
+func (w *Writer) FlushMasters(ctx context.Context) error {
+	for round := 0; round < 16; round++ {
+		var ids []int64
+		for id := range w.dirty {
+			if !w.Hold[id] {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			delete(w.dirty, id)
+			row, err := w.Load(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !row.Active() {
+				continue
+			}
+			if _, err := w.Put(ctx, row, id, row.Doc, row.OpDay); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("refreshing code-share masters: %w", ErrMasterCycle)
+}
+
+// Remove marks an ACTIVE flight DELETED with a version bump and emits its
+// tombstone and deletion event.
+func (w *Writer) Remove(ctx context.Context, cur *Flight) (bool, error) {
+	if !cur.Active() {
+		return false, nil
+	}
+	if cur.Master != nil {
+		w.markDirty(*cur.Master) // the master loses a child
+	}
+	row := *cur
+	row.State = "DELETED"
+	row.Version = cur.Version + 1
+	return true, w.emit(ctx, row, nil, contract.EventDeleted, []string{})
+}
+
+// emit hands one change with its three outbox rows to the sink.
+func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType string, changed []string) error {
+	day := ""
+	if row.OpDay != nil {
+		day = row.OpDay.Format(time.DateOnly)
+	}
+	var doc flight.Doc
+	if row.State == "ACTIVE" {
+		doc = row.Doc
+	}
+	key := strconv.FormatInt(row.FLID, 10)
+	rec, err := flightstate.Encode(row.FLID, row.Version, row.State, row.OpDay, w.MsgID, doc)
+	if err != nil {
+		return err
+	}
+	statePayload, headers := rec.Value, rec.Headers
+	src := w.Src
+	parent, state := telemetry.TraceParent(ctx) // the records continue the message's trace (R-I4)
+	tr := contract.Trace{Parent: parent, State: state}
+	tr.SetHeaders(headers)
+	if w.OnFlight != nil {
+		w.OnFlight(row.FLID)
+	}
+	change := contract.Change{FLID: row.FLID, StateVersion: row.Version, EventType: evType, OperationDay: day,
+		Changed: changed, Source: &src, OccurredAt: w.Now, Flight: doc, Trace: tr}
+	enc := contract.Encoder{Zone: w.Zone}
+	ev, err := enc.Msg(change)
+	if err != nil {
+		return err
+	}
+	st, err := enc.Schd(change)
+	if err != nil {
+		return err
+	}
+	c := &Change{Row: row, Canonical: canonical, MsgID: w.MsgID, Now: w.Now, Outbox: []OutboxRow{
+		{Target: TargetFlightState, Pkey: key, Payload: statePayload, Headers: mustJSON(headers), MsgID: w.MsgID, At: w.Now},
+		{Target: TargetMsg, Pkey: key, Payload: ev.Value, Headers: mustJSON(ev.Headers), MsgID: w.MsgID, At: w.Now},
+		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: mustJSON(st.Headers), MsgID: w.MsgID, At: w.Now},
+	}}
+	if err := w.Sink.Flight(ctx, c); err != nil {
+		return fmt.Errorf("writing flight %d: %w", row.FLID, err)
+	}
+	w.projections++
+	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encoding event: %v", err)) // only plain data is encoded
+	}
+	return b
+}
+
+// changedKeys lists the top-level elements that differ between two documents.
+func changedKeys(before, after flight.Doc) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for k, v := range after {
+		seen[k] = true
+		if bv, ok := before[k]; !ok || string(mustJSON(bv)) != string(mustJSON(v)) {
+			out = append(out, k)
+		}
+	}
+	for k := range before {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
