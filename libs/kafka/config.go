@@ -111,6 +111,9 @@ func (c *Config) BrokerList() []string {
 // ClientOpts returns the options every msgexchange client starts from:
 // seeds, client ID, logging through slog, an idempotent producer with
 // acks=all (franz-go's default, stated here so it cannot silently change),
+// consumers that read only committed records (the dispatcher produces in
+// transactions, so that an old term's late records are aborted, never
+// read: see the dispatcher's relay),
 // and the connection security of the cluster: TLS and SASL when configured
 // (R-H8), with a log line that names the cause when a broker refuses the
 // connection. Every Kafka client of the system is built from these
@@ -127,6 +130,7 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 		kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RetryTimeout(30 * time.Second),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(c.Metrics.hook(component)))

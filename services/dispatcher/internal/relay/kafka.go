@@ -28,7 +28,7 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 	return lifecycle.NewService("dispatcher-"+target,
 		func(context.Context) error {
 			var err error
-			cl, err = kgo.NewClient(append(r.opt.Kafka.ClientOpts(r.log, "dispatcher-"+target),
+			cl, err = kgo.NewClient(r.producerOpts(target,
 				kgo.DefaultProduceTopic(topic),
 				kgo.ProducerBatchMaxBytes(16<<20),
 				kgo.MaxBufferedRecords(2*r.opt.Batch+100),
@@ -101,7 +101,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	}
 	spans := r.traceRecords(ctx, target, ids, recs) // the message's trace (R-I4)
 	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
-	results := cl.ProduceSync(pctx, recs...)
+	results, restart := produceTx(pctx, cl, recs) // all or nothing; fenced at the broker too
 	pcancel()
 	spans.end(results)
 	var sent []int64
@@ -136,6 +136,9 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		if err := r.fail(ctx, target, o, lastErr, done); err != nil {
 			return false, err
 		}
+	}
+	if restart != nil {
+		return false, restart
 	}
 	if len(failed) > 0 {
 		return false, fmt.Errorf("producing %d of %d records to %s: %w", len(failed), len(batch), target, lastErr)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -97,10 +98,11 @@ func setup(t *testing.T, adjust ...func(*Options)) *testBundle {
 }
 
 // producer returns a production-configured producer whose default topic is
-// topic, closed when the test ends.
+// topic, closed when the test ends: transactional, like a target's
+// (producerOpts), with the topic standing for the target.
 func (b *testBundle) producer(t *testing.T, topic string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append(b.kcfg.ClientOpts(b.log, "test-producer"), kgo.DefaultProduceTopic(topic))...)
+	cl, err := kgo.NewClient(b.r.producerOpts(topic, kgo.DefaultProduceTopic(topic))...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return cl
@@ -185,7 +187,7 @@ func (b *testBundle) consume(t *testing.T, topic string, n int) []*kgo.Record {
 func consumeTopic(t *testing.T, kcfg kafka.Config, topic string, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.BrokerList()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -195,6 +197,47 @@ func consumeTopic(t *testing.T, kcfg kafka.Config, topic string, n int) []*kgo.R
 		fs := cl.PollFetches(ctx)
 		require.NoError(t, ctx.Err(), "got %d of %d records from %s", len(out), n, topic)
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// endKey is the key of the sentinel records readCommitted appends.
+const endKey = "__end-of-test__"
+
+// readCommitted returns every committed record of topic, in partition
+// order, as a read_committed consumer sees it. Offsets cannot tell the end:
+// transaction markers take offsets of their own that no consumer receives.
+// So a non-transactional sentinel record is appended to each partition, and
+// the topic is read until every sentinel has arrived: whatever was committed
+// before it has been read by then.
+func readCommitted(t *testing.T, kcfg kafka.Config, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.BrokerList()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	pending := map[int32]bool{}
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		pending[o.Partition] = true
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: o.Partition, Key: []byte(endKey)}).FirstErr())
+	})
+	var out []*kgo.Record
+	for len(pending) > 0 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s up to the sentinels", topic)
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == endKey {
+				delete(pending, r.Partition)
+				return
+			}
+			out = append(out, r)
+		})
 	}
 	return out
 }

@@ -233,6 +233,9 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 		if errors.Is(err, lease.ErrFenced) {
 			return err // refused without a term to end: never drain again
 		}
+		if errors.Is(err, errProducerRestart) {
+			return err // only a new term, with a new producer, goes on
+		}
 		if err != nil {
 			r.log.Warn("relaying outbox", "target", target, "err", err)
 		}

@@ -64,7 +64,7 @@ func (r *Relay) schdService() *lifecycle.Service {
 	var s *Schd
 	return lifecycle.NewService("dispatcher-"+TargetSchd,
 		func(context.Context) error {
-			cl, err := kgo.NewClient(append(r.opt.Kafka.ClientOpts(r.log, "dispatcher-"+TargetSchd),
+			cl, err := kgo.NewClient(r.producerOpts(TargetSchd,
 				kgo.DefaultProduceTopic(r.opt.Kafka.Topics.Schd),
 				kgo.MaxBufferedRecords(r.opt.SchdFlushLimit+100),
 			)...)
@@ -95,7 +95,7 @@ func (s *Schd) run(ctx context.Context) error {
 			// Shutting down, or the term ended (see Relay.loop).
 			return nil
 		}
-		if errors.Is(err, lease.ErrFenced) {
+		if errors.Is(err, lease.ErrFenced) || errors.Is(err, errProducerRestart) {
 			return err
 		}
 		if err != nil {
@@ -229,7 +229,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		}
 		spans := s.r.traceRecords(ctx, TargetSchd, sentIDs, recs) // the message's trace (R-I4)
 		pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
-		results := s.cl.ProduceSync(pctx, recs...)
+		results, restart := produceTx(pctx, s.cl, recs) // all or nothing; fenced at the broker too
 		pcancel()
 		spans.end(results)
 		perr := results.FirstErr()
@@ -241,6 +241,9 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 			}
 			if err := s.backOff(ctx, sentKeys, sentIDs, perr); err != nil {
 				return FlushResult{}, err
+			}
+			if restart != nil {
+				return FlushResult{}, restart
 			}
 			return FlushResult{}, fmt.Errorf("producing %d schd records: %w", len(recs), perr)
 		}

@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
@@ -94,6 +92,21 @@ func (z *zombieEnv) instance(t *testing.T, holder string, now time.Time, process
 	t.Helper()
 	in := &instance{holder: holder, processed: processed, clock: clock.NewFake(now), kcfg: kafkatest.DefaultConfig()}
 	in.cluster = kafkatest.NewCluster(t, &in.kcfg)
+	return z.start(t, in)
+}
+
+// instanceOn builds an instance like instance does, producing to the
+// broker of another instance: both share one cluster.
+func (z *zombieEnv) instanceOn(t *testing.T, holder string, now time.Time, processed string, broker *instance) *instance {
+	t.Helper()
+	in := &instance{holder: holder, processed: processed, clock: clock.NewFake(now), kcfg: broker.kcfg, cluster: broker.cluster}
+	return z.start(t, in)
+}
+
+// start gives in its elector, pool and relay.
+func (z *zombieEnv) start(t *testing.T, in *instance) *instance {
+	t.Helper()
+	holder, processed := in.holder, in.processed
 	e, err := lease.NewElector(z.leases, lease.Options{TTL: zombieTTL, Retry: 20 * time.Millisecond, Logger: z.log.With("instance", holder)})
 	require.NoError(t, err)
 	in.elector = &recordingElector{e: e, started: make(chan int64, 100), ended: make(chan termEnd, 100)}
@@ -222,44 +235,15 @@ func (z *zombieEnv) recordedAt(t *testing.T, at time.Time) int {
 	return n
 }
 
-// keyCounts reads every record of topic on the instance's broker and
-// counts them by key.
+// keyCounts reads every committed record of topic on the instance's
+// broker and counts them by key.
 func (in *instance) keyCounts(t *testing.T, topic string) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(in.kcfg.BrokerList()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	require.NoError(t, err)
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		require.NoError(t, o.Err)
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
 	counts := map[string]int{}
-	got := map[int32]int64{}
-	for {
-		reached := true
-		for p, end := range want {
-			if got[p] < end {
-				reached = false
-			}
-		}
-		if reached {
-			return counts
-		}
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "reading %s from %s's broker", topic, in.holder)
-		fs.EachRecord(func(r *kgo.Record) {
-			counts[string(r.Key)]++
-			got[r.Partition] = r.Offset + 1
-		})
+	for _, r := range readCommitted(t, in.kcfg, topic) {
+		counts[string(r.Key)]++
 	}
+	return counts
 }
 
 // zombieKafkaTarget runs the scenario for an outbox target relayed to
