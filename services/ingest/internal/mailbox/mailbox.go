@@ -94,6 +94,154 @@ func (m *Mailbox) UnmarkedIDs(ctx context.Context, after int64, limit int) ([]in
 	return ids, nil
 }
 
+// UnmarkedIDsUpTo is UnmarkedIDs restricted to IDs at most upTo: its cost
+// is bounded by the rows in (after, upTo], which is how the reconciliation
+// pass spreads a scan of the whole table over many rounds.
+func (m *Mailbox) UnmarkedIDsUpTo(ctx context.Context, after, upTo int64, limit int) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	where, args := m.unmarkedWhere(nil)
+	args = append(args, after, upTo, limit)
+	rows, err := m.db.QueryContext(ctx,
+		"SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? AND CMINMSGS_ID <= ? ORDER BY CMINMSGS_ID LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying unmarked mailbox rows in (%d, %d]: %w", after, upTo, err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, limit)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reading unmarked mailbox row id: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading unmarked mailbox rows in (%d, %d]: %w", after, upTo, err)
+	}
+	return ids, nil
+}
+
+// Seen is a row's ID and whether the scan wants it (marker NULL and, when
+// configured, the accepted status).
+type Seen struct {
+	ID       int64
+	Unmarked bool
+}
+
+// eligible is the unmarked predicate as a selected column.
+func (m *Mailbox) eligible(args []any) (string, []any) {
+	col := "(CMINMSGS_DATE_PROCESSED IS NULL)"
+	if m.statusFilter != "" {
+		col = "(CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS <=> ?)"
+		args = append(args, m.statusFilter)
+	}
+	return col, args
+}
+
+// After returns, in ascending order, at most limit rows with an ID greater
+// than after, marked or not, each with whether it is wanted. Unlike
+// UnmarkedIDs it returns every row it reads, so that the caller can tell a
+// missing ID (not committed yet, or rolled back) from a row that exists but
+// is marked or of another status. Its cost is the rows returned.
+func (m *Mailbox) After(ctx context.Context, after int64, limit int) ([]Seen, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	col, args := m.eligible(nil)
+	args = append(args, after, limit)
+	return m.seen(ctx, "SELECT CMINMSGS_ID, "+col+" FROM CMINMSGS WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", args,
+		fmt.Sprintf("after %d", after))
+}
+
+// InRanges returns the rows whose IDs lie in one of the closed ranges, in
+// ascending order, each with whether it is wanted. It reads the primary key
+// ranges only, so ranges of missing IDs cost one index probe each.
+func (m *Mailbox) InRanges(ctx context.Context, ranges [][2]int64) ([]Seen, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	col, args := m.eligible(nil)
+	var q strings.Builder
+	q.WriteString("SELECT CMINMSGS_ID, " + col + " FROM CMINMSGS WHERE ")
+	for i, r := range ranges {
+		if i > 0 {
+			q.WriteString(" OR ")
+		}
+		q.WriteString("CMINMSGS_ID BETWEEN ? AND ?")
+		args = append(args, r[0], r[1])
+	}
+	q.WriteString(" ORDER BY CMINMSGS_ID")
+	return m.seen(ctx, q.String(), args, fmt.Sprintf("in %d ranges from %d", len(ranges), ranges[0][0]))
+}
+
+func (m *Mailbox) seen(ctx context.Context, q string, args []any, what string) ([]Seen, error) {
+	rows, err := m.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying mailbox rows %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []Seen
+	for rows.Next() {
+		var r Seen
+		if err := rows.Scan(&r.ID, &r.Unmarked); err != nil {
+			return nil, fmt.Errorf("reading mailbox row id: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading mailbox rows %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// StillUnmarked returns those of ids (ascending) that are still unmarked,
+// by primary-key lookups.
+func (m *Mailbox) StillUnmarked(ctx context.Context, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	where, args := m.unmarkedWhere(args)
+	rows, err := m.db.QueryContext(ctx, "SELECT CMINMSGS_ID FROM CMINMSGS WHERE CMINMSGS_ID IN ("+
+		strings.Repeat("?,", len(ids)-1)+"?) AND "+where+" ORDER BY CMINMSGS_ID", args...)
+	if err != nil {
+		return nil, fmt.Errorf("checking %d published mailbox rows from %d: %w", len(ids), ids[0], err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reading mailbox row id: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("checking %d published mailbox rows from %d: %w", len(ids), ids[0], err)
+	}
+	return out, nil
+}
+
+// NextID returns the lowest CMINMSGS_ID greater than after, and false when
+// there is none: one index probe, so that a pass over the table skips long
+// runs of unused IDs at once.
+func (m *Mailbox) NextID(ctx context.Context, after int64) (int64, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var id sql.NullInt64
+	if err := m.db.QueryRowContext(ctx, "SELECT MIN(CMINMSGS_ID) FROM CMINMSGS WHERE CMINMSGS_ID > ?", after).Scan(&id); err != nil {
+		return 0, false, fmt.Errorf("querying the next mailbox id after %d: %w", after, err)
+	}
+	return id.Int64, id.Valid, nil
+}
+
 // MaxID returns the highest CMINMSGS_ID in the table, 0 when it is empty.
 func (m *Mailbox) MaxID(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)

@@ -96,3 +96,44 @@ func TestMailbox_R_A6_PingFailsWithoutTheTable(t *testing.T) {
 	_, err := mb.UnmarkedIDs(ctx, 0, 10)
 	require.Error(t, err)
 }
+
+// R-A1, R-J3: After returns every row above an ID with whether the scan
+// wants it (so that missing IDs can be told from marked ones), InRanges the
+// rows in ID ranges, StillUnmarked the listed rows still unmarked, NextID
+// the next ID in use, and UnmarkedIDsUpTo stops at its upper bound.
+func TestMailbox_R_J3_ReadsForTheHighWaterMark(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := ingesttest.NewMailbox(t)
+	mb := mailbox.New(db.DB, ingesttest.Location(t), "VALID")
+	db.Insert(t, ingesttest.Row{ID: 1, Msg: "<a/>", Status: "VALID"})
+	db.Insert(t, ingesttest.Row{ID: 2, Msg: "<b/>", Status: "VALID", Marked: true})
+	db.Insert(t, ingesttest.Row{ID: 4, Msg: "<c/>"})
+	db.Insert(t, ingesttest.Row{ID: 5, Msg: "<d/>", Status: "VALID"})
+	db.Insert(t, ingesttest.Row{ID: 9, Msg: "<e/>", Status: "VALID"})
+
+	seen, err := mb.After(ctx, 1, 3)
+	require.NoError(t, err)
+	require.Equal(t, []mailbox.Seen{{ID: 2}, {ID: 4}, {ID: 5, Unmarked: true}}, seen, "marked and NULL-status rows come back as not wanted")
+	seen, err = mb.InRanges(ctx, [][2]int64{{3, 3}, {5, 8}})
+	require.NoError(t, err)
+	require.Equal(t, []mailbox.Seen{{ID: 5, Unmarked: true}}, seen)
+	still, err := mb.StillUnmarked(ctx, []int64{1, 2, 3, 9})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 9}, still)
+	next, ok, err := mb.NextID(ctx, 5)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 9, next)
+	_, ok, err = mb.NextID(ctx, 9)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ids, err := mb.UnmarkedIDsUpTo(ctx, 0, 5, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 5}, ids)
+
+	all := mailbox.New(db.DB, ingesttest.Location(t), "")
+	seen, err = all.After(ctx, 3, 10)
+	require.NoError(t, err)
+	require.Equal(t, []mailbox.Seen{{ID: 4, Unmarked: true}, {ID: 5, Unmarked: true}, {ID: 9, Unmarked: true}}, seen)
+}

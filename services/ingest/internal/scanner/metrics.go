@@ -37,11 +37,11 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	}
 	m.published = counter("msgx_ingest_published_total", "Mailbox rows written to the inbox topic, repeats included.")
 	m.republished = counter("msgx_ingest_republished_total", "Mailbox rows written again because they were still unmarked republish-after after their last publication.")
-	m.late = counter("msgx_ingest_late_arrival_total", "Mailbox rows first seen below the scan floor or below an ID already published (committed late).")
+	m.late = counter("msgx_ingest_late_arrival_total", "Mailbox rows first published after higher IDs were read (committed late): found in a gap below the high-water mark or by the reconciliation pass.")
 	m.scanErrors = counter("msgx_ingest_scan_errors_total", "Scan rounds abandoned because the mailbox could not be read.")
 	m.publishErrors = counter("msgx_ingest_publish_errors_total", "Scan rounds abandoned because records could not be written to the inbox topic.")
 	m.duration, err = meter.Float64Histogram("msgx_ingest_scan_duration_seconds",
-		metric.WithDescription("Duration of one scan round, by pass (full or floor) and outcome."),
+		metric.WithDescription("Duration of one scan round, by pass (startup, round, or reconcile: a round with a step of the reconciliation pass) and outcome."),
 		metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	if err != nil {

@@ -1,6 +1,7 @@
 package scanner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,11 +39,34 @@ const (
 	// DefaultFetchBudget bounds the message bytes fetched and produced in
 	// one step.
 	DefaultFetchBudget = 8 << 20
+	// DefaultGapWindow is how long a missing ID below the high-water mark is
+	// looked up again every round.
+	DefaultGapWindow = time.Minute
+	// DefaultReconcileSpan is how many IDs of the table one round's step of
+	// the reconciliation pass covers.
+	DefaultReconcileSpan = 5000
+	// DefaultCheckAfter is when a published row is first looked up again to
+	// forget it once marked.
+	DefaultCheckAfter = time.Minute
+	// maxGaps bounds the gap ranges remembered; beyond it the oldest is left
+	// to the reconciliation pass.
+	maxGaps = 10000
+	// gapsPerQuery bounds the ranges of one gap lookup statement.
+	gapsPerQuery = 200
+	// maxChecksPerRound bounds the published rows looked up again in one
+	// round, so that rows published together and due together are spread
+	// over rounds.
+	maxChecksPerRound = 1000
 )
 
 // Mailbox is what the scanner reads; *mailbox.Mailbox implements it.
 type Mailbox interface {
 	UnmarkedIDs(ctx context.Context, after int64, limit int) ([]int64, error)
+	UnmarkedIDsUpTo(ctx context.Context, after, upTo int64, limit int) ([]int64, error)
+	After(ctx context.Context, after int64, limit int) ([]mailbox.Seen, error)
+	InRanges(ctx context.Context, ranges [][2]int64) ([]mailbox.Seen, error)
+	StillUnmarked(ctx context.Context, ids []int64) ([]int64, error)
+	NextID(ctx context.Context, after int64) (int64, bool, error)
 	MaxID(ctx context.Context) (int64, error)
 	Fetch(ctx context.Context, ids []int64, budget int) ([]mailbox.Row, bool, error)
 }
@@ -57,11 +81,24 @@ type Publisher interface {
 type Config struct {
 	// ClaimBatch is the most rows one mailbox query returns.
 	ClaimBatch int
-	// FullRescanInterval is the time between passes from ID 0.
+	// FullRescanInterval is the time between the starts of two
+	// reconciliation passes over the whole table.
 	FullRescanInterval time.Duration
 	// RepublishAfter is how long a published row may stay unmarked before
 	// it is published again.
 	RepublishAfter time.Duration
+	// GapWindow is how long an ID missing below the high-water mark is
+	// looked up again every round (DefaultGapWindow when zero): a row whose
+	// transaction commits within GapWindow of the ID's discovery as missing
+	// is published by the next round, a later one by the reconciliation
+	// pass.
+	GapWindow time.Duration
+	// ReconcileSpan is how many IDs one round's step of the reconciliation
+	// pass covers (DefaultReconcileSpan when zero).
+	ReconcileSpan int64
+	// CheckAfter is when a published row is first looked up again, to forget
+	// it when it is marked (DefaultCheckAfter when zero).
+	CheckAfter time.Duration
 	// Location is the airport zone, used to render the time headers.
 	Location *time.Location
 	// PublishTimeout bounds one synchronous produce; DefaultPublishTimeout
@@ -84,24 +121,51 @@ type Config struct {
 
 // Round reports what one ScanOnce did.
 type Round struct {
-	// Full is true for a pass from ID 0.
-	Full bool
-	// From is the ID the round started after (0 or the floor).
+	// Startup is true for the first completed round, a pass over every
+	// unmarked row.
+	Startup bool
+	// Reconcile is true when the round ran a step of the reconciliation
+	// pass; ReconcileDone when that step finished the pass.
+	Reconcile, ReconcileDone bool
+	// From is the high-water mark the round started after.
 	From int64
-	// Queries is the number of page queries run.
+	// Queries is the number of mailbox statements run.
 	Queries int
-	// Unmarked is the number of unmarked rows the pages returned.
+	// Unmarked is the number of unmarked rows the new-row, gap and
+	// reconciliation reads returned.
 	Unmarked int
 	// Published counts first publications, Republished repeats, Late the
-	// first publications that were late arrivals.
+	// first publications that were late arrivals (found in a gap or by the
+	// reconciliation pass below the high-water mark).
 	Published, Republished, Late int
-	// Floor is the floor after the round.
-	Floor int64
+	// Checked is the number of published rows looked up again (to forget
+	// the marked ones, or republish).
+	Checked int
+	// High is the high-water mark after the round; Gaps the missing ID
+	// ranges below it still looked up every round.
+	High int64
+	Gaps int
 }
 
+// entry is a published row not known to be marked.
 type entry struct {
 	publishedAt time.Time
-	seen        uint64 // number of the last round that returned the row
+	pass        uint64 // the last reconciliation pass that returned the row
+}
+
+// gap is a range of IDs below the high-water mark that no read returned,
+// first found missing at since.
+type gap struct {
+	lo, hi int64
+	since  time.Time
+}
+
+// reconcile is a reconciliation pass in progress over (0, end].
+type reconcile struct {
+	n       uint64
+	cursor  int64
+	end     int64
+	started time.Time
 }
 
 // Scanner runs scan rounds. It is used by one goroutine at a time; ScanOnce
@@ -116,20 +180,32 @@ type Scanner struct {
 
 	mu        sync.Mutex
 	published map[int64]*entry
-	round     uint64
-	floor     int64
-	highest   int64
-	lastFull  time.Time
-	fullDone  bool
+	checks    checkQueue
+	gaps      []gap // ascending, disjoint
+	high      int64
+	started   bool
+	recon     *reconcile
+	passes    uint64
+	lastPass  time.Time
+	gapsShed  bool
 }
 
-// New returns a Scanner. Its first round is a full pass.
+// New returns a Scanner. Its first round is a pass over every unmarked row.
 func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, logger *slog.Logger) *Scanner {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	if cfg.FetchBudget <= 0 {
 		cfg.FetchBudget = DefaultFetchBudget
+	}
+	if cfg.GapWindow <= 0 {
+		cfg.GapWindow = DefaultGapWindow
+	}
+	if cfg.ReconcileSpan <= 0 {
+		cfg.ReconcileSpan = DefaultReconcileSpan
+	}
+	if cfg.CheckAfter <= 0 {
+		cfg.CheckAfter = DefaultCheckAfter
 	}
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
@@ -140,18 +216,31 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	}
 }
 
-// Floor returns the ID rounds currently start after.
-func (s *Scanner) Floor() int64 {
+// High returns the high-water mark: the highest ID a completed read saw.
+func (s *Scanner) High() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.floor
+	return s.high
 }
 
-// Tracked returns how many unmarked, published rows the scanner remembers.
+// Tracked returns how many published rows the scanner remembers as not
+// known to be marked.
 func (s *Scanner) Tracked() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.published)
+}
+
+// Gaps returns the missing ID ranges below the high-water mark that rounds
+// still look up.
+func (s *Scanner) Gaps() [][2]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][2]int64, len(s.gaps))
+	for i, g := range s.gaps {
+		out[i] = [2]int64{g.lo, g.hi}
+	}
+	return out
 }
 
 // Run scans at start, then every poll interval and whenever wake delivers,
@@ -174,20 +263,31 @@ func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struc
 	}
 }
 
-// ScanOnce runs exactly one round: a full pass when none ran yet or the last
-// one is FullRescanInterval old (by the injected clock), else a pass from the
-// floor. An error means the round was abandoned: the floor and the full-pass
-// schedule did not move; rows published before the failure are remembered.
+// ScanOnce runs exactly one round. The first completed round reads every
+// unmarked row; every later one reads the rows above the high-water mark,
+// looks up the recent gaps below it, looks up again the published rows due
+// for it, and runs one bounded step of the reconciliation pass when one is
+// due (by the injected clock). An error means the round was abandoned: what
+// it published is remembered, nothing else moved, and the next round
+// retries.
 func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	began := time.Now()
 	now := s.clock.Now()
-	r := Round{Full: !s.fullDone || now.Sub(s.lastFull) >= s.cfg.FullRescanInterval}
-	err := s.scan(ctx, now, &r)
-	pass, outcome := "floor", "ok"
-	if r.Full {
-		pass = "full"
+	r := Round{Startup: !s.started, From: s.high}
+	var err error
+	if r.Startup {
+		err = s.startup(ctx, now, &r)
+	} else {
+		err = s.round(ctx, now, &r)
+	}
+	pass, outcome := "round", "ok"
+	switch {
+	case r.Startup:
+		pass = "startup"
+	case r.Reconcile:
+		pass = "reconcile"
 	}
 	switch {
 	case err == nil:
@@ -200,30 +300,28 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 	default:
 		outcome = "scan_error"
 	}
+	r.High, r.Gaps = s.high, len(s.gaps)
 	s.metrics.duration.Record(context.WithoutCancel(ctx), time.Since(began).Seconds(),
 		metric.WithAttributes(attribute.String("pass", pass), attribute.String("outcome", outcome)))
 	if err == nil {
-		s.logger.Debug("scan round done", "full", r.Full, "from", r.From, "queries", r.Queries,
-			"unmarked", r.Unmarked, "published", r.Published, "republished", r.Republished, "late", r.Late, "floor", r.Floor)
+		s.logger.Debug("scan round done", "startup", r.Startup, "reconcile", r.Reconcile, "from", r.From, "queries", r.Queries,
+			"unmarked", r.Unmarked, "published", r.Published, "republished", r.Republished, "late", r.Late,
+			"high", r.High, "gaps", r.Gaps, "tracked", len(s.published))
 	}
 	return r, err
 }
 
-func (s *Scanner) scan(ctx context.Context, now time.Time, r *Round) error {
-	var maxBefore int64
-	if r.Full {
-		// Read before the pass: every row committed with an ID up to here
-		// is either marked or seen by the pass.
-		m, err := s.mb.MaxID(ctx)
-		if err != nil {
-			return s.scanFailed(ctx, err)
-		}
-		maxBefore = m
-	} else {
-		r.From = s.floor
+// startup reads every unmarked row once and publishes it: the scanner keeps
+// nothing across restarts, so each of them may be unpublished (a repeat is
+// harmless, R-A5). The high-water mark becomes the highest ID before the
+// pass; later rounds read above it.
+func (s *Scanner) startup(ctx context.Context, now time.Time, r *Round) error {
+	maxBefore, err := s.mb.MaxID(ctx)
+	r.Queries++
+	if err != nil {
+		return s.scanFailed(ctx, err)
 	}
-	s.round++
-	after, lowest := r.From, int64(0)
+	var after int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scanning mailbox: %w", err)
@@ -234,22 +332,7 @@ func (s *Scanner) scan(ctx context.Context, now time.Time, r *Round) error {
 			return s.scanFailed(ctx, err)
 		}
 		r.Unmarked += len(ids)
-		due := make([]int64, 0, len(ids))
-		for _, id := range ids {
-			if lowest == 0 {
-				lowest = id
-			}
-			e, ok := s.published[id]
-			if !ok {
-				due = append(due, id)
-				continue
-			}
-			e.seen = s.round
-			if now.Sub(e.publishedAt) >= s.cfg.RepublishAfter {
-				due = append(due, id)
-			}
-		}
-		if err := s.publish(ctx, now, due, r); err != nil {
+		if err := s.publish(ctx, now, s.unpublished(ids), false, r); err != nil {
 			return err
 		}
 		if len(ids) < s.cfg.ClaimBatch {
@@ -257,21 +340,286 @@ func (s *Scanner) scan(ctx context.Context, now time.Time, r *Round) error {
 		}
 		after = ids[len(ids)-1]
 	}
-	// The round covered (From, ∞): a remembered row in that range that it
-	// did not return has been marked (or left the status filter).
+	s.high, s.started, s.lastPass = maxBefore, true, now
+	return nil
+}
+
+func (s *Scanner) round(ctx context.Context, now time.Time, r *Round) error {
+	if err := s.lookUpGaps(ctx, now, r); err != nil {
+		return err
+	}
+	if err := s.readNew(ctx, now, r); err != nil {
+		return err
+	}
+	if err := s.checkPublished(ctx, now, r); err != nil {
+		return err
+	}
+	if s.recon == nil && now.Sub(s.lastPass) >= s.cfg.FullRescanInterval {
+		s.passes++
+		s.recon = &reconcile{n: s.passes, end: s.high, started: now}
+		s.lastPass = now
+	}
+	if s.recon != nil {
+		r.Reconcile = true
+		return s.reconcileStep(ctx, now, r)
+	}
+	return nil
+}
+
+// unpublished returns the IDs of ids the scanner has not published.
+func (s *Scanner) unpublished(ids []int64) []int64 {
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := s.published[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// readNew pages through the rows above the high-water mark, publishes the
+// unmarked ones and remembers the IDs missing between them as gaps. The mark
+// moves past a page only once the page is published.
+func (s *Scanner) readNew(ctx context.Context, now time.Time, r *Round) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("scanning mailbox: %w", err)
+		}
+		page, err := s.mb.After(ctx, s.high, s.cfg.ClaimBatch)
+		r.Queries++
+		if err != nil {
+			return s.scanFailed(ctx, err)
+		}
+		var due []int64
+		for _, row := range page {
+			if row.Unmarked {
+				r.Unmarked++
+				if _, ok := s.published[row.ID]; !ok {
+					due = append(due, row.ID)
+				}
+			}
+		}
+		if err := s.publish(ctx, now, due, false, r); err != nil {
+			return err
+		}
+		next := s.high + 1
+		for _, row := range page {
+			if row.ID > next {
+				s.addGap(gap{lo: next, hi: row.ID - 1, since: now})
+			}
+			next = row.ID + 1
+		}
+		if len(page) > 0 {
+			s.high = page[len(page)-1].ID
+		}
+		if len(page) < s.cfg.ClaimBatch {
+			return nil
+		}
+	}
+}
+
+// addGap appends g (above every remembered gap), shedding the oldest when
+// there are too many: the reconciliation pass still covers it.
+func (s *Scanner) addGap(g gap) {
+	if len(s.gaps) >= maxGaps {
+		if !s.gapsShed {
+			s.logger.Warn("too many missing mailbox IDs to look up every round; the oldest are left to the reconciliation pass",
+				"gaps", len(s.gaps), "oldest_from", s.gaps[0].lo)
+			s.gapsShed = true
+		}
+		s.gaps = s.gaps[1:]
+	}
+	s.gaps = append(s.gaps, g)
+}
+
+// lookUpGaps drops the gaps older than the gap window and reads the rest:
+// a row found in one was committed after a higher ID was read, and is
+// published as a late arrival.
+func (s *Scanner) lookUpGaps(ctx context.Context, now time.Time, r *Round) error {
+	kept := s.gaps[:0]
+	for _, g := range s.gaps {
+		if now.Sub(g.since) < s.cfg.GapWindow {
+			kept = append(kept, g)
+		} else {
+			s.logger.Debug("missing mailbox IDs no longer looked up every round; left to the reconciliation pass", "from", g.lo, "to", g.hi)
+		}
+	}
+	clear(s.gaps[len(kept):])
+	s.gaps = kept
+	if len(s.gaps) == 0 {
+		return nil
+	}
+	var found []mailbox.Seen
+	for i := 0; i < len(s.gaps); i += gapsPerQuery {
+		ranges := make([][2]int64, 0, gapsPerQuery)
+		for _, g := range s.gaps[i:min(i+gapsPerQuery, len(s.gaps))] {
+			ranges = append(ranges, [2]int64{g.lo, g.hi})
+		}
+		rows, err := s.mb.InRanges(ctx, ranges)
+		r.Queries++
+		if err != nil {
+			return s.scanFailed(ctx, err)
+		}
+		found = append(found, rows...)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var due []int64
+	for _, row := range found {
+		if row.Unmarked {
+			r.Unmarked++
+			if _, ok := s.published[row.ID]; !ok {
+				due = append(due, row.ID)
+			}
+		}
+	}
+	err := s.publish(ctx, now, due, true, r)
+	for _, row := range found {
+		if _, ok := s.published[row.ID]; ok || !row.Unmarked {
+			s.fillGap(row.ID)
+		}
+	}
+	return err
+}
+
+// fillGap removes id from the gaps, splitting the range that holds it.
+func (s *Scanner) fillGap(id int64) {
+	i, _ := slices.BinarySearchFunc(s.gaps, id, func(g gap, id int64) int {
+		switch {
+		case g.hi < id:
+			return -1
+		case g.lo > id:
+			return 1
+		}
+		return 0
+	})
+	if i == len(s.gaps) || s.gaps[i].lo > id {
+		return
+	}
+	g := s.gaps[i]
+	switch {
+	case g.lo == id && g.hi == id:
+		s.gaps = slices.Delete(s.gaps, i, i+1)
+	case g.lo == id:
+		s.gaps[i].lo++
+	case g.hi == id:
+		s.gaps[i].hi--
+	default:
+		s.gaps[i].hi = id - 1
+		s.gaps = slices.Insert(s.gaps, i+1, gap{lo: id + 1, hi: g.hi, since: g.since})
+	}
+}
+
+// checkPublished looks up the published rows due for it: a marked one is
+// forgotten, one unmarked republish-after after its publication is
+// published again, any other is due again at that time.
+func (s *Scanner) checkPublished(ctx context.Context, now time.Time, r *Round) error {
+	var due []check
+	for len(due) < maxChecksPerRound && s.checks.Len() > 0 && !s.checks.peek().at.After(now) {
+		c := s.checks.pop()
+		if e, ok := s.published[c.id]; ok && e.publishedAt.Equal(c.publishedAt) {
+			due = append(due, c)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	slices.SortFunc(due, func(a, b check) int { return cmp.Compare(a.id, b.id) })
+	ids := make([]int64, len(due))
+	for i, c := range due {
+		ids[i] = c.id
+	}
+	unmarked, err := s.mb.StillUnmarked(ctx, ids)
+	r.Queries++
+	r.Checked += len(ids)
+	if err != nil {
+		for _, c := range due {
+			s.checks.push(c)
+		}
+		return s.scanFailed(ctx, err)
+	}
+	var republish []int64
+	for _, c := range due {
+		if _, ok := slices.BinarySearch(unmarked, c.id); !ok {
+			delete(s.published, c.id)
+			continue
+		}
+		if at := c.publishedAt.Add(s.cfg.RepublishAfter); at.After(now) {
+			s.checks.push(check{id: c.id, publishedAt: c.publishedAt, at: at})
+			continue
+		}
+		republish = append(republish, c.id)
+	}
+	if err := s.publish(ctx, now, republish, false, r); err != nil {
+		for _, id := range republish {
+			if e := s.published[id]; e != nil && !e.publishedAt.Equal(now) {
+				s.checks.push(check{id: id, publishedAt: e.publishedAt, at: now})
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// reconcileStep reads the next ReconcileSpan IDs of the reconciliation
+// pass for unmarked rows: one not published (a late arrival that no gap
+// lookup caught) is published. At the end of the pass, published rows it
+// did not return are forgotten: they were marked.
+func (s *Scanner) reconcileStep(ctx context.Context, now time.Time, r *Round) error {
+	p := s.recon
+	next, ok, err := s.mb.NextID(ctx, p.cursor)
+	r.Queries++
+	if err != nil {
+		return s.scanFailed(ctx, err)
+	}
+	from := p.cursor
+	if ok && next-1 > from {
+		from = next - 1 // skip unused IDs at once
+	}
+	upTo := min(from+s.cfg.ReconcileSpan, p.end)
+	if !ok || from >= p.end {
+		upTo = p.end
+	}
+	for after := from; after < upTo; {
+		ids, err := s.mb.UnmarkedIDsUpTo(ctx, after, upTo, s.cfg.ClaimBatch)
+		r.Queries++
+		if err != nil {
+			return s.scanFailed(ctx, err)
+		}
+		r.Unmarked += len(ids)
+		for _, id := range ids {
+			if e, ok := s.published[id]; ok {
+				e.pass = p.n
+			}
+		}
+		due := s.unpublished(ids)
+		if err := s.publish(ctx, now, due, true, r); err != nil {
+			return err
+		}
+		for _, id := range due {
+			if e, ok := s.published[id]; ok {
+				e.pass = p.n
+			}
+			s.fillGap(id)
+		}
+		if len(ids) < s.cfg.ClaimBatch {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	p.cursor = upTo
+	if p.cursor < p.end {
+		return nil
+	}
 	for id, e := range s.published {
-		if id > r.From && e.seen != s.round {
+		if id <= p.end && e.pass != p.n && e.publishedAt.Before(p.started) {
 			delete(s.published, id)
 		}
 	}
-	if r.Full {
-		floor := maxBefore
-		if lowest != 0 && lowest-1 < floor {
-			floor = lowest - 1
-		}
-		s.floor, s.lastFull, s.fullDone = floor, now, true
-	}
-	r.Floor = s.floor
+	s.recon = nil
+	r.ReconcileDone = true
+	s.logger.Debug("reconciliation pass done", "end", p.end, "started", p.started, "tracked", len(s.published))
 	return nil
 }
 
@@ -285,8 +633,9 @@ func (s *Scanner) scanFailed(ctx context.Context, err error) error {
 }
 
 // publish fetches the rows of ids and produces them in ID order, in chunks
-// bounded by the fetch budget.
-func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, r *Round) error {
+// bounded by the fetch budget. late says that rows published for the first
+// time are late arrivals.
+func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late bool, r *Round) error {
 	for len(ids) > 0 {
 		rows, complete, err := s.mb.Fetch(ctx, ids, s.cfg.FetchBudget)
 		if err != nil {
@@ -340,7 +689,7 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, r *Ro
 		// that the late-arrival test sees IDs ascending.
 		slices.Sort(done)
 		for _, id := range done {
-			s.markPublished(ctx, id, now, r)
+			s.markPublished(ctx, id, now, late, r)
 		}
 		if firstErr != nil {
 			if ctx.Err() != nil {
@@ -356,27 +705,25 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, r *Ro
 }
 
 // markPublished records one successful publication.
-func (s *Scanner) markPublished(ctx context.Context, id int64, now time.Time, r *Round) {
+func (s *Scanner) markPublished(ctx context.Context, id int64, now time.Time, late bool, r *Round) {
 	s.metrics.published.Add(ctx, 1)
+	s.checks.push(check{id: id, publishedAt: now, at: now.Add(min(s.cfg.CheckAfter, s.cfg.RepublishAfter))})
 	if e, ok := s.published[id]; ok {
 		r.Republished++
 		s.metrics.republished.Add(ctx, 1)
 		s.logger.Warn("republished a row still unmarked after republish-after", "msg_id", id, "first_published_at", e.publishedAt)
-		e.publishedAt, e.seen = now, s.round
+		e.publishedAt = now
 		return
 	}
 	r.Published++
-	if id <= s.floor || id < s.highest {
+	if late {
 		r.Late++
 		s.metrics.late.Add(ctx, 1)
-		s.logger.Warn("published a late arrival (committed after larger IDs were read)", "msg_id", id, "floor", s.floor, "highest_published", s.highest)
+		s.logger.Warn("published a late arrival (committed after larger IDs were read)", "msg_id", id, "high", s.high)
 	} else {
 		s.logger.Debug("published mailbox row", "msg_id", id)
 	}
-	s.published[id] = &entry{publishedAt: now, seen: s.round}
-	if id > s.highest {
-		s.highest = id
-	}
+	s.published[id] = &entry{publishedAt: now}
 }
 
 func (s *Scanner) record(row mailbox.Row, now time.Time) *kgo.Record {

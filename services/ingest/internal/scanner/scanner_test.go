@@ -82,9 +82,14 @@ func setup(t *testing.T, tune ...func(*scanner.Config)) *testBundle {
 
 func (b *testBundle) newScanner(t *testing.T, mb scanner.Mailbox) *scanner.Scanner {
 	t.Helper()
+	return b.newScannerWith(t, mb, b.pub)
+}
+
+func (b *testBundle) newScannerWith(t *testing.T, mb scanner.Mailbox, pub scanner.Publisher) *scanner.Scanner {
+	t.Helper()
 	m, err := scanner.NewMetrics(b.metrics.Meter)
 	require.NoError(t, err)
-	return scanner.New(b.cfg, mb, b.pub, b.clock, m, ingesttest.Logger(t))
+	return scanner.New(b.cfg, mb, pub, b.clock, m, ingesttest.Logger(t))
 }
 
 func (b *testBundle) round(t *testing.T) scanner.Round {
@@ -106,9 +111,9 @@ func TestScanner_R_A1_PublishesAllPagesInIDOrder(t *testing.T) {
 	ids := b.mb.InsertValid(t, 130)
 
 	r := b.round(t)
-	require.True(t, r.Full, "the first round is a full pass")
+	require.True(t, r.Startup, "the first round reads every unmarked row")
 	require.Equal(t, 130, r.Published)
-	require.Equal(t, 3, r.Queries, "pages of 50, 50 and a short one of 30")
+	require.Equal(t, 4, r.Queries, "the highest ID, then pages of 50, 50 and a short one of 30")
 
 	recs := b.inbox.Await(t, 130, awaitTimeout)
 	require.Equal(t, ids, ingesttest.Keys(t, recs))
@@ -174,56 +179,122 @@ func TestScanner_R_A2_StuckPrefixDoesNotStarveNewRows(t *testing.T) {
 
 	fresh := b.mb.Insert(t, ingesttest.Row{Msg: "<new/>", Status: "VALID"})
 	r := b.round(t)
-	require.False(t, r.Full)
+	require.False(t, r.Startup)
 	require.Equal(t, 1, r.Published, "the new row is published in the first round after its insert")
-	require.Equal(t, 201, r.Unmarked)
-	require.Equal(t, 5, r.Queries, "four full pages of the stuck prefix, then the page with the new row")
+	require.Equal(t, 1, r.Unmarked, "the stuck prefix lies below the high-water mark and is not read again")
+	require.Equal(t, 1, r.Queries, "one page above the high-water mark")
 	recs := b.inbox.Await(t, 201, awaitTimeout)
 	require.Equal(t, fresh, ingesttest.Keys(t, recs)[200])
 	require.Equal(t, 200, b.scanner.Tracked()-1)
 }
 
 // R-A3: an ID committed after larger ones were read is published by the
-// next full pass when it lies below the floor, by the next round when it
-// lies above it, and counted either way.
+// next round when it lies in a gap found missing within the gap window, by
+// the next reconciliation pass otherwise (below the start-up high-water
+// mark, or in a gap older than the window), and counted either way.
 //
 // Validation 001§6 INV-3 "较小 ID 迟提交"; 002§8 "较小 ID 迟到".
 // Validation 002§8 "空洞老化与重置" (superseded by INV-2b).
 func TestScanner_R_A3_LateSmallerIDsArePublishedAndCounted(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour })
+	b := setup(t, func(c *scanner.Config) { c.RepublishAfter = time.Hour; c.GapWindow = time.Minute })
 	b.mb.Insert(t, ingesttest.Row{ID: 10, Msg: "<ten/>", Status: "VALID"})
 	r := b.round(t)
 	require.Equal(t, 1, r.Published)
-	require.EqualValues(t, 9, r.Floor)
+	require.EqualValues(t, 10, r.High)
 
 	b.mb.Insert(t, ingesttest.Row{ID: 5, Msg: "<five/>", Status: "VALID"})
 	r = b.round(t)
-	require.False(t, r.Full)
-	require.Zero(t, r.Published, "ID 5 lies below the floor: only a full pass reads there")
+	require.False(t, r.Reconcile)
+	require.Zero(t, r.Published, "ID 5 lies below the start-up mark in no known gap: only the reconciliation pass reads there")
 
 	b.clock.Advance(10 * time.Minute)
 	r = b.round(t)
-	require.True(t, r.Full)
+	require.True(t, r.Reconcile)
+	require.True(t, r.ReconcileDone, "a table this small is reconciled in one step")
 	require.Equal(t, 1, r.Published)
 	require.Equal(t, 1, r.Late)
-	require.EqualValues(t, 4, r.Floor, "the floor follows the lowest unmarked row")
 	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_late_arrival_total"))
 
 	b.mb.Insert(t, ingesttest.Row{ID: 20, Msg: "<twenty/>", Status: "VALID"})
 	r = b.round(t)
 	require.Equal(t, 1, r.Published)
 	require.Zero(t, r.Late)
+	require.Equal(t, [][2]int64{{11, 19}}, b.scanner.Gaps(), "11..19 were skipped: a gap")
 
 	b.mb.Insert(t, ingesttest.Row{ID: 15, Msg: "<fifteen/>", Status: "VALID"})
 	r = b.round(t)
-	require.False(t, r.Full)
-	require.Equal(t, 1, r.Published, "above the floor a late row needs no full pass")
+	require.False(t, r.Reconcile)
+	require.Equal(t, 1, r.Published, "in a recent gap a late row needs no reconciliation pass")
 	require.Equal(t, 1, r.Late)
 	require.EqualValues(t, 2, b.metrics.Counter(t, "msgx_ingest_late_arrival_total"))
+	require.Equal(t, [][2]int64{{11, 14}, {16, 19}}, b.scanner.Gaps())
 
-	recs := b.inbox.Await(t, 4, awaitTimeout)
-	require.Equal(t, []int64{10, 5, 20, 15}, ingesttest.Keys(t, recs))
+	b.mb.Insert(t, ingesttest.Row{ID: 30, Msg: "<thirty/>", Status: "VALID"})
+	require.Equal(t, 1, b.round(t).Published)
+	b.clock.Advance(time.Minute)
+	b.mb.Insert(t, ingesttest.Row{ID: 25, Msg: "<twenty-five/>", Status: "VALID"})
+	r = b.round(t)
+	require.Zero(t, r.Published, "a gap older than the window is no longer looked up")
+	require.Empty(t, b.scanner.Gaps())
+
+	b.clock.Advance(9 * time.Minute)
+	r = b.round(t)
+	require.True(t, r.ReconcileDone)
+	require.Equal(t, 1, r.Published)
+	require.Equal(t, 1, r.Late)
+
+	recs := b.inbox.Await(t, 6, awaitTimeout)
+	require.Equal(t, []int64{10, 5, 20, 15, 30, 25}, ingesttest.Keys(t, recs))
+}
+
+// R-A3, R-J3: the gap problem with real transactions. Two inserts run in
+// two MariaDB transactions; the lower AUTO_INCREMENT ID commits after the
+// higher one was read and published. The next round publishes it from the
+// gap lookup, before any reconciliation pass.
+//
+// Validation 001§6 INV-3 "较小 ID 迟提交"; 002§8 "较小 ID 迟到".
+func TestScanner_R_A3_LowerIDCommittedLaterIsPublishedByTheNextRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	first := b.mb.InsertValid(t, 1)[0]
+	require.Equal(t, 1, b.round(t).Published)
+
+	insert := func(tx *sql.Tx, msg string) int64 {
+		t.Helper()
+		res, err := tx.ExecContext(ctx, "INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES (?, 'VALID')", msg)
+		require.NoError(t, err)
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		return id
+	}
+	slow, err := b.mb.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = slow.Rollback() })
+	fast, err := b.mb.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = fast.Rollback() })
+	low := insert(slow, "<slow/>")
+	high := insert(fast, "<fast/>")
+	require.Less(t, low, high)
+	require.NoError(t, fast.Commit())
+
+	r := b.round(t)
+	require.Equal(t, 1, r.Published, "only the committed higher ID is visible")
+	require.Equal(t, high, r.High)
+	require.Equal(t, [][2]int64{{low, low}}, b.scanner.Gaps(), "the lower ID is a gap")
+
+	require.NoError(t, slow.Commit())
+	r = b.round(t)
+	require.False(t, r.Reconcile)
+	require.Equal(t, 1, r.Published)
+	require.Equal(t, 1, r.Late)
+	require.Empty(t, b.scanner.Gaps())
+	require.Equal(t, []int64{first, high, low}, ingesttest.Keys(t, b.inbox.Await(t, 3, awaitTimeout)))
+
+	r = b.round(t)
+	require.Zero(t, r.Published+r.Republished, "published once")
 }
 
 // handlerReads returns the rows MariaDB's storage handlers have read on
@@ -245,15 +316,16 @@ func handlerReads(t testing.TB, conn *sql.Conn) int64 {
 	return total
 }
 
-// R-A4: rounds start at the floor, so marked rows below it are not read
-// again: measured with the server's own handler read counters on the
-// connection the scanner uses.
+// R-A4: rounds start at the high-water mark, so marked rows below it are
+// not read again, and the reconciliation pass that does read them is spread
+// over rounds of at most ReconcileSpan IDs each: measured with the server's
+// own handler read counters on the connection the scanner uses.
 //
 // Validation 001§6 INV-2b "谓词扫描与批次上限".
 // Validation 002§8 "空洞老化与重置" (superseded by INV-2b).
-func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheFloor(t *testing.T) {
+func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheMark(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, func(c *scanner.Config) { c.ReconcileSpan = 1000 })
 	ctx := context.Background()
 	b.mb.Exec(t, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
 		SELECT '<old/>', '2021-01-01 00:00:00', 'PROCESSED' FROM seq_1_to_5000`)
@@ -265,28 +337,38 @@ func TestScanner_R_A4_RoundsDoNotReadMarkedRowsBelowTheFloor(t *testing.T) {
 	b.scanner = b.newScanner(t, mailbox.New(conn, ingesttest.Location(t), "VALID"))
 	overhead := handlerReads(t, conn)
 	overhead = handlerReads(t, conn) - overhead // what SHOW STATUS itself reads
+	measured := func() (scanner.Round, int64) {
+		t.Helper()
+		before := handlerReads(t, conn)
+		r := b.round(t)
+		return r, handlerReads(t, conn) - before - overhead
+	}
 
-	before := handlerReads(t, conn)
-	r := b.round(t)
-	full := handlerReads(t, conn) - before - overhead
-	require.True(t, r.Full)
+	r, startup := measured()
+	require.True(t, r.Startup)
 	require.Equal(t, 3, r.Published)
-	require.Equal(t, open[0]-1, r.Floor, "the floor is just below the lowest unmarked row")
-	require.GreaterOrEqual(t, full, int64(5000), "the full pass reads the marked rows once")
+	require.Equal(t, open[2], r.High)
+	require.GreaterOrEqual(t, startup, int64(5000), "the start-up pass reads the marked rows once")
 
-	before = handlerReads(t, conn)
-	r = b.round(t)
-	incremental := handlerReads(t, conn) - before - overhead
-	require.False(t, r.Full)
-	require.Equal(t, open[0]-1, r.From, "the round starts at the floor")
-	require.Less(t, incremental, int64(50), "the round reads the rows above the floor, not the 5000 below")
-	t.Logf("handler reads: full pass %d, round from the floor %d", full, incremental)
+	r, incremental := measured()
+	require.False(t, r.Startup || r.Reconcile)
+	require.Equal(t, open[2], r.From, "the round starts at the high-water mark")
+	require.Less(t, incremental, int64(20), "the round reads above the mark, not the 5000 rows below")
+	t.Logf("handler reads: start-up pass %d, round %d", startup, incremental)
 
 	b.mb.Mark(t, open...)
 	b.clock.Advance(10 * time.Minute)
-	r = b.round(t)
-	require.True(t, r.Full)
-	require.EqualValues(t, open[2], r.Floor, "with nothing unmarked the floor moves to the highest ID")
+	steps := 0
+	for {
+		r, reads := measured()
+		require.True(t, r.Reconcile)
+		require.Less(t, reads, int64(1100), "a reconciliation step reads at most its span and a few probes")
+		steps++
+		if r.ReconcileDone {
+			break
+		}
+	}
+	require.Equal(t, 6, steps, "5003 IDs in steps of 1000")
 	require.Zero(t, b.scanner.Tracked(), "marked rows are forgotten")
 }
 
@@ -319,8 +401,9 @@ func TestScanner_R_A5_RepublishesRowsStillUnmarked(t *testing.T) {
 	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_republished_total"))
 
 	b.mb.Mark(t, id)
+	b.clock.Advance(time.Minute)
 	b.round(t)
-	require.Zero(t, b.scanner.Tracked())
+	require.Zero(t, b.scanner.Tracked(), "the look-up a minute after the publication finds it marked")
 	b.clock.Advance(20 * time.Minute)
 	r = b.round(t)
 	require.Zero(t, r.Published+r.Republished, "a marked row is never published again")
@@ -337,7 +420,7 @@ func TestScanner_R_A6_MailboxUnreadableIsRetriedNotEmpty(t *testing.T) {
 	first := b.mb.InsertValid(t, 1)[0]
 	b.round(t)
 	require.Equal(t, 1, b.scanner.Tracked())
-	floor := b.scanner.Floor()
+	high := b.scanner.High()
 
 	b.clock.Advance(10 * time.Minute)
 	b.mb.Exec(t, "RENAME TABLE CMINMSGS TO CMINMSGS_AWAY")
@@ -347,12 +430,12 @@ func TestScanner_R_A6_MailboxUnreadableIsRetriedNotEmpty(t *testing.T) {
 	require.ErrorAs(t, err, &me)
 	require.EqualValues(t, 1, b.metrics.Counter(t, "msgx_ingest_scan_errors_total"))
 	require.Equal(t, 1, b.scanner.Tracked(), "an error is not an empty mailbox: nothing is forgotten")
-	require.Equal(t, floor, b.scanner.Floor())
+	require.Equal(t, high, b.scanner.High())
 
 	b.mb.Exec(t, "RENAME TABLE CMINMSGS_AWAY TO CMINMSGS")
 	second := b.mb.InsertValid(t, 1)[0]
 	r := b.round(t)
-	require.True(t, r.Full, "the abandoned full pass runs again")
+	require.True(t, r.Reconcile, "the reconciliation pass due when the round failed runs")
 	require.Equal(t, 1, r.Published)
 	require.Zero(t, r.Republished)
 	require.Equal(t, []int64{first, second}, ingesttest.Keys(t, b.inbox.Await(t, 2, awaitTimeout)))
@@ -393,7 +476,7 @@ func TestScanner_R_A6_PublishFailureIsRetried(t *testing.T) {
 
 	b.pub.fail.Store(false)
 	r := b.round(t)
-	require.True(t, r.Full)
+	require.True(t, r.Startup)
 	require.Equal(t, 3, r.Published)
 	require.Equal(t, ids, ingesttest.Keys(t, b.inbox.Await(t, 3, awaitTimeout)))
 }
