@@ -21,12 +21,14 @@ func defaults(t *testing.T) ingest.Config {
 	return c
 }
 
-// R-F6: the defaults are the documented ones and valid.
-func TestConfig_R_F6_Defaults(t *testing.T) {
+// R-F6: the defaults are the documented ones and valid; R-J3: the poll
+// interval is the seeds' lower bound of 50 ms.
+func TestConfig_R_F6_R_J3_Defaults(t *testing.T) {
 	t.Parallel()
 	c := defaults(t)
 	require.NoError(t, c.Validate())
-	require.Equal(t, time.Second, c.Pipeline.PollInterval)
+	require.Equal(t, 50*time.Millisecond, c.Pipeline.PollInterval)
+	require.Equal(t, time.Minute, c.Pipeline.GapWindow)
 	require.Equal(t, 50, c.Pipeline.ClaimBatch)
 	require.Equal(t, 10*time.Minute, c.Pipeline.FullRescanInterval)
 	require.Equal(t, 10*time.Minute, c.Pipeline.RepublishAfter)
@@ -49,6 +51,7 @@ func TestConfig_R_F6_ValidateRejectsEachProblem(t *testing.T) {
 		{"ZeroPoll", func(c *ingest.Config) { c.Pipeline.PollInterval = 0 }, "pipeline.poll-interval"},
 		{"NegativeRescan", func(c *ingest.Config) { c.Pipeline.FullRescanInterval = -time.Second }, "pipeline.full-rescan-interval"},
 		{"ZeroRepublish", func(c *ingest.Config) { c.Pipeline.RepublishAfter = 0 }, "pipeline.republish-after"},
+		{"ZeroGapWindow", func(c *ingest.Config) { c.Pipeline.GapWindow = 0 }, "pipeline.gap-window"},
 		{"ZeroBatch", func(c *ingest.Config) { c.Pipeline.ClaimBatch = 0 }, "pipeline.claim-batch"},
 		{"HugeBatch", func(c *ingest.Config) { c.Pipeline.ClaimBatch = ingest.MaxClaimBatch + 1 }, "pipeline.claim-batch"},
 		{"UnknownZone", func(c *ingest.Config) { c.Mailbox.Zone = "Mars/Olympus" }, "mailbox.zone"},

@@ -34,7 +34,8 @@ const kafkaTimeout = 30 * time.Second
 type Deps struct {
 	// Logger is the process logger; the service adds component=ingest.
 	Logger *slog.Logger
-	// Clock drives the republish and full-rescan decisions and timestamps.
+	// Clock drives the republish, gap-window and reconciliation decisions
+	// and timestamps.
 	Clock clock.Clock
 	// Meter creates the msgx_ingest_* instruments.
 	Meter metric.Meter
@@ -259,6 +260,7 @@ func (s *Service) starting(ctx context.Context) error {
 		ClaimBatch:         s.cfg.Pipeline.ClaimBatch,
 		FullRescanInterval: s.cfg.Pipeline.FullRescanInterval,
 		RepublishAfter:     s.cfg.Pipeline.RepublishAfter,
+		GapWindow:          s.cfg.Pipeline.GapWindow,
 		Location:           s.loc,
 		Tracer:             s.deps.Kafka.Tracer("ingest"),
 	}
