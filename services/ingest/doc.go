@@ -14,63 +14,66 @@
 //
 // # The scan
 //
-// Why a predicate, not a watermark (C-30, INV-2b). The adapter's rows do
-// not become visible in ID order: an insert whose transaction commits late
-// appears below IDs already read. A "last ID seen" watermark would skip it
-// for ever. Each round therefore asks for what is still to be done,
-// "CMINMSGS_DATE_PROCESSED IS NULL" (and, by default, CMINMSGS_STATUS =
-// 'VALID', the adapter's convention), in ascending CMINMSGS_ID.
+// Why the marker decides, not a watermark (C-30, INV-2b). The adapter's rows
+// do not become visible in ID order: an insert whose transaction commits
+// late appears below IDs already read. A row is handed on until its marker
+// is set, whatever ingest remembers, so that nothing is lost when the topic,
+// the broker or this process loses something; what ingest remembers only
+// decides what it need not read again.
 //
-// Why paging (R-A1, R-A2). A round reads at most pipeline.claim-batch rows
-// per query and continues after the last ID of the page ("AND CMINMSGS_ID >
-// ?") until a page comes back short. Rows that stay unmarked at the front —
-// processed but not yet marked, or blocking the processor's FIFO — are
-// re-read as IDs and skipped (they are already published), but they can
-// never fill the one page a round looks at: a new row is found by the first
-// round after its commit, however long the unmarked prefix is. Pages list
-// IDs only; message bodies are fetched just for the rows that are published,
-// in chunks of bounded size.
+// Why a high-water mark with gaps (R-J3, R-A2, R-A4). Re-reading every
+// unmarked row each round costs the mailbox owner the whole backlog every
+// poll interval: 50,000 rows the processor has not finished, or whose
+// markers the dispatcher cannot write, were 50,000 rows read per round. A
+// round now reads the rows above the highest ID it has read (the high-water
+// mark, through the primary key, pipeline.claim-batch rows per query, paging
+// until a page is short) and publishes the unmarked ones; every ID it skips
+// between two rows read is a gap: not committed yet (or rolled back). Each
+// gap is looked up again by every round for pipeline.gap-window (1 minute),
+// one primary-key range probe per gap, and a row found in one is a late
+// arrival, published at once and counted (msgx_ingest_late_arrival_total).
+// A round therefore costs the new rows plus the recent gaps, never the
+// unmarked backlog nor the marked rows below the mark (TestScanCost_R_J3,
+// BenchmarkScanRound_R_A4): a row read once is not read by rounds again, and
+// a new row is found by the first round after its commit however many stay
+// unmarked before it.
 //
-// Why a floor (R-A4). The table keeps millions of marked rows and has no
-// index on the marker, so a query from ID 0 reads all of them. A full pass
-// from ID 0 sets the floor to the lowest unmarked ID it saw, minus one (or
-// to the highest ID in the table when nothing was unmarked); every row at or
-// below the floor was marked at that time. Ordinary rounds start at the
-// floor, so they read the rows above it (the recent traffic and the
-// unmarked backlog) through the primary key, whatever the size of the
-// table: BenchmarkScanRound_R_A4 shows about ten rows read per round over
-// 1,000,000 marked ones, against a million for a pass from 0. The floor
-// cannot pass a row that stays unmarked: while one does (a FAILED head, a
-// marker the dispatcher cannot write), rounds read every row after it, and
-// the processor's and dispatcher's oldest-unmarked metrics show why.
-//
-// Why a periodic full pass (R-A3). A row committed late with an ID below
-// the floor is invisible to ordinary rounds. A full pass runs at start and
-// every pipeline.full-rescan-interval (10 minutes), by the injected clock;
-// it finds such rows, publishes them and counts them in
-// msgx_ingest_late_arrival_total. A late row above the floor (below an ID
-// already published) is found by the next ordinary round and counted too.
+// Why a reconciliation pass (R-A3). A row whose transaction commits later
+// than the gap window after its ID was skipped, or a row that was in flight
+// when the scanner started (its first round reads every unmarked row, and
+// knows no gaps below that), is invisible to rounds. A reconciliation pass
+// starts every pipeline.full-rescan-interval (10 minutes) and reads the whole
+// table for unmarked rows, spread over rounds of at most 5,000 IDs each (long
+// runs of unused IDs are skipped with one probe); a row it finds that was
+// never published is published and counted as late. The pass is also where
+// the memory of published rows is pruned of the ones marked meanwhile.
 //
 // Why republish (R-A5). Ingest remembers, in memory, when it published each
-// row that is still unmarked, and forgets a row once a completed round that
-// covers it no longer returns it. A row still unmarked
-// pipeline.republish-after (10 minutes) after its publication is published
-// again, so that a record lost between ingest and the processor cannot
-// strand a row. After a restart everything unmarked is published once more;
-// both are harmless repeats.
+// row it does not know to be marked. A minute after a publication the row is
+// looked up once by primary key and forgotten when marked; one still
+// unmarked pipeline.republish-after (10 minutes) after its publication is
+// published again, so that a record lost between ingest and the processor
+// cannot strand a row. These look-ups cost a probe per published row, not a
+// read of the backlog per round. After a restart the first round publishes
+// everything unmarked once more; both are harmless repeats.
 //
 // Why errors stop the round (R-A6). A failed query or produce abandons the
-// round: the floor, the full-pass schedule and the memory of published rows
-// stay as they were, the failure is logged and counted
+// round: the high-water mark, the gaps, the reconciliation pass and the
+// memory of published rows stay as they were (rows published before the
+// failure are remembered), the failure is logged and counted
 // (msgx_ingest_scan_errors_total, msgx_ingest_publish_errors_total), and the
 // next round retries. An error is never read as "no rows".
 //
-// Rounds run every pipeline.poll-interval (1 s) and at once after a compat
-// insert. Records are produced synchronously, page by page in ID order, to
-// partition 0 of msgx.inbox with franz-go's idempotent producer, which keeps
-// that order across retries. The producer's batch limit is the topic's
-// max.message.bytes, read at start; the topic must allow the largest
-// mailbox message (compat accepts compat.max-body, the adapter up to 16 MiB).
+// Rounds run every pipeline.poll-interval (50 ms, R-J3) and at once after a
+// compat insert. Because a round reads only what is new, a short interval
+// costs the mailbox owner statements, not rows: at 500 inserts a second
+// MariaDB's handler reads per second on the scanner's connection are the
+// same at 50, 100 and 250 ms (BenchmarkPollInterval_R_J3). Records are
+// produced synchronously, page by page in ID order, to partition 0 of
+// msgx.inbox with franz-go's idempotent producer, which keeps that order
+// across retries. The producer's batch limit is the topic's
+// max.message.bytes, read at start; the topic must allow the largest mailbox
+// message (compat accepts compat.max-body, the adapter up to 16 MiB).
 //
 // # The compat entry
 //

@@ -3,8 +3,8 @@
 // way the table is indexed: the primary key CMINMSGS_ID is the only index the
 // adapter gives us (and we never change its schema), so every read is a
 // primary-key range or point lookup. That is what lets the scanner's cost
-// depend on where it starts (its floor), not on how many rows the table
-// holds.
+// depend on where it starts (its high-water mark) and the ranges it looks
+// up, not on how many rows the table holds.
 //
 // Timestamps cross the boundary as text in the airport's zone, not as driver
 // time values, so that the result does not depend on the DSN's parseTime/loc

@@ -1,36 +1,43 @@
 // Package scanner finds unmarked CMINMSGS rows and publishes them to the
 // msgx.inbox topic, in mailbox-ID order, for the processor.
 //
-// The scan is a predicate scan ("marker IS NULL, ascending ID"), not a
-// watermark: a message is handed on until the processor's marker is on its
-// row, so nothing is lost when the topic, the broker or this process loses
-// something. Each round pages through the predicate by ID with at most
-// ClaimBatch rows per query until a page comes back short, so any number of
-// rows that stay unmarked at the front (terminal in the processor, marker
-// not yet written) only cost pages of IDs, never the discovery of newer rows
-// (R-A2).
+// A round reads the rows above the high-water mark (the highest ID a
+// completed read returned), marked or not, at most ClaimBatch per query and
+// paging until a page is short; it publishes the unmarked ones and records
+// every ID skipped between two rows as a gap. Rows it read are not read by
+// rounds again, so a round's cost is the new rows, not the unmarked backlog
+// (R-J3) nor the marked rows (R-A4), and an unmarked prefix never delays a
+// new row (R-A2).
+//
+// Gaps are ID ranges no read has returned: a transaction that has not
+// committed yet (an AUTO_INCREMENT ID allocated before a higher one that
+// committed first) or one rolled back. Every round looks them up again, one
+// primary-key range each, for GapWindow after they were found; a row found
+// there is a late arrival, published and counted (R-A3). A row whose
+// commit comes later than that, or one in flight when the scanner started,
+// is left to the reconciliation pass.
+//
+// The reconciliation pass starts every FullRescanInterval and reads the
+// whole table for unmarked rows ("marker IS NULL", ascending ID), spread
+// over rounds of at most ReconcileSpan IDs each, skipping runs of unused
+// IDs with one probe. An unmarked row it finds that was never published is
+// published as a late arrival. At its end it forgets the published rows it
+// did not return: they were marked.
+//
+// The first round of a scanner reads every unmarked row and publishes it:
+// nothing survives a restart, so each may be unpublished (R-A5 makes a
+// repeat harmless). Its high-water mark is the highest ID before that pass.
 //
 // Pages list IDs only; the message bodies are fetched afterwards, and only
-// for rows that are to be published (new, or due for republishing), in
-// bounded chunks. A long stuck backlog is therefore re-read as IDs, not as
-// megabytes of XML, every round.
+// for rows that are to be published, in bounded chunks.
 //
-// Where a round starts is the floor: the lowest unmarked ID seen by the last
-// full pass, minus one (or the highest ID of the table when the pass saw no
-// unmarked row). Everything at or below the floor was marked when the pass
-// ran, so ordinary rounds start there and their cost follows the rows above
-// the floor, not the millions of marked rows below it (R-A4). A row can
-// still appear below the floor or below IDs already published: an insert
-// whose transaction committed after larger IDs were read. A full pass from
-// ID 0 every FullRescanInterval (and at start) finds such late arrivals; they
-// are published and counted (R-A3).
-//
-// A row stays in an in-memory map ID → published-at until a completed round
-// that covers its ID no longer returns it (it was marked). A row still
-// unmarked RepublishAfter after it was published is published again, so a
-// record lost in transport cannot strand a row (R-A5); the processor
-// registers each mailbox ID once and ignores repeats. The map is lost on
-// restart, which only causes such harmless repeats.
+// A published row stays in an in-memory map ID → published-at while it is
+// not known to be marked. CheckAfter (a minute) after a publication the row
+// is looked up by primary key and forgotten when marked; one still unmarked
+// RepublishAfter after its publication is published again, so a record lost
+// in transport cannot strand a row (R-A5); the processor registers each
+// mailbox ID once and ignores repeats. The look-ups are at most a thousand
+// a round, so rows published together are checked over a few rounds.
 //
 // A failing mailbox query abandons the round: nothing is advanced, no
 // entry is dropped, and the next round retries (R-A6). An empty result is
