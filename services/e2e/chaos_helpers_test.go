@@ -739,10 +739,13 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 }
 
 // readTopic reads a whole topic with an independent consumer, calling on
-// for each record in partition order.
+// for each committed record in partition order. It reads up to the end
+// offsets listed at the start; the dispatcher produces in transactions,
+// whose markers take offsets of their own, so the consumer keeps control
+// records to see where it is and does not pass them on.
 func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(s.kafkaOpts(kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return err
 	}
@@ -771,7 +774,9 @@ func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record)
 			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
 				delete(remaining, r.Partition)
 			}
-			on(r)
+			if !r.Attrs.IsControl() {
+				on(r)
+			}
 		})
 	}
 	return nil
