@@ -36,6 +36,7 @@ type PipelineConfig struct {
 	BackoffCap    time.Duration `yaml:"backoff_cap"`
 	HeadDeadline  time.Duration `yaml:"head_deadline"`
 	SnapshotBatch int           `yaml:"snapshot_batch"`
+	Batch         int           `yaml:"batch"`
 	IgnoreTypes   string        `yaml:"ignore_types"`
 	// RecordRetention: finished, backfilled records are deleted this long
 	// after they finished (R-B10).
@@ -92,6 +93,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "1s,2s,4s,8s,16s", "retry backoff per attempt; the last value repeats")
 	fs.DurationVar(&c.Pipeline.BackoffCap, prefix+"pipeline.backoff-cap", 60*time.Second, "upper bound of any retry backoff")
 	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
+	fs.IntVar(&c.Pipeline.Batch, prefix+"pipeline.batch", pipeline.DefaultBatch, "consecutive due messages executed in one transaction, each with the outcome it would have alone (R-J1); 1 is one transaction per message")
 	fs.IntVar(&c.Pipeline.SnapshotBatch, prefix+"pipeline.snapshot-batch", 200, "records of a daily snapshot (SCHD DNLD/RESP) written per transaction (R-C6)")
 	fs.StringVar(&c.Pipeline.IgnoreTypes, prefix+"pipeline.ignore-types", "LDM,REGN,RSTA,EROR", "message TYPEs that are SKIPPED with a reason and backfilled")
 	fs.BoolVar(&c.Identity.IncludeDayBoundary, prefix+"identity.include-day-boundary", false, "add the DTTM day to the identity key SNDR|TYPE|STYP|SEQN")
@@ -119,6 +121,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.HeadDeadline <= 0 {
 		errs = append(errs, errors.New("pipeline.head-deadline: must be positive"))
+	}
+	if c.Pipeline.Batch < 1 {
+		errs = append(errs, fmt.Errorf("pipeline.batch: must be at least 1 (default %d; 1 is one transaction per message)", pipeline.DefaultBatch))
 	}
 	if c.Pipeline.SnapshotBatch < 1 {
 		errs = append(errs, errors.New("pipeline.snapshot-batch: must be at least 1 (default 200)"))
@@ -210,6 +215,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffCap:           cfg.Pipeline.BackoffCap,
 		HeadDeadline:         cfg.Pipeline.HeadDeadline,
 		SnapshotBatch:        cfg.Pipeline.SnapshotBatch,
+		Batch:                cfg.Pipeline.Batch,
 		IgnoreTypes:          ignore,
 		IncludeDayBoundary:   cfg.Identity.IncludeDayBoundary,
 		Zone:                 zone,

@@ -75,6 +75,6 @@ const (
 
 // Sink receives a handler's writes in the order it makes them.
 type Sink interface {
-	Flight(ctx context.Context, c *Change) error
+	Change(ctx context.Context, c *Change) error
 	Ref(ctx context.Context, op RefOp) error
 }

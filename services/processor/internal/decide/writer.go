@@ -214,7 +214,7 @@ func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType 
 		{Target: TargetMsg, Pkey: key, Payload: ev.Value, Headers: mustJSON(ev.Headers), MsgID: w.MsgID, At: w.Now},
 		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: mustJSON(st.Headers), MsgID: w.MsgID, At: w.Now},
 	}}
-	if err := w.Sink.Flight(ctx, c); err != nil {
+	if err := w.Sink.Change(ctx, c); err != nil {
 		return fmt.Errorf("writing flight %d: %w", row.FLID, err)
 	}
 	w.projections++

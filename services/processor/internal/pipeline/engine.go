@@ -64,6 +64,10 @@ type Options struct {
 	Elector Elector
 	// Holder names this instance in the lease; empty means lease.Holder().
 	Holder string
+	// Batch is how many consecutive due heads one transaction executes
+	// (pipeline.batch, R-J1, batch.go); 0 or 1 is one message per
+	// transaction.
+	Batch int
 	// SnapshotBatch is how many records one transaction of a daily
 	// snapshot writes (R-C6); 0 means DefaultSnapshotBatch (200).
 	SnapshotBatch int
@@ -102,6 +106,13 @@ type Engine struct {
 	// marked is the message whose executing_by this engine set last and
 	// has not cleared; only the executor (Step) touches it.
 	marked int64
+	// singleUntil: messages up to this ID run one at a time — after a
+	// batch rolled back, and after a crashed batch (crashedRun) — so that
+	// a message at fault is charged alone. Only the executor touches it.
+	singleUntil int64
+	// batched counts the messages finished by batches of more than one
+	// (tests read it to see that a batch ran).
+	batched int
 }
 
 // NewEngine builds an engine.

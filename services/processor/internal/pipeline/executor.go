@@ -100,14 +100,19 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
 		return false, time.Second, err
 	}
-	h, err := e.loadHead(ctx)
+	heads, err := e.loadHeads(ctx, e.batchSize())
 	if err != nil {
 		return false, time.Second, err // the database is unreachable: pause, burn nothing
 	}
-	if h == nil {
+	if len(heads) == 0 {
 		return false, 0, nil
 	}
+	h := heads[0]
 	if h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
+		forgiven, err := e.crashedRun(ctx, *h.ExecutingBy)
+		if err != nil || forgiven {
+			return e.settle(ctx, h, err)
+		}
 		return e.settle(ctx, h, e.recordCrash(ctx, h))
 	}
 	now := e.clock.Now()
@@ -122,6 +127,11 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	if h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline {
 		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass))))
+	}
+	if len(heads) > 1 && h.MsgID > e.singleUntil {
+		if progressed, ran, err := e.stepBatch(ctx, heads); ran {
+			return progressed, 0, err
+		}
 	}
 	if h.ExecutingBy == nil {
 		if err := e.markHead(ctx, h.MsgID); err != nil {
@@ -184,19 +194,55 @@ func deref(s *string) string {
 	return *s
 }
 
-func (e *Engine) loadHead(ctx context.Context) (*head, error) {
-	var h head
-	err := e.pool.QueryRow(ctx, `
+// loadHeads returns up to n open messages from the FIFO head, in order.
+func (e *Engine) loadHeads(ctx context.Context, n int) ([]*head, error) {
+	rows, err := e.pool.Query(ctx, `
 		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, trace_parent, trace_state
-		FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT 1`).
-		Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.TraceParent, &h.TraceState)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+		FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT $1`, n)
 	if err != nil {
 		return nil, fmt.Errorf("loading FIFO head: %w", err)
 	}
-	return &h, nil
+	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
+		var h head
+		err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.TraceParent, &h.TraceState)
+		return &h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading FIFO head: %w", err)
+	}
+	return heads, nil
+}
+
+// crashedRun handles a head carrying another instance's marker when that
+// instance marked more than one open message: it died inside a batch
+// (batch.go), and which message, if any, ended it is unknown. Counting an
+// attempt for each would charge innocent neighbours, and at max-attempts
+// crashes exhaust them all; so none is counted, the markers are
+// withdrawn, and the messages up to the last of them run one at a time
+// (singleUntil). If one of them ends the process again, it is then the
+// only one marked, and the next start counts that crash against it alone
+// (recordCrash). The price is one crash more before a poison message of a
+// batch is charged. It reports whether it handled the run; a single
+// marked message is left to recordCrash.
+func (e *Engine) crashedRun(ctx context.Context, by string) (bool, error) {
+	var n int
+	var last int64
+	err := e.pool.QueryRow(ctx, `SELECT count(*), COALESCE(max(msg_id), 0) FROM proc_state
+		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1`, by).Scan(&n, &last)
+	if err != nil {
+		return false, fmt.Errorf("reading crashed batch: %w", err)
+	}
+	if n <= 1 {
+		return false, nil
+	}
+	if _, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1`, by); err != nil {
+		return false, fmt.Errorf("withdrawing markers of a crashed batch: %w", err)
+	}
+	e.singleUntil = max(e.singleUntil, last)
+	e.metrics.crashed.Add(ctx, 1)
+	e.log.Error("a batch's execution ended its process; its messages run one at a time, a crash of one of them is counted against it",
+		"executing_by", clip.N(by, 256), "messages", n, "last_msg_id", last, "alert", "processor-crashed-execution")
+	return true, nil
 }
 
 // markHead writes this instance's execution marker on a head that no

@@ -79,7 +79,7 @@ func (v txView) Children(ctx context.Context, flid int64) ([]flight.Child, error
 // outbox rows and pending projection, in one round trip.
 type txSink struct{ tx pgx.Tx }
 
-func (s txSink) Flight(ctx context.Context, c *decide.Change) error {
+func (s txSink) Change(ctx context.Context, c *decide.Change) error {
 	b := &pgx.Batch{}
 	queueFlightChange(b, c)
 	for _, o := range c.Outbox {

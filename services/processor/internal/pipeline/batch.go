@@ -1,0 +1,897 @@
+package pipeline
+
+// What the executor does per batch (pipeline.batch > 1, R-J1). The one
+// message path (Step → execute) stays the reference: a batch is a run of
+// consecutive due heads whose outcome is, message by message, what that
+// path gives, written in one fenced transaction instead of one each.
+//
+//  1. prepare (no database): up to pipeline.batch open messages from the
+//     head, in msg_id order. Each is decoded and classified under the
+//     panic guard. Raw missing or MALFORMED, an ignored TYPE and an
+//     UNSUPPORTED classification are terminal outcomes decided here, like
+//     the one message path decides them before any write. The batch ends
+//     before the first message that is FAILED (only the head may be a due
+//     retry), carries an execution marker of its own, is at its limits
+//     (attempts, head deadline), whose decoding needs a retry (CODEC_ERROR,
+//     a panic), or that decide does not handle (daily snapshots with their
+//     own batch rules R-C6, season schedules, answers to requests): that
+//     message becomes the next head and runs alone.
+//  2. mark (R-H1): one small statement, not synchronously committed,
+//     names this instance in executing_by of every message of the batch,
+//     so that a process that dies before the batch commits leaves them
+//     marked; see crashedRun for how the next start treats such a run.
+//  3. one fenced transaction: lock the batch's proc_state rows, load the
+//     identity holders of their keys and every flight the messages name
+//     with its code-share children (one pipelined round trip); then decide
+//     each message in order against an overlay — the loaded rows plus the
+//     changes of the batch's earlier messages — binding its identity first
+//     (a key held by another message, in the database or earlier in the
+//     batch, is SKIPPED duplicate-of, R-B4). A rejection, a skip or an
+//     unsupported outcome rolls the overlay back to where the message
+//     started (the savepoint of the one message path) and keeps only its
+//     terminal state. A retryable failure (or a panic) of a handler ends
+//     the batch before that message: the overlay is rolled back to it and
+//     it runs alone next, where its attempt is counted with backoff.
+//  4. write, pipelined in one round trip: identity bindings, each changed
+//     flight once at its last state, every outbox row in decision order
+//     (flight-state, msg, schd per change, the mailbox intent of each
+//     terminal state), pending projections, reference-data writes in
+//     order, terminal states, APPLIED states, the markers of messages
+//     the batch did not reach withdrawn, and the marker handed to the
+//     next head (markNext).
+//
+// A statement that fails rolls the whole batch back; the executor then
+// runs the messages of that batch one at a time (singleUntil), so the
+// culprit is found and charged alone.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
+	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/sis"
+	"msgexchange/services/processor/internal/decide"
+)
+
+// DefaultBatch is pipeline.batch when Options.Batch is 0 in the service's
+// configuration (chosen by measurement, docs/performance.md R-J1).
+const DefaultBatch = 256
+
+// batchSize is the configured batch; 0 or 1 is one message per
+// transaction.
+func (e *Engine) batchSize() int {
+	return max(e.opt.Batch, 1)
+}
+
+// batchMsg is one message of a batch and what was decided for it.
+type batchMsg struct {
+	h    *head
+	ctx  context.Context
+	x    *execution
+	msg  *sis.Message
+	cls  sis.Classification
+	meta *metaCols
+	// decided before any write (prepare) or by decide.
+	state, class, reason string
+	now                  time.Time
+	parked               bool // DEAD(UNSUPPORTED): counted as a failure too
+	registered           *time.Time
+}
+
+// errBatchEmpty ends a batch transaction that decided nothing: its first
+// message runs alone.
+var errBatchEmpty = errors.New("batch decided no message")
+
+// errBatchChanged ends a batch whose messages changed meanwhile (an
+// operator ended one): the one message path handles the head.
+var errBatchChanged = errors.New("batch messages changed while it was prepared")
+
+// overlayReadError is a failed read of the overlay: the transaction is
+// unusable and the batch is rolled back.
+type overlayReadError struct{ err error }
+
+func (o *overlayReadError) Error() string { return o.err.Error() }
+func (o *overlayReadError) Unwrap() error { return o.err }
+
+// stepBatch runs a batch from heads (loaded in msg_id order, the head due
+// and not poisoned). ok is false when no batch was run and the one
+// message path should handle the head.
+func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool, ok bool, err error) {
+	msgs := e.prepareBatch(ctx, heads)
+	if len(msgs) < 2 {
+		for _, m := range msgs {
+			m.x.end(errBatchEmpty)
+		}
+		return false, false, nil // one message: the one message path is the same and simpler
+	}
+	endAll := func(err error) {
+		for _, m := range msgs {
+			m.x.end(err)
+		}
+	}
+	start := time.Now()
+	if err := e.markBatch(ctx, msgs); err != nil {
+		endAll(err)
+		if errors.Is(err, errBatchChanged) {
+			return false, false, nil
+		}
+		p, _, err := e.settle(ctx, heads[0], err)
+		return p, true, err
+	}
+	done, next, err := e.writeBatch(ctx, msgs)
+	if err != nil {
+		endAll(err)
+		switch {
+		case ctx.Err() != nil:
+			e.unmarkBatch(ctx, msgs)
+			return false, true, err
+		case errors.Is(err, lease.ErrFenced), isOutage(err):
+			p, _, err := e.settle(ctx, heads[0], err)
+			return p, true, err
+		}
+		// The markers of the batch are withdrawn, so that the messages
+		// run next as if the batch had not been tried.
+		if rerr := e.restoreMarks(ctx, msgs); rerr != nil {
+			p, _, err := e.settle(ctx, heads[0], rerr)
+			return p, true, err
+		}
+		if errors.Is(err, errBatchEmpty) || errors.Is(err, errBatchChanged) {
+			return false, false, nil
+		}
+		// A statement failed: run these messages one at a time, so that
+		// the one at fault is charged alone (R-J1).
+		e.singleUntil = msgs[len(msgs)-1].h.MsgID
+		e.log.Warn("batch rolled back; its messages run one at a time", "first_msg_id", msgs[0].h.MsgID,
+			"last_msg_id", e.singleUntil, "messages", len(msgs), "err", err)
+		return true, true, nil
+	}
+	e.marked = next
+	e.batched += len(done)
+	per := time.Since(start).Seconds() / float64(len(done))
+	for i, m := range msgs {
+		if i < len(done) {
+			e.metrics.duration.Record(ctx, per)
+			e.reportFinished(m)
+			m.x.end(nil)
+			continue
+		}
+		m.x.end(errBatchEmpty) // not reached: runs again as the next head
+	}
+	return true, true, nil
+}
+
+// prepareBatch decodes and classifies the batch's messages (step 1): the
+// run of heads that can be decided together, each with its terminal
+// outcome when one is decided before any write.
+func (e *Engine) prepareBatch(ctx context.Context, heads []*head) []*batchMsg {
+	now := e.clock.Now()
+	var out []*batchMsg
+	for i, h := range heads {
+		if i > 0 && (h.State != StatePending || h.ExecutingBy != nil || h.Attempts >= e.opt.MaxAttempts ||
+			(h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline)) {
+			break
+		}
+		if i == 0 && h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
+			break
+		}
+		ectx, x := e.startExecution(ctx, h)
+		m := &batchMsg{h: h, ctx: ectx, x: x}
+		if !e.prepareOne(m) {
+			x.end(errBatchEmpty)
+			break
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// prepareOne decodes and classifies one message; false means it cannot
+// be part of a batch (its decoding needs a retry, or decide does not
+// handle it).
+func (e *Engine) prepareOne(m *batchMsg) bool {
+	h := m.h
+	if strings.TrimSpace(h.Raw) == "" {
+		m.state, m.class, m.reason = StateDead, ClassMalformed, "raw message missing"
+		return true
+	}
+	if err := e.guard(m.ctx, h.MsgID, "decoding", func() (err error) {
+		m.msg, err = sis.DecodeText(h.Raw)
+		return err
+	}); err != nil {
+		var de *sis.Error
+		var f *failure
+		if errors.As(err, &f) || (errors.As(err, &de) && de.Class == sis.ClassCodec) {
+			return false
+		}
+		m.state, m.class, m.reason = StateDead, ClassMalformed, err.Error()
+		return true
+	}
+	m.meta = &metaCols{SNDR: m.msg.Meta.SNDR, TYPE: m.msg.Meta.TYPE, STYP: m.msg.Meta.STYP, SEQN: m.msg.Meta.SEQN, DTTM: m.msg.Meta.DTTM}
+	if e.opt.IgnoreTypes[m.msg.Meta.TYPE] {
+		m.state, m.reason = StateSkipped, "ignored type "+m.msg.Meta.TYPE+" (pipeline.ignore-types)"
+		return true
+	}
+	if err := e.guard(m.ctx, h.MsgID, "classifying", func() (err error) {
+		m.cls, err = sis.Classify(m.msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
+		return err
+	}); err != nil {
+		var de *sis.Error
+		var f *failure
+		switch {
+		case errors.As(err, &f):
+			return false
+		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
+			m.state, m.class, m.reason = StateDead, ClassMalformed, err.Error()
+		default:
+			m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, err.Error()+parkedSuffix, true
+		}
+		return true
+	}
+	return decide.Handles(m.msg, m.cls)
+}
+
+// markBatch names this instance in executing_by of every message of the
+// batch, and sets their processing start (step 2), in a transaction that
+// is not synchronously committed (see markHead for why that suffices).
+func (e *Engine) markBatch(ctx context.Context, msgs []*batchMsg) error {
+	ids := batchIDs(msgs)
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
+			return fmt.Errorf("relaxing marker commit: %w", err)
+		}
+		var marked int
+		err := tx.QueryRow(ctx, `
+			WITH m AS (
+				UPDATE proc_state SET executing_by = CASE WHEN msg_id = ANY($1) THEN $2 END,
+					processing_started_at = CASE WHEN msg_id = ANY($1) THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
+				WHERE (msg_id = ANY($1) AND state IN ('PENDING', 'FAILED')) OR msg_id = $4
+				RETURNING executing_by)
+			SELECT count(*) FROM m WHERE executing_by IS NOT NULL`,
+			ids, e.instance, e.clock.Now(), e.marked).Scan(&marked)
+		if err != nil {
+			return fmt.Errorf("marking batch executing: %w", err)
+		}
+		if marked != len(ids) {
+			return errBatchChanged
+		}
+		return nil
+	})
+	if err == nil {
+		e.marked = 0
+	}
+	return err
+}
+
+// unmarkBatch withdraws the batch's markers after a batch cut short by
+// stopping (see unmark).
+func (e *Engine) unmarkBatch(ctx context.Context, msgs []*batchMsg) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL WHERE msg_id = ANY($1) AND executing_by = $2`,
+		batchIDs(msgs), e.instance); err != nil {
+		e.log.Warn("withdrawing batch execution markers on stop; the next start re-runs them one at a time", "err", err)
+	}
+}
+
+// restoreMarks withdraws the markers of a batch that did not commit and
+// the processing start that marking gave them.
+func (e *Engine) restoreMarks(ctx context.Context, msgs []*batchMsg) error {
+	_, err := e.exec(ctx, restoreMarksSQL, batchIDs(msgs), freshIDs(msgs), e.instance)
+	if err != nil {
+		return fmt.Errorf("withdrawing batch markers: %w", err)
+	}
+	return nil
+}
+
+// restoreMarksSQL withdraws markers ($1, this instance's $3) and the
+// processing start of the messages that had none ($2).
+const restoreMarksSQL = `UPDATE proc_state SET executing_by = NULL,
+		processing_started_at = CASE WHEN msg_id = ANY($2) THEN NULL ELSE processing_started_at END
+	WHERE msg_id = ANY($1) AND executing_by = $3 AND state IN ('PENDING', 'FAILED')`
+
+// freshIDs are the messages that had no processing start before the batch.
+func freshIDs(msgs []*batchMsg) []int64 {
+	var out []int64
+	for _, m := range msgs {
+		if m.h.ProcessingStartedAt == nil {
+			out = append(out, m.h.MsgID)
+		}
+	}
+	return out
+}
+
+func batchIDs(msgs []*batchMsg) []int64 {
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.h.MsgID
+	}
+	return ids
+}
+
+// writeBatch is steps 3 and 4 in one fenced transaction. It returns the
+// messages it finished (a prefix of msgs) and the next head it marked.
+func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, err error) {
+	err = e.inTx(ctx, func(tx pgx.Tx) error {
+		done = nil
+		ov, holders, err := e.loadBatch(ctx, tx, msgs)
+		if err != nil {
+			return err
+		}
+		var binds []batchBind
+		var outbox []decide.OutboxRow
+		bound := map[string]int64{}
+		for _, m := range msgs {
+			mark := ov.mark()
+			if m.state == "" {
+				stop, err := e.decideOne(m, ov, mark, holders, bound, &binds)
+				if err != nil {
+					return err
+				}
+				if stop {
+					ov.rollback(mark)
+					break
+				}
+			}
+			if m.now.IsZero() {
+				m.now = e.clock.Now()
+			}
+			outbox = append(outbox, ov.outboxSince(mark)...)
+			if m.state != StateApplied {
+				outbox = append(outbox, decide.OutboxRow{Target: TargetMailbox, Pkey: fmt.Sprint(m.h.MsgID), MsgID: m.h.MsgID, At: m.now})
+			}
+			done = append(done, m)
+		}
+		if len(done) == 0 {
+			return errBatchEmpty
+		}
+		n, err := e.flushBatch(ctx, tx, ov, binds, outbox, done, msgs[len(done):])
+		next = n
+		return err
+	})
+	return done, next, err
+}
+
+// batchBind is an identity binding of the batch (R-B4).
+type batchBind struct {
+	id  int64
+	key string
+}
+
+// loadBatch locks the batch's messages and loads, in one round trip, the
+// identity holders of their keys and the flights they name with their
+// code-share children.
+func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*overlay, map[string]int64, error) {
+	ids := batchIDs(msgs)
+	var keys []string
+	var flids []int64
+	for _, m := range msgs {
+		if m.state == "" {
+			keys = append(keys, m.cls.IdentityKey)
+			flids = append(flids, decide.FLIDs(m.msg)...)
+		}
+	}
+	slices.Sort(flids)
+	flids = slices.Compact(flids)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*) FROM (SELECT msg_id FROM proc_state WHERE msg_id = ANY($1) AND state IN ('PENDING', 'FAILED') FOR NO KEY UPDATE) l`, ids)
+	b.Queue(`SELECT identity_key, msg_id FROM proc_state WHERE identity_key = ANY($1)`, keys)
+	b.Queue(flightSelect+` WHERE flid = ANY($1) OR master_flid = ANY($1) ORDER BY flid FOR UPDATE`, flids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var locked int
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return nil, nil, fmt.Errorf("locking batch messages: %w", err)
+	}
+	if locked != len(ids) {
+		return nil, nil, errBatchChanged
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading identity holders: %w", err)
+	}
+	holders := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var id int64
+		if err := rows.Scan(&k, &id); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("loading identity holders: %w", err)
+		}
+		holders[k] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("loading identity holders: %w", err)
+	}
+	ov := newOverlay(tx)
+	rows, err = br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading batch flights: %w", err)
+	}
+	if err := ov.absorb(rows); err != nil {
+		return nil, nil, fmt.Errorf("loading batch flights: %w", err)
+	}
+	for _, f := range flids {
+		ov.known(f)
+		ov.kids[f] = true
+	}
+	return ov, holders, br.Close()
+}
+
+// decideOne binds m's identity and runs its handler against the overlay.
+// stop means the batch ends before m (a retryable failure: it runs alone
+// next); an error means the transaction is unusable.
+func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (stop bool, err error) {
+	id, key := m.h.MsgID, m.cls.IdentityKey
+	m.now = e.clock.Now()
+	if other, ok := bound[key]; ok {
+		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
+		return false, nil
+	}
+	if other, ok := holders[key]; ok && other != id {
+		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
+		return false, nil
+	}
+	src := Source{MsgID: id, Type: m.msg.Meta.TYPE, Subtype: m.msg.Meta.STYP, Sender: m.msg.Meta.SNDR, Seqn: m.msg.Meta.SEQN}
+	ctx := m.ctx
+	w := &decide.Writer{View: ov, Sink: ov, MsgID: id, Src: src, Now: m.now, Zone: e.zone(),
+		OnFlight: func(flid int64) { noteFlight(ctx, flid) }}
+	var out decide.Outcome
+	herr := e.guard(ctx, id, "handling", func() (err error) {
+		out, err = decide.Decide(ctx, w, m.msg, m.cls, e.opday)
+		return err
+	})
+	var rej *flight.RejectError
+	var skip *decide.Skip
+	var unsup *decide.Unsupported
+	var oerr *overlayReadError
+	switch {
+	case errors.As(herr, &oerr):
+		return false, oerr.err
+	case herr == nil:
+		if w.Projections() > 0 {
+			m.state = StateApplied
+		} else {
+			m.state = StateSucceeded
+		}
+		m.reason = out.Note
+	case errors.As(herr, &rej):
+		ov.rollback(mark)
+		m.state, m.class, m.reason = StateDead, ClassProtocol, rej.Reason
+	case errors.As(herr, &skip):
+		ov.rollback(mark)
+		m.state, m.reason = StateSkipped, skip.Reason
+	case errors.As(herr, &unsup):
+		ov.rollback(mark)
+		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, unsup.Reason+parkedSuffix, true
+	default:
+		// A retryable failure, a panic, or an error of the handler: the
+		// message runs alone next and gets its outcome there.
+		return true, nil
+	}
+	// Bound outside the handler's savepoint, as the one message path does.
+	bound[key] = id
+	*binds = append(*binds, batchBind{id: id, key: key})
+	return false, nil
+}
+
+// flushBatch writes the batch's decisions (step 4) and hands the marker
+// to the next head.
+func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds []batchBind, outbox []decide.OutboxRow,
+	done, rest []*batchMsg) (int64, error) {
+	b := &pgx.Batch{}
+	if len(binds) > 0 {
+		ids, keys := make([]int64, len(binds)), make([]string, len(binds))
+		for i, x := range binds {
+			ids[i], keys[i] = x.id, x.key
+		}
+		b.Queue(`UPDATE proc_state p SET identity_key = u.k FROM unnest($1::bigint[], $2::text[]) u(id, k) WHERE p.msg_id = u.id`, ids, keys)
+	}
+	ov.queueFlights(b)
+	if len(outbox) > 0 {
+		n := len(outbox)
+		targets, pkeys, payloads, headers := make([]string, n), make([]string, n), make([][]byte, n), make([]*string, n)
+		msgIDs, ats := make([]int64, n), make([]time.Time, n)
+		for i, o := range outbox {
+			targets[i], pkeys[i], payloads[i], msgIDs[i], ats[i] = o.Target, o.Pkey, o.Payload, o.MsgID, o.At
+			if o.Headers != nil {
+				s := string(o.Headers)
+				headers[i] = &s
+			}
+		}
+		b.Queue(`
+			INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at)
+			SELECT t, k, p, h::jsonb, m, a, a
+			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS u(t, k, p, h, m, a, ord)
+			ORDER BY ord`, targets, pkeys, payloads, headers, msgIDs, ats)
+	}
+	ov.queuePending(b)
+	for _, op := range ov.refs {
+		sql, args := refStatement(op)
+		b.Queue(sql, args...)
+	}
+	var term, applied []*batchMsg
+	for _, m := range done {
+		if m.state == StateApplied {
+			applied = append(applied, m)
+		} else {
+			term = append(term, m)
+		}
+	}
+	if len(term) > 0 {
+		n := len(term)
+		ids, states, classes, reasons, ats := make([]int64, n), make([]string, n), make([]*string, n), make([]string, n), make([]time.Time, n)
+		sndr, typ, styp, seqn, dttm := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, m := range term {
+			ids[i], states[i], reasons[i], ats[i] = m.h.MsgID, m.state, clip.Text(m.reason), m.now
+			if m.class != "" {
+				c := m.class
+				classes[i] = &c
+			}
+			if m.meta != nil {
+				sndr[i], typ[i], styp[i], seqn[i], dttm[i] = m.meta.SNDR, m.meta.TYPE, m.meta.STYP, m.meta.SEQN, m.meta.DTTM
+			}
+		}
+		b.Queue(`
+			WITH u AS (
+				UPDATE proc_state p SET state=v.state, error_class=v.cls, reason=v.reason, finished_at=v.at, updated_at=v.at,
+					next_attempt_at=NULL, executing_by=NULL,
+					sndr=COALESCE(NULLIF(v.sndr, ''), p.sndr), msg_type=COALESCE(NULLIF(v.typ, ''), p.msg_type),
+					msg_styp=COALESCE(NULLIF(v.styp, ''), p.msg_styp), seqn=COALESCE(NULLIF(v.seqn, ''), p.seqn),
+					dttm=COALESCE(NULLIF(v.dttm, ''), p.dttm)
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+					AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm)
+				WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
+				RETURNING p.msg_id)
+			SELECT count(*) FROM u`, ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm)
+	}
+	if len(applied) > 0 {
+		n := len(applied)
+		ids, notes, ats := make([]int64, n), make([]string, n), make([]time.Time, n)
+		sndr, typ, styp, seqn, dttm := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, m := range applied {
+			ids[i], notes[i], ats[i] = m.h.MsgID, clip.Text(m.reason), m.now
+			sndr[i], typ[i], styp[i], seqn[i], dttm[i] = m.meta.SNDR, m.meta.TYPE, m.meta.STYP, m.meta.SEQN, m.meta.DTTM
+		}
+		// Every message here wrote its pending projections in this
+		// transaction, which no ack can have removed yet, so APPLIED needs
+		// no second look under the row lock (compare markApplied, R-H4).
+		b.Queue(`
+			UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
+				next_attempt_at=NULL, executing_by=NULL, sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
+			FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+				AS v(id, note, at, sndr, typ, styp, seqn, dttm)
+			WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED')
+			RETURNING p.msg_id, p.registered_at`, ids, notes, ats, sndr, typ, styp, seqn, dttm)
+	}
+	if len(rest) > 0 {
+		// Not reached: withdraw their markers, and the processing start
+		// the marking gave them, so that each is what it would have been
+		// had the batch not included it.
+		b.Queue(restoreMarksSQL, batchIDs(rest), freshIDs(rest), e.instance)
+	}
+	br := tx.SendBatch(ctx, b)
+	registered := map[int64]time.Time{}
+	err := func() error {
+		defer br.Close()
+		n := 0
+		if len(binds) > 0 {
+			n++
+		}
+		n += ov.queuedFlights
+		if len(outbox) > 0 {
+			n++
+		}
+		n += ov.queuedPending + len(ov.refs)
+		for i := 0; i < n; i++ {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("writing batch decisions: %w", err)
+			}
+		}
+		if len(term) > 0 {
+			var c int
+			if err := br.QueryRow().Scan(&c); err != nil {
+				return fmt.Errorf("writing terminal states: %w", err)
+			}
+			if c != len(term) {
+				return errBatchChanged
+			}
+		}
+		if len(applied) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("marking batch applied: %w", err)
+			}
+			for rows.Next() {
+				var id int64
+				var at time.Time
+				if err := rows.Scan(&id, &at); err != nil {
+					rows.Close()
+					return fmt.Errorf("marking batch applied: %w", err)
+				}
+				registered[id] = at
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("marking batch applied: %w", err)
+			}
+			if len(registered) != len(applied) {
+				return errBatchChanged
+			}
+		}
+		if len(rest) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("withdrawing markers: %w", err)
+			}
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range applied {
+		at := registered[m.h.MsgID]
+		m.registered = &at
+		runHook(m.ctx, hookApplied, tx, m.h.MsgID)
+	}
+	next, _, err := e.markNext(ctx, tx, done[len(done)-1].h.MsgID)
+	return next, err
+}
+
+// reportFinished counts and logs one message the batch finished, as the
+// one message path does (finishIn, markApplied, parkUnsupported).
+func (e *Engine) reportFinished(m *batchMsg) {
+	ctx := m.ctx
+	e.metrics.finished.Add(ctx, 1, stateAttr(m.state))
+	if m.parked {
+		e.metrics.failed.Add(ctx, 1, classAttr(ClassUnsupported))
+	}
+	if m.state == StateApplied {
+		e.metrics.stage(ctx, StageApplied, m.registered, m.now)
+		e.log.InfoContext(ctx, "message applied", append([]any{"msg_id", m.h.MsgID, "type", m.meta.TYPE, "styp", m.meta.STYP, "batch", true}, flightAttrs(ctx)...)...)
+		return
+	}
+	lvl := slog.LevelInfo
+	if m.state == StateDead {
+		lvl = slog.LevelWarn
+	}
+	e.log.Log(ctx, lvl, "message finished", append([]any{"msg_id", m.h.MsgID, "state", m.state, "class", m.class,
+		"reason", clip.Text(m.reason), "batch", true}, flightAttrs(ctx)...)...)
+}
+
+// flightSelect reads flight rows for the overlay.
+const flightSelect = `SELECT flid, state, state_version, operation_day, master_flid, doc::text, COALESCE(doc->>'FLNO', '') FROM flight`
+
+// overlay is the batch's View and Sink: the flights loaded for the batch
+// plus the changes of its messages so far. Every read returns a fresh
+// copy, so a handler can change what it read without touching the
+// overlay, exactly as with rows read from the database.
+type overlay struct {
+	tx   pgx.Tx
+	rows map[int64]*ovRow // nil: known not to exist
+	// kids are the flights whose code-share children are all in rows.
+	kids          map[int64]bool
+	journal       []ovUndo
+	changes       []*decide.Change
+	refs          []decide.RefOp
+	queuedFlights int
+	queuedPending int
+}
+
+type ovRow struct {
+	f     decide.Flight // Doc unset: canon holds it
+	canon []byte
+	flno  string
+	// first and last are the first and last change of the row in the
+	// batch (nil when unchanged).
+	first, last *decide.Change
+}
+
+type ovUndo struct {
+	flid    int64
+	prev    *ovRow
+	present bool
+}
+
+type ovMark struct{ journal, changes, refs int }
+
+func newOverlay(tx pgx.Tx) *overlay {
+	return &overlay{tx: tx, rows: map[int64]*ovRow{}, kids: map[int64]bool{}}
+}
+
+// absorb adds loaded rows the overlay does not hold yet.
+func (o *overlay) absorb(rows pgx.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		r := &ovRow{}
+		var doc string
+		if err := rows.Scan(&r.f.FLID, &r.f.State, &r.f.Version, &r.f.OpDay, &r.f.Master, &doc, &r.flno); err != nil {
+			return err
+		}
+		r.canon = []byte(doc)
+		if _, ok := o.rows[r.f.FLID]; !ok {
+			o.rows[r.f.FLID] = r
+		}
+	}
+	return rows.Err()
+}
+
+// known records that flid was looked up: absent when not loaded.
+func (o *overlay) known(flid int64) {
+	if _, ok := o.rows[flid]; !ok {
+		o.rows[flid] = nil
+	}
+}
+
+func (o *overlay) Flight(ctx context.Context, flid int64) (*decide.Flight, error) {
+	r, ok := o.rows[flid]
+	if !ok {
+		rows, err := o.tx.Query(ctx, flightSelect+` WHERE flid=$1 FOR UPDATE`, flid)
+		if err != nil {
+			return nil, &overlayReadError{fmt.Errorf("loading flight %d: %w", flid, err)}
+		}
+		if err := o.absorb(rows); err != nil {
+			return nil, &overlayReadError{fmt.Errorf("loading flight %d: %w", flid, err)}
+		}
+		o.known(flid)
+		r = o.rows[flid]
+	}
+	if r == nil {
+		return nil, nil
+	}
+	f := r.f
+	if err := json.Unmarshal(r.canon, &f.Doc); err != nil {
+		return nil, fmt.Errorf("reading flight %d document: %w", flid, err)
+	}
+	return &f, nil
+}
+
+func (o *overlay) Children(ctx context.Context, flid int64) ([]flight.Child, error) {
+	if !o.kids[flid] {
+		rows, err := o.tx.Query(ctx, flightSelect+` WHERE master_flid=$1 ORDER BY flid FOR UPDATE`, flid)
+		if err != nil {
+			return nil, &overlayReadError{fmt.Errorf("listing code-share children of %d: %w", flid, err)}
+		}
+		if err := o.absorb(rows); err != nil {
+			return nil, &overlayReadError{fmt.Errorf("listing code-share children of %d: %w", flid, err)}
+		}
+		o.kids[flid] = true
+	}
+	var out []flight.Child
+	for id, r := range o.rows {
+		if r != nil && id != flid && r.f.State == "ACTIVE" && r.f.Master != nil && *r.f.Master == flid {
+			out = append(out, flight.Child{FLID: id, FLNO: r.flno})
+		}
+	}
+	slices.SortFunc(out, func(a, b flight.Child) int { return int(a.FLID - b.FLID) })
+	return out, nil
+}
+
+// Change (Sink) records a change of the current message.
+func (o *overlay) Change(_ context.Context, c *decide.Change) error {
+	prev, present := o.rows[c.Row.FLID]
+	o.journal = append(o.journal, ovUndo{flid: c.Row.FLID, prev: prev, present: present})
+	r := &ovRow{f: c.Row, canon: c.Canonical, last: c}
+	r.f.Doc = nil
+	if prev != nil {
+		r.first = prev.first
+		if c.Deleted() {
+			r.canon, r.flno = prev.canon, prev.flno
+		}
+	}
+	if r.first == nil {
+		r.first = c
+	}
+	if !c.Deleted() {
+		r.flno = c.Row.Doc.String("FLNO")
+	}
+	o.rows[c.Row.FLID] = r
+	o.changes = append(o.changes, c)
+	return nil
+}
+
+// Ref (Sink) records a reference-data write of the current message.
+func (o *overlay) Ref(_ context.Context, op decide.RefOp) error {
+	o.refs = append(o.refs, op)
+	return nil
+}
+
+func (o *overlay) mark() ovMark { return ovMark{len(o.journal), len(o.changes), len(o.refs)} }
+
+// rollback undoes every change since m: the savepoint of a message.
+func (o *overlay) rollback(m ovMark) {
+	for i := len(o.journal) - 1; i >= m.journal; i-- {
+		u := o.journal[i]
+		if u.present {
+			o.rows[u.flid] = u.prev
+		} else {
+			delete(o.rows, u.flid)
+		}
+	}
+	o.journal = o.journal[:m.journal]
+	o.changes = o.changes[:m.changes]
+	o.refs = o.refs[:m.refs]
+}
+
+// outboxSince returns the outbox rows of the changes made since m, in
+// order.
+func (o *overlay) outboxSince(m ovMark) []decide.OutboxRow {
+	var out []decide.OutboxRow
+	for _, c := range o.changes[m.changes:] {
+		out = append(out, c.Outbox...)
+	}
+	return out
+}
+
+// queueFlights queues one statement writing every flight the batch
+// changed at its last state: created_at of its first change (kept for a
+// row that existed), the rest of its last.
+func (o *overlay) queueFlights(b *pgx.Batch) {
+	var ids []int64
+	for id, r := range o.rows {
+		if r != nil && r.last != nil {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	n := len(ids)
+	days, states, versions := make([]*time.Time, n), make([]string, n), make([]int64, n)
+	masters, lastMsg, docs := make([]*int64, n), make([]int64, n), make([]string, n)
+	created, updated := make([]time.Time, n), make([]time.Time, n)
+	for i, id := range ids {
+		r := o.rows[id]
+		days[i], states[i], versions[i], masters[i] = r.f.OpDay, r.f.State, r.f.Version, r.f.Master
+		lastMsg[i], docs[i], created[i], updated[i] = r.last.MsgID, string(r.canon), r.first.Now, r.last.Now
+	}
+	b.Queue(`
+		INSERT INTO flight (flid, operation_day, state, state_version, master_flid, last_msg_id, doc, created_at, updated_at)
+		SELECT f, d, s, v, m, l, j::jsonb, c, u
+		FROM unnest($1::bigint[], $2::date[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+			AS x(f, d, s, v, m, l, j, c, u)
+		ON CONFLICT (flid) DO UPDATE SET operation_day=EXCLUDED.operation_day, state=EXCLUDED.state,
+			state_version=EXCLUDED.state_version, master_flid=EXCLUDED.master_flid,
+			last_msg_id=EXCLUDED.last_msg_id, doc=EXCLUDED.doc, updated_at=EXCLUDED.updated_at`,
+		ids, days, states, versions, masters, lastMsg, docs, created, updated)
+	o.queuedFlights = 1
+}
+
+// queuePending queues one statement writing the pending projection of
+// every change: per message and flight its highest version.
+func (o *overlay) queuePending(b *pgx.Batch) {
+	type key struct{ msg, flid int64 }
+	top := map[key]int64{}
+	var order []key
+	for _, c := range o.changes {
+		k := key{c.MsgID, c.Row.FLID}
+		v, ok := top[k]
+		if !ok {
+			order = append(order, k)
+		}
+		top[k] = max(v, c.Row.Version)
+	}
+	if len(order) == 0 {
+		return
+	}
+	msgs, flids, versions := make([]int64, len(order)), make([]int64, len(order)), make([]int64, len(order))
+	for i, k := range order {
+		msgs[i], flids[i], versions[i] = k.msg, k.flid, top[k]
+	}
+	b.Queue(`INSERT INTO projection_pending (msg_id, flid, version)
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
+		ON CONFLICT (msg_id, flid) DO UPDATE SET version = GREATEST(projection_pending.version, EXCLUDED.version)`,
+		msgs, flids, versions)
+	o.queuedPending = 1
+}
