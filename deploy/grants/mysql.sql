@@ -47,12 +47,13 @@ GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
 -- ---------------------------------------------------------------------
 -- dispatcher: the processed markers and the outbound requests.
 --
--- Marker (services/dispatcher/internal/relay/mailbox.go), written only onto
--- an unmarked row, and the check that tells "already marked" from "row
--- missing" when it updates nothing:
+-- Markers (services/dispatcher/internal/relay/mailbox.go), one transaction
+-- per batch: a locking read that tells "unmarked", "already marked" and
+-- "row missing" apart, then one UPDATE written only onto unmarked rows:
+--   SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED FROM CMINMSGS
+--     WHERE CMINMSGS_ID IN (…) FOR UPDATE
 --   UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
---     WHERE CMINMSGS_ID = ? AND CMINMSGS_DATE_PROCESSED IS NULL
---   SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID = ?
+--     WHERE CMINMSGS_ID IN (…) AND CMINMSGS_DATE_PROCESSED IS NULL
 -- The WHERE clause reads CMINMSGS_ID and CMINMSGS_DATE_PROCESSED, which
 -- needs SELECT on them; the message text is not readable to this account.
 GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED)

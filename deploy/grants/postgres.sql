@@ -96,7 +96,7 @@ GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;
 -- It reads the rows and their requests and changes only delivery columns:
 -- never a payload, a message state or a request's content.
 GRANT SELECT ON outbox TO msgx_dispatcher;
-GRANT UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at) ON outbox TO msgx_dispatcher;
+GRANT UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox TO msgx_dispatcher;
 GRANT SELECT (msg_id) ON proc_state TO msgx_dispatcher;
 GRANT UPDATE (backfilled_at, backfill_outcome) ON proc_state TO msgx_dispatcher; -- backfill finished
 GRANT SELECT (id, type, state, registered_at) ON req_track TO msgx_dispatcher;

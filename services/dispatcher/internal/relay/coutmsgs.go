@@ -62,22 +62,54 @@ type coutmsgsRow struct {
 // behind fresh ones.
 func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 	now := r.opt.Clock.Now()
+	floor, token := r.floors.start(TargetCoutmsgs)
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// Fresh rows above the floor in ID order, then the retry lane's due
+	// rows in due-time order (see floor.go and migration 00018).
 	rows, err := r.reads.Query(qctx, `
+		SELECT id, pkey, payload, attempts, next_attempt_at <= $2 FROM outbox
+		WHERE target=$1 AND state='PENDING' AND NOT retry AND id > $3
+		ORDER BY id LIMIT $4`, TargetCoutmsgs, now, floor, r.opt.Batch)
+	if err != nil {
+		return false, fmt.Errorf("reading outbound requests: %w", err)
+	}
+	type laneRequest struct {
+		coutmsgsRow
+		due bool
+	}
+	fresh, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (laneRequest, error) {
+		var c laneRequest
+		return c, row.Scan(&c.id, &c.pkey, &c.xml, &c.attempts, &c.due)
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading outbound requests: %w", err)
+	}
+	rows, err = r.reads.Query(qctx, `
 		SELECT id, pkey, payload, attempts FROM outbox
-		WHERE target=$1 AND state='PENDING' AND next_attempt_at <= $2
+		WHERE target=$1 AND state='PENDING' AND retry AND next_attempt_at <= $2
 		ORDER BY next_attempt_at, id LIMIT $3`, TargetCoutmsgs, now, r.opt.Batch)
 	if err != nil {
 		return false, fmt.Errorf("reading outbound requests: %w", err)
 	}
-	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (coutmsgsRow, error) {
+	retry, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (coutmsgsRow, error) {
 		var c coutmsgsRow
 		return c, row.Scan(&c.id, &c.pkey, &c.xml, &c.attempts)
 	})
 	if err != nil {
 		return false, fmt.Errorf("reading outbound requests: %w", err)
 	}
+	more := len(fresh) == r.opt.Batch || len(retry) == r.opt.Batch
+	to := floor
+	var batch []coutmsgsRow
+	for _, c := range fresh {
+		if !c.due {
+			break
+		}
+		to = c.id
+		batch = append(batch, c.coutmsgsRow)
+	}
+	batch = append(batch, retry...)
 	// The term must be current before the first insert; each insert is
 	// then recorded in a fenced transaction before the next one, so the
 	// first refusal stops the batch and ends the term (R-H6).
@@ -101,10 +133,13 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+	// Every row of the batch is recorded (sent, settled or backed off into
+	// the retry lane): the fresh lane's floor passes them.
+	r.floors.advance(TargetCoutmsgs, token, to)
 	if lastErr != nil {
 		return false, fmt.Errorf("writing outbound requests: %w", lastErr)
 	}
-	return len(batch) == r.opt.Batch, nil
+	return more, nil
 }
 
 // sendRequest delivers one row; an error is a retryable failure.
@@ -258,7 +293,7 @@ func (r *Relay) coutmsgsFailed(ctx context.Context, c coutmsgsRow, cause error) 
 	}
 	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
 	r.log.Warn("inserting outbound request failed; will retry", "outbox_id", c.id, "request_id", c.pkey, "attempt", attempts, "next_attempt_at", next, "err", cause)
-	if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1`, c.id, attempts, cause.Error(), next); err != nil {
+	if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4, retry=true WHERE id=$1`, c.id, attempts, cause.Error(), next); err != nil {
 		return fmt.Errorf("recording outbound request failure: %w", err)
 	}
 	return nil

@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,33 +51,127 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 		})
 }
 
+// kafkaFreshQuery reads the fresh lane above the floor in ID order
+// (outbox_fresh_idx): rows as inserted, each with whether it is due and
+// whether an older row of its key waits in backoff in the retry lane.
+const kafkaFreshQuery = `
+SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at, o.next_attempt_at <= $2,
+       EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey AND b.state='PENDING' AND b.retry
+               AND b.id < o.id AND b.next_attempt_at > $2)
+FROM outbox o
+WHERE o.target=$1 AND o.state='PENDING' AND NOT o.retry AND o.id > $3
+ORDER BY o.id LIMIT $4`
+
+// kafkaRetryQuery reads the due rows of the retry lane (outbox_retry_idx)
+// whose key has no older row still in backoff.
+const kafkaRetryQuery = `
+SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at, true, false
+FROM outbox o
+WHERE o.target=$1 AND o.state='PENDING' AND o.retry AND o.next_attempt_at <= $2
+  AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey AND b.state='PENDING' AND b.retry
+                  AND b.id < o.id AND b.next_attempt_at > $2)
+ORDER BY o.id LIMIT $3`
+
+// laneRow is a pending row read from one of the two lanes.
+type laneRow struct {
+	outboxRow
+	fresh bool // read from the fresh lane
+	due   bool
+	held  bool // an older row of its key waits in backoff
+}
+
+func scanLaneRows(rows pgx.Rows, fresh bool) ([]laneRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (laneRow, error) {
+		l := laneRow{fresh: fresh}
+		err := row.Scan(&l.ID, &l.Key, &l.Payload, &l.Headers, &l.Attempts, &l.Created, &l.due, &l.held)
+		return l, err
+	})
+}
+
+// readLanes reads up to batch rows of each lane, merged in ID order.
+func (r *Relay) readLanes(ctx context.Context, target string, now time.Time, floor int64) ([]laneRow, error) {
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rows, err := r.reads.Query(qctx, kafkaFreshQuery, target, now, floor, r.opt.Batch)
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox: %w", err)
+	}
+	fresh, err := scanLaneRows(rows, true)
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox: %w", err)
+	}
+	rows, err = r.reads.Query(qctx, kafkaRetryQuery, target, now, r.opt.Batch)
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox retries: %w", err)
+	}
+	retry, err := scanLaneRows(rows, false)
+	if err != nil {
+		return nil, fmt.Errorf("reading outbox retries: %w", err)
+	}
+	all := append(fresh, retry...)
+	slices.SortFunc(all, func(a, b laneRow) int { return cmp.Compare(a.ID, b.ID) })
+	return all, nil
+}
+
+// freshFloor returns how far the fresh lane's floor may advance after a
+// drain that settled every row of lane except those not due: up to the
+// last fresh row read, or to just below the first fresh row left pending.
+func freshFloor(lane []laneRow, floor int64) int64 {
+	for _, l := range lane {
+		if !l.fresh {
+			continue
+		}
+		if !l.due {
+			return floor
+		}
+		floor = l.ID
+	}
+	return floor
+}
+
 // drainKafka relays one batch. It reports whether a full batch was read
 // (so more may be waiting).
 func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (bool, error) {
 	now := r.opt.Clock.Now()
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	// A row is held back while an older row of the same key waits in backoff,
-	// so one key's rows are delivered in order (per-FLID order).
-	rows, err := r.reads.Query(qctx, `
-		SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at FROM outbox o
-		WHERE o.target=$1 AND o.state='PENDING' AND o.next_attempt_at <= $2
-		  AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey
-		                  AND b.state='PENDING' AND b.id < o.id AND b.next_attempt_at > $2)
-		ORDER BY o.id LIMIT $3`, target, now, r.opt.Batch)
+	floor, token := r.floors.start(target)
+	lane, err := r.readLanes(ctx, target, now, floor)
 	if err != nil {
-		return false, fmt.Errorf("reading outbox: %w", err)
+		return false, err
 	}
-	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outboxRow, error) {
-		var o outboxRow
-		err := row.Scan(&o.ID, &o.Key, &o.Payload, &o.Headers, &o.Attempts, &o.Created)
-		return o, err
-	})
-	if err != nil {
-		return false, fmt.Errorf("reading outbox: %w", err)
+	// A row is held back while an older row of the same key waits in
+	// backoff, so one key's rows are delivered in order (per-FLID order).
+	// A held fresh row moves to the retry lane, so that the floor passes it.
+	var batch []outboxRow
+	var held []int64
+	blocked := map[string]bool{}
+	freshN, retryN := 0, 0
+	for _, l := range lane {
+		if l.fresh {
+			freshN++
+		} else {
+			retryN++
+		}
+		switch {
+		case !l.due:
+			blocked[l.Key] = true
+		case l.held || blocked[l.Key]:
+			blocked[l.Key] = true
+			if l.fresh {
+				held = append(held, l.ID)
+			}
+		default:
+			batch = append(batch, l.outboxRow)
+		}
 	}
+	more := freshN == r.opt.Batch || retryN == r.opt.Batch
 	if len(batch) == 0 {
-		return false, nil
+		if len(held) > 0 {
+			if err := r.settle(ctx, target, nil, held); err != nil {
+				return false, err
+			}
+			r.floors.advance(target, token, freshFloor(lane, floor))
+		}
+		return more && len(held) > 0, nil
 	}
 	recs := make([]*kgo.Record, len(batch))
 	for i, o := range batch {
@@ -104,10 +200,11 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	results, restart := produceTx(pctx, cl, recs) // all or nothing; fenced at the broker too
 	pcancel()
 	spans.end(results)
-	var sent []int64
+	done := r.opt.Clock.Now()
+	var settled []settlement
 	var created []time.Time // of the sent rows
 	failedKeys := map[string]bool{}
-	var failed []outboxRow
+	nFailed := 0
 	var lastErr error
 	for i, res := range results {
 		o := batch[i]
@@ -116,34 +213,89 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		// key is in order.
 		if res.Err != nil || failedKeys[o.Key] {
 			failedKeys[o.Key] = true
-			failed = append(failed, o)
 			if res.Err != nil {
 				lastErr = res.Err
 			}
+			nFailed++
 			continue
 		}
-		sent = append(sent, o.ID)
+		settled = append(settled, settlement{id: o.ID, state: "SENT", sentAt: &done})
 		created = append(created, o.Created)
 	}
-	done := r.opt.Clock.Now()
-	if err := r.markDelivered(ctx, target, sent, done); err != nil {
+	for i, res := range results {
+		o := batch[i]
+		if res.Err == nil && !failedKeys[o.Key] {
+			continue
+		}
+		settled = append(settled, r.failure(ctx, target, o, lastErr, done))
+	}
+	if err := r.settle(ctx, target, settled, held); err != nil {
 		return false, err
 	}
+	r.floors.advance(target, token, freshFloor(lane, floor))
+	r.sent.Add(ctx, int64(len(created)), targetAttr(target))
 	for _, c := range created {
 		r.stage(ctx, StageProduced, target, c, done)
-	}
-	for _, o := range failed {
-		if err := r.fail(ctx, target, o, lastErr, done); err != nil {
-			return false, err
-		}
 	}
 	if restart != nil {
 		return false, restart
 	}
-	if len(failed) > 0 {
-		return false, fmt.Errorf("producing %d of %d records to %s: %w", len(failed), len(batch), target, lastErr)
+	if nFailed > 0 {
+		return false, fmt.Errorf("producing %d of %d records to %s: %w", nFailed, len(batch), target, lastErr)
 	}
-	return len(batch) == r.opt.Batch, nil
+	return more, nil
+}
+
+// settlement is what one delivery attempt did to one outbox row.
+type settlement struct {
+	id        int64
+	state     string // SENT, PENDING (backoff) or DEAD
+	lastError *string
+	next      *time.Time // the next attempt of a row backing off
+	sentAt    *time.Time
+}
+
+// settleQuery records a batch of delivery attempts in one statement: each
+// row's new state, one more attempt, and — for a failure — its error and
+// next attempt; every row not SENT joins the retry lane. The held rows (the
+// sixth array: attempted nothing) only move to the retry lane.
+const settleQuery = `
+UPDATE outbox o SET
+	state = v.state,
+	attempts = o.attempts + v.add,
+	last_error = COALESCE(v.last_error, o.last_error),
+	next_attempt_at = COALESCE(v.next, o.next_attempt_at),
+	sent_at = COALESCE(v.sent_at, o.sent_at),
+	retry = o.retry OR v.state <> 'SENT'
+FROM (
+	SELECT s.*, 1 AS add
+	FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) AS s(id, state, last_error, next, sent_at)
+	UNION ALL
+	SELECT h, 'PENDING', NULL, NULL, NULL, 0 FROM unnest($6::bigint[]) AS h
+) v
+WHERE o.id = v.id AND o.state = 'PENDING'`
+
+// settle records settled and moves held to the retry lane, in one fenced
+// statement.
+func (r *Relay) settle(ctx context.Context, target string, settled []settlement, held []int64) error {
+	if len(settled) == 0 && len(held) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(settled))
+	states := make([]string, len(settled))
+	errs := make([]*string, len(settled))
+	next := make([]*time.Time, len(settled))
+	sent := make([]*time.Time, len(settled))
+	for i, s := range settled {
+		ids[i], states[i], errs[i], next[i], sent[i] = s.id, s.state, s.lastError, s.next, s.sentAt
+	}
+	if held == nil {
+		held = []int64{}
+	}
+	if _, err := r.db(target).Exec(ctx, settleQuery, ids, states, errs, next, sent, held); err != nil {
+		return fmt.Errorf("marking outbox rows sent or backed off (%s): %w", target, err)
+	}
+	return nil
 }
 
 // markDelivered records rows as delivered.
@@ -151,15 +303,20 @@ func (r *Relay) markDelivered(ctx context.Context, target string, ids []int64, n
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='SENT', sent_at=$2, attempts=attempts+1 WHERE id = ANY($1) AND state='PENDING'`, ids, now); err != nil {
-		return fmt.Errorf("marking outbox rows sent: %w", err)
+	settled := make([]settlement, len(ids))
+	for i, id := range ids {
+		settled[i] = settlement{id: id, state: "SENT", sentAt: &now}
+	}
+	if err := r.settle(ctx, target, settled, nil); err != nil {
+		return err
 	}
 	r.sent.Add(ctx, int64(len(ids)), targetAttr(target))
 	return nil
 }
 
-// fail records a failed delivery: backoff, or DEAD when attempts run out.
-func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause error, now time.Time) error {
+// failure returns the settlement of a failed delivery: backoff, or DEAD
+// when attempts run out.
+func (r *Relay) failure(ctx context.Context, target string, o outboxRow, cause error, now time.Time) settlement {
 	attempts := o.Attempts + 1
 	msg := "not delivered"
 	if cause != nil {
@@ -169,16 +326,13 @@ func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause erro
 	if attempts >= r.opt.MaxAttempts {
 		r.dead.Add(ctx, 1, targetAttr(target))
 		r.log.Error("outbox row is DEAD (dead-letter)", "target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "err", msg)
-		_, err := r.db(target).Exec(ctx, `UPDATE outbox SET state='DEAD', attempts=$2, last_error=$3 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg)
-		if err != nil {
-			return fmt.Errorf("marking outbox row dead: %w", err)
-		}
-		return nil
+		return settlement{id: o.ID, state: "DEAD", lastError: &msg}
 	}
 	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
-	_, err := r.db(target).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1 AND state='PENDING'`, o.ID, attempts, msg, next)
-	if err != nil {
-		return fmt.Errorf("recording delivery failure: %w", err)
-	}
-	return nil
+	return settlement{id: o.ID, state: "PENDING", lastError: &msg, next: &next}
+}
+
+// fail records one failed delivery: backoff, or DEAD when attempts run out.
+func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause error, now time.Time) error {
+	return r.settle(ctx, target, []settlement{r.failure(ctx, target, o, cause, now)}, nil)
 }

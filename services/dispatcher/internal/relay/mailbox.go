@@ -1,11 +1,13 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,103 +40,293 @@ func (r *Relay) mailboxService() *lifecycle.Service {
 	}, nil)
 }
 
-// DrainMailbox writes one batch of processed markers. Rows are taken in
-// due-time order, so rows in backoff rotate behind fresh ones (fairness).
-func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
-	now := r.opt.Clock.Now()
+// mailboxFreshQuery reads the fresh lane's intents above the floor in ID
+// order; mailboxRetryQuery the retry lane's due intents in due-time order.
+const (
+	mailboxFreshQuery = `
+SELECT id, msg_id, attempts, created_at, next_attempt_at, next_attempt_at <= $1 FROM outbox
+WHERE target='mailbox' AND state='PENDING' AND NOT retry AND id > $2
+ORDER BY id LIMIT $3`
+	mailboxRetryQuery = `
+SELECT id, msg_id, attempts, created_at, next_attempt_at, true FROM outbox
+WHERE target='mailbox' AND state='PENDING' AND retry AND next_attempt_at <= $1
+ORDER BY next_attempt_at, id LIMIT $2`
+)
+
+// intent is one pending marker intent.
+type intent struct {
+	id, msgID int64
+	attempts  int
+	created   time.Time
+	due       time.Time
+	isDue     bool
+	fresh     bool
+}
+
+// readIntents reads up to a batch of each lane's intents and returns the
+// due ones in due-time order (rows in backoff rotate behind fresh ones,
+// R-D4 fairness) and the floor the fresh lane reaches once they are
+// settled.
+func (r *Relay) readIntents(ctx context.Context, now time.Time, floor int64) ([]intent, int64, bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := r.reads.Query(qctx, `
-		SELECT id, msg_id, attempts, created_at FROM outbox
-		WHERE target='mailbox' AND state='PENDING' AND next_attempt_at <= $1
-		ORDER BY next_attempt_at, id LIMIT $2`, now, r.opt.Batch)
+	scan := func(q string, fresh bool, args ...any) ([]intent, error) {
+		rows, err := r.reads.Query(qctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("reading marker intents: %w", err)
+		}
+		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
+			i := intent{fresh: fresh}
+			return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created, &i.due, &i.isDue)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading marker intents: %w", err)
+		}
+		return out, nil
+	}
+	fresh, err := scan(mailboxFreshQuery, true, now, floor, r.opt.Batch)
 	if err != nil {
-		return false, fmt.Errorf("reading marker intents: %w", err)
+		return nil, 0, false, err
 	}
-	type intent struct {
-		id, msgID int64
-		attempts  int
-		created   time.Time
+	retry, err := scan(mailboxRetryQuery, false, now, r.opt.Batch)
+	if err != nil {
+		return nil, 0, false, err
 	}
-	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
-		var i intent
-		return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created)
+	more := len(fresh) == r.opt.Batch || len(retry) == r.opt.Batch
+	to := floor
+	var batch []intent
+	for _, i := range fresh {
+		if !i.isDue {
+			break // the floor stops below the first intent not due yet
+		}
+		to = i.id
+		batch = append(batch, i)
+	}
+	batch = append(batch, retry...)
+	slices.SortFunc(batch, func(a, b intent) int {
+		if c := a.due.Compare(b.due); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
 	})
+	return batch, to, more, nil
+}
+
+// DrainMailbox writes one batch of processed markers: one locking read and
+// one UPDATE in MySQL for the whole batch, then one fenced statement in
+// PostgreSQL that records every outcome. Rows are taken in due-time order,
+// so rows in backoff rotate behind fresh ones (fairness).
+func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
+	now := r.opt.Clock.Now()
+	floor, token := r.floors.start(TargetMailbox)
+	batch, to, more, err := r.readIntents(ctx, now, floor)
 	if err != nil {
-		return false, fmt.Errorf("reading marker intents: %w", err)
+		return false, err
 	}
-	// The term must be current before the first marker; each marker is
-	// then recorded in a fenced transaction before the next one is written,
-	// so the first refusal stops the batch and ends the term (R-H6).
-	if len(batch) > 0 {
-		if err := r.db(TargetMailbox).Check(ctx); err != nil {
-			return false, err
+	if len(batch) == 0 {
+		return false, nil
+	}
+	// The term must be current before the markers; their outcomes are then
+	// recorded in one fenced statement, whose refusal ends the term (R-H6).
+	if err := r.db(TargetMailbox).Check(ctx); err != nil {
+		return false, err
+	}
+	ids := make([]int64, len(batch))
+	for i, it := range batch {
+		ids[i] = it.msgID
+	}
+	outcomes, batchErr := r.markBatch(ctx, ids)
+	if batchErr != nil && ctx.Err() != nil {
+		return false, nil
+	}
+	// A batch that fails is marked again row by row, so that a row the
+	// mailbox keeps refusing fails alone and never holds the others back
+	// (R-D4 fair rotation); each row then has its own outcome or error.
+	var rowErr map[int64]error
+	if batchErr != nil {
+		rowErr = map[int64]error{}
+		outcomes = map[int64]string{}
+		for _, it := range batch {
+			outcome, err := r.mark(ctx, it.msgID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, nil
+				}
+				rowErr[it.msgID] = err
+				continue
+			}
+			outcomes[it.msgID] = outcome
 		}
 	}
-	var lastErr error
+	done := r.opt.Clock.Now()
+	settled := make([]mailboxSettlement, 0, len(batch))
+	var marked []time.Time
+	var markErr error
 	for _, it := range batch {
-		outcome, err := r.mark(ctx, it.msgID)
-		done := r.opt.Clock.Now()
-		if err != nil {
-			lastErr = err
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			if ferr := r.markFailed(ctx, it.id, it.msgID, it.attempts+1, it.created, err, done); ferr != nil {
-				return false, ferr
-			}
+		if err := rowErr[it.msgID]; err != nil {
+			markErr = err
+			settled = append(settled, r.mailboxFailure(ctx, it.id, it.msgID, it.attempts+1, it.created, err, done))
 			continue
 		}
+		outcome := outcomes[it.msgID]
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 		if outcome == OutcomeRowMissing {
 			// Never treated as marked: abandoned and listed for the operators.
 			r.log.Error("mailbox row missing; backfill abandoned", "msg_id", it.msgID, "alert", "backfill-abandoned")
-			if err := r.markAbandoned(ctx, it.id, done); err != nil {
-				return false, err
-			}
+			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: OutcomeRowMissing, sentAt: &done})
 			continue
 		}
-		if err := r.markSent(ctx, it.id, it.msgID, outcome, done); err != nil {
-			return false, err
-		}
-		r.stage(ctx, StageMarked, TargetMailbox, it.created, done)
+		settled = append(settled, mailboxSettlement{id: it.id, state: "SENT", outcome: outcome, sentAt: &done})
+		marked = append(marked, it.created)
 	}
-	if lastErr != nil {
-		return false, fmt.Errorf("writing markers: %w", lastErr)
+	if err := r.settleMailbox(ctx, settled); err != nil {
+		return false, err
 	}
-	return len(batch) == r.opt.Batch, nil
+	r.floors.advance(TargetMailbox, token, to)
+	r.sent.Add(ctx, int64(len(marked)), targetAttr(TargetMailbox))
+	for _, c := range marked {
+		r.stage(ctx, StageMarked, TargetMailbox, c, done)
+	}
+	if markErr != nil {
+		return false, fmt.Errorf("writing markers: %w", markErr)
+	}
+	return more, nil
 }
 
-// mark writes the processed marker onto an unmarked mailbox row; it never
-// overwrites a marker (INV-7).
-func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
-	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// markBatch writes the processed marker onto every unmarked row of ids and
+// returns each ID's outcome: written, already-marked, or row-missing. It
+// never overwrites a marker (INV-7). One MySQL transaction: a locking read
+// of the rows tells the three outcomes apart, and one UPDATE marks the
+// unmarked ones, which the lock keeps unmarked until it commits, so the
+// outcome of every row is exact.
+func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, error) {
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	now := r.opt.Clock.Now()
-	res, err := r.opt.Mailbox.ExecContext(mctx, `UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED=?, CMINMSGS_STATUS=?
-		WHERE CMINMSGS_ID=? AND CMINMSGS_DATE_PROCESSED IS NULL`, now, r.opt.ProcessedValue, msgID)
+	uniq := slices.Clone(ids)
+	slices.Sort(uniq)
+	uniq = slices.Compact(uniq)
+	in := strings.Repeat(",?", len(uniq))[1:]
+	args := make([]any, len(uniq))
+	for i, id := range uniq {
+		args[i] = id
+	}
+	tx, err := r.opt.Mailbox.BeginTx(mctx, nil)
 	if err != nil {
-		return "", fmt.Errorf("writing marker of %d: %w", msgID, err)
+		return nil, fmt.Errorf("writing markers: %w", err)
 	}
-	n, err := res.RowsAffected()
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(mctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID IN (`+in+`) FOR UPDATE`, args...)
 	if err != nil {
-		return "", fmt.Errorf("writing marker of %d: %w", msgID, err)
+		return nil, fmt.Errorf("reading markers: %w", err)
 	}
-	if n == 1 {
-		return OutcomeWritten, nil
+	out := make(map[int64]string, len(uniq))
+	var unmarked []any
+	for rows.Next() {
+		var id int64
+		var processed sql.NullTime
+		if err := rows.Scan(&id, &processed); err != nil {
+			_ = rows.Close()
+			return nil, fmt.Errorf("reading markers: %w", err)
+		}
+		if processed.Valid {
+			out[id] = OutcomeAlreadyMarked
+			continue
+		}
+		out[id] = OutcomeWritten
+		unmarked = append(unmarked, id)
 	}
-	var processed sql.NullTime
-	err = r.opt.Mailbox.QueryRowContext(mctx, `SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID=?`, msgID).Scan(&processed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return OutcomeRowMissing, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading markers: %w", err)
 	}
+	_ = rows.Close()
+	for _, id := range uniq {
+		if _, ok := out[id]; !ok {
+			out[id] = OutcomeRowMissing
+		}
+	}
+	if len(unmarked) > 0 {
+		res, err := tx.ExecContext(mctx, `UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED=?, CMINMSGS_STATUS=?
+			WHERE CMINMSGS_ID IN (`+strings.Repeat(",?", len(unmarked))[1:]+`) AND CMINMSGS_DATE_PROCESSED IS NULL`,
+			append([]any{r.opt.Clock.Now(), r.opt.ProcessedValue}, unmarked...)...)
+		if err != nil {
+			return nil, fmt.Errorf("writing markers: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("writing markers: %w", err)
+		}
+		if n != int64(len(unmarked)) {
+			return nil, fmt.Errorf("writing markers: %d of %d locked unmarked rows updated", n, len(unmarked))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("committing markers: %w", err)
+	}
+	return out, nil
+}
+
+// mark writes the processed marker of one message (markBatch of one).
+func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
+	out, err := r.markBatch(ctx, []int64{msgID})
 	if err != nil {
-		return "", fmt.Errorf("checking marker of %d: %w", msgID, err)
+		return "", err
 	}
-	if processed.Valid {
-		return OutcomeAlreadyMarked, nil
+	return out[msgID], nil
+}
+
+// mailboxSettlement is what one marker attempt did to one intent.
+type mailboxSettlement struct {
+	id        int64
+	state     string // SENT, ABANDONED, PENDING (backoff) or DEAD
+	outcome   string // empty: unchanged
+	lastError *string
+	next      *time.Time
+	sentAt    *time.Time
+}
+
+// mailboxSettleQuery records a batch of marker attempts in one statement:
+// each intent's state, outcome, one more attempt and, for a failure, its
+// error and next attempt (which moves it to the retry lane); the backfill
+// of every message marked or abandoned is finished in the same statement
+// (backfilled_at, backfill_outcome), so the unmarked backlog stops counting
+// it (R-D4).
+const mailboxSettleQuery = `
+WITH v AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+		AS v(id, state, outcome, last_error, next, sent_at)),
+o AS (
+	UPDATE outbox o SET
+		state = v.state,
+		outcome = COALESCE(NULLIF(v.outcome, ''), o.outcome),
+		attempts = o.attempts + 1,
+		last_error = COALESCE(v.last_error, o.last_error),
+		next_attempt_at = COALESCE(v.next, o.next_attempt_at),
+		sent_at = COALESCE(v.sent_at, o.sent_at),
+		retry = o.retry OR v.state <> 'SENT'
+	FROM v WHERE o.id = v.id AND o.state = 'PENDING'
+	RETURNING o.msg_id, o.state, o.outcome, o.sent_at)
+UPDATE proc_state p SET backfilled_at = o.sent_at,
+	backfill_outcome = CASE WHEN o.state = 'ABANDONED' THEN $7 ELSE o.outcome END
+FROM o WHERE p.msg_id = o.msg_id AND o.state IN ('SENT', 'ABANDONED')`
+
+// settleMailbox records settled in one fenced statement.
+func (r *Relay) settleMailbox(ctx context.Context, settled []mailboxSettlement) error {
+	if len(settled) == 0 {
+		return nil
 	}
-	return "", fmt.Errorf("marker of %d: row unmarked but not updated", msgID)
+	ids := make([]int64, len(settled))
+	states := make([]string, len(settled))
+	outcomes := make([]string, len(settled))
+	errs := make([]*string, len(settled))
+	next := make([]*time.Time, len(settled))
+	sent := make([]*time.Time, len(settled))
+	for i, s := range settled {
+		ids[i], states[i], outcomes[i], errs[i], next[i], sent[i] = s.id, s.state, s.outcome, s.lastError, s.next, s.sentAt
+	}
+	if _, err := r.db(TargetMailbox).Exec(ctx, mailboxSettleQuery, ids, states, outcomes, errs, next, sent, BackfillAbandoned); err != nil {
+		return fmt.Errorf("recording markers: %w", err)
+	}
+	return nil
 }
 
 // markAbandoned ends the intent of a mailbox row that does not exist. The
@@ -143,58 +335,46 @@ func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
 // be marked; the ABANDONED row stays listed and counted for the operators
 // until they acknowledge it (R-D4).
 func (r *Relay) markAbandoned(ctx context.Context, id int64, now time.Time) error {
-	if _, err := r.db(TargetMailbox).Exec(ctx, `
-		WITH o AS (UPDATE outbox SET state='ABANDONED', outcome=$2, attempts=attempts+1, sent_at=$3 WHERE id=$1 RETURNING msg_id)
-		UPDATE proc_state SET backfilled_at=$3, backfill_outcome=$4 WHERE msg_id IN (SELECT msg_id FROM o)`,
-		id, OutcomeRowMissing, now, BackfillAbandoned); err != nil {
+	if err := r.settleMailbox(ctx, []mailboxSettlement{{id: id, state: "ABANDONED", outcome: OutcomeRowMissing, sentAt: &now}}); err != nil {
 		return fmt.Errorf("recording abandoned backfill: %w", err)
 	}
 	return nil
 }
 
 func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, now time.Time) error {
-	_, err := r.db(TargetMailbox).Exec(ctx, `
-		WITH o AS (UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1 WHERE id=$1 RETURNING msg_id)
-		UPDATE proc_state SET backfilled_at=$3, backfill_outcome=$2 WHERE msg_id IN (SELECT msg_id FROM o)`, id, outcome, now)
-	if err != nil {
+	if err := r.settleMailbox(ctx, []mailboxSettlement{{id: id, state: "SENT", outcome: outcome, sentAt: &now}}); err != nil {
 		return fmt.Errorf("recording marker of %s: %w", strconv.FormatInt(msgID, 10), err)
 	}
 	r.sent.Add(ctx, 1, targetAttr(TargetMailbox))
 	return nil
 }
 
-// markFailed backs a transient failure off (30 s doubling to 15 min) and
-// stops automatic retries with an alert at backfill-max-attempts, or at
-// once when the message finished more than R (OverdueBackfill) ago. The
+// markFailed records one transient marker failure (mailboxFailure).
+func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) error {
+	return r.settleMailbox(ctx, []mailboxSettlement{r.mailboxFailure(ctx, id, msgID, attempts, created, cause, now)})
+}
+
+// mailboxFailure backs a transient failure off (30 s doubling to 15 min)
+// and stops automatic retries with an alert at backfill-max-attempts, or
+// at once when the message finished more than R (OverdueBackfill) ago. The
 // age is measured from created, the intent's creation by the processor
 // with the terminal state: our own clock, never the mailbox's
 // CMINMSGS_DATE_RECEIVED, which may be NULL or skewed (INV-7).
-func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) error {
+func (r *Relay) mailboxFailure(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) mailboxSettlement {
 	r.failed.Add(ctx, 1, targetAttr(TargetMailbox))
+	msg := cause.Error()
 	if r.opt.OverdueBackfill > 0 && now.Sub(created) >= r.opt.OverdueBackfill {
 		r.log.Error("backfill overdue; automatic retries stopped, operator action needed", "msg_id", msgID, "attempts", attempts,
 			"finished_at", created, "overdue_after", r.opt.OverdueBackfill, "err", cause, "alert", "backfill-overdue")
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeOverdue)))
-		_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='DEAD', outcome=$2, attempts=$3, last_error=$4 WHERE id=$1`, id, OutcomeOverdue, attempts, cause.Error())
-		if err != nil {
-			return fmt.Errorf("recording overdue backfill: %w", err)
-		}
-		return nil
+		return mailboxSettlement{id: id, state: "DEAD", outcome: OutcomeOverdue, lastError: &msg}
 	}
 	if attempts >= r.opt.BackfillMaxAttempts {
 		r.log.Error("backfill gave up; operator action needed", "msg_id", msgID, "attempts", attempts, "err", cause, "alert", "backfill-gave-up")
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeGaveUp)))
-		_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET state='DEAD', outcome=$2, attempts=$3, last_error=$4 WHERE id=$1`, id, OutcomeGaveUp, attempts, cause.Error())
-		if err != nil {
-			return fmt.Errorf("recording backfill give-up: %w", err)
-		}
-		return nil
+		return mailboxSettlement{id: id, state: "DEAD", outcome: OutcomeGaveUp, lastError: &msg}
 	}
 	next := now.Add(backoff(attempts, r.opt.BackfillBackoffMin, r.opt.BackfillBackoffMax))
 	r.log.Warn("writing marker failed; will retry", "msg_id", msgID, "attempt", attempts, "next_attempt_at", next, "err", cause)
-	_, err := r.db(TargetMailbox).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4 WHERE id=$1`, id, attempts, cause.Error(), next)
-	if err != nil {
-		return fmt.Errorf("recording marker failure: %w", err)
-	}
-	return nil
+	return mailboxSettlement{id: id, state: "PENDING", lastError: &msg, next: &next}
 }

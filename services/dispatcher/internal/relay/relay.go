@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,6 +80,7 @@ type Relay struct {
 	mu         sync.Mutex
 	wakers     []chan struct{}
 	terms      terms
+	floors     floors
 
 	holderOnce sync.Once
 	holderName string
@@ -209,10 +211,19 @@ func (r *Relay) listen(ctx context.Context) error {
 		defer cancel()
 		_, _ = conn.Exec(uctx, "UNLISTEN *")
 	}()
+	// From here on every committed insert is announced: the floors may be
+	// trusted, after one scan from the start that finds what was committed
+	// while nobody listened.
+	r.floors.listening(true)
+	defer r.floors.listening(false)
 	r.wakeAll()
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
 			return fmt.Errorf("waiting for notification: %w", err)
+		}
+		if below, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			r.floors.lower(below)
 		}
 		r.wakeAll()
 	}
@@ -223,6 +234,7 @@ func (r *Relay) listen(ctx context.Context) error {
 func (r *Relay) loop(ctx context.Context, target string, drain func(context.Context) (bool, error)) error {
 	wake, done := r.newWaker()
 	defer done()
+	r.floors.lowerTarget(target, 0) // a new term scans from the start once
 	for ctx.Err() == nil {
 		more, err := drain(ctx)
 		if ctx.Err() != nil {
@@ -254,6 +266,15 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 	return nil
 }
 
+// nextDueQuery reads the earliest due time of a target's pending rows from
+// the two lanes' indexes: the retry lane's earliest (outbox_retry_idx) and
+// the first fresh row above the floor (outbox_fresh_idx), neither of which
+// walks the delivered history.
+const nextDueQuery = `
+SELECT LEAST(
+	(SELECT min(next_attempt_at) FROM outbox WHERE target=$1 AND state='PENDING' AND retry),
+	(SELECT next_attempt_at FROM outbox WHERE target=$1 AND state='PENDING' AND NOT retry AND id > $2 ORDER BY id LIMIT 1))`
+
 // nextDue returns how long until the target's earliest PENDING row is due,
 // bounded to [10ms, 5s] (the upper bound is a safety net for missed
 // notifications, not the latency path).
@@ -261,7 +282,7 @@ func (r *Relay) nextDue(ctx context.Context, target string) time.Duration {
 	var next *time.Time
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := r.reads.QueryRow(qctx, `SELECT min(next_attempt_at) FROM outbox WHERE target=$1 AND state='PENDING'`, target).Scan(&next)
+	err := r.reads.QueryRow(qctx, nextDueQuery, target, r.floors.peek(target)).Scan(&next)
 	if err != nil || next == nil {
 		return 5 * time.Second
 	}
