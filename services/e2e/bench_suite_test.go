@@ -146,11 +146,12 @@ func benchNum(v float64) string {
 // guarded; the other services' are. RebuildProjection meets R-J5 only on a
 // quiet machine, so it is not guarded either.
 var benchGuarded = map[string]bool{
-	"R-J4 peak RSS control":    true,
-	"R-J4 peak RSS dispatcher": true,
-	"R-J4 peak RSS ingest":     true,
-	"R-J4 peak RSS processor":  true,
-	"R-J5 self-rebuild":        true,
+	"R-J1 default batch ÷ batch 1": true,
+	"R-J4 peak RSS control":        true,
+	"R-J4 peak RSS dispatcher":     true,
+	"R-J4 peak RSS ingest":         true,
+	"R-J4 peak RSS processor":      true,
+	"R-J5 self-rebuild":            true,
 }
 
 // TestBench_R_J1_R_J2_R_J3_R_J4_R_J5 is the benchmark suite of R-J1…R-J5:
@@ -169,9 +170,8 @@ var benchGuarded = map[string]bool{
 //   - R-J1: FLOP messages, each an effective change of one of those
 //     flights, queued on msgx.inbox while the processor is stopped; the
 //     processor is started and the rate is the span from the first to the
-//     last applied_at. There is no pipeline batch yet, so this is the
-//     processor at one transaction per message; the default-batch row
-//     says it is not built;
+//     last applied_at; run once at the default pipeline.batch and once at
+//     pipeline.batch=1 (one transaction per message), with their ratio;
 //   - R-J2: a backlog of FLOP messages inserted in multi-row INSERTs, the
 //     rate from the first INSERT to the last mailbox marker;
 //   - R-J3: FLOP messages offered at 500 per second by a paced inserter
@@ -247,12 +247,16 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 
 	// R-J1.
 	proc := benchProcessor(t, s, w, hwm, z.processor, next)
-	add(benchRow{key: "R-J1 processor, default batch", target: 5000, unit: "msg/s", higher: true,
-		text: "not built (issue item 2: no pipeline batch yet)"})
-	add(benchRow{key: "R-J1 processor, batch 1", unit: "msg/s", higher: true, measured: proc.rate})
-	add(benchRow{key: "R-J1 default batch ÷ batch 1", target: 10, unit: "×", higher: true,
-		text: "not built (needs the default-batch figure)"})
 	allMarked(5 * time.Minute)
+	proc1 := benchProcessor(t, s, w, hwm, z.processor, next, "-processor.pipeline.batch=1")
+	allMarked(5 * time.Minute)
+	add(benchRow{key: "R-J1 processor, default batch", target: 5000, unit: "msg/s", higher: true, measured: proc.rate})
+	add(benchRow{key: "R-J1 processor, batch 1", unit: "msg/s", higher: true, measured: proc1.rate})
+	add(benchRow{key: "R-J1 default batch ÷ batch 1", target: 10, unit: "×", higher: true, measured: proc.rate / proc1.rate})
+	// The later phases measure the default configuration again.
+	hwm.note("processor")
+	s.stop("processor")
+	waitReady(t, s.start("processor"), "processor")
 
 	// R-J2, measured as the existing end-to-end benchmark does.
 	tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
@@ -307,7 +311,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 
 	rep := benchReport{sizes: z, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
-		poll: poll, proc: proc, tp: tp, lat: lat, first: first, series: series, seriesName: seriesName, rebuild: rb}
+		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, series: series, seriesName: seriesName, rebuild: rb}
 	text := rep.markdown()
 	fmt.Print(text)
 	out := os.Getenv("MSGX_BENCH_OUT")
@@ -447,7 +451,7 @@ type benchProc struct {
 // benchProcessor stops the processor, has ingest publish n FLOPs to
 // msgx.inbox, starts the processor and measures how fast it applies them:
 // the processor alone, the rest of the path idle or following.
-func benchProcessor(t testing.TB, s *stack, w *perfWatch, hwm *hwmWatch, n int, next func() (int64, int)) benchProc {
+func benchProcessor(t testing.TB, s *stack, w *perfWatch, hwm *hwmWatch, n int, next func() (int64, int), flags ...string) benchProc {
 	t.Helper()
 	ctx := context.Background()
 	hwm.note("processor")
@@ -487,7 +491,7 @@ func benchProcessor(t testing.TB, s *stack, w *perfWatch, hwm *hwmWatch, n int, 
 		}
 		return true, nil
 	})
-	p := s.start("processor")
+	p := s.start("processor", flags...)
 	waitReady(t, p, "processor")
 	var firstAt, lastAt *time.Time
 	waitFor(t, 10*time.Minute, fmt.Sprintf("%d messages applied", n), func() (bool, error) {
@@ -874,7 +878,7 @@ type benchReport struct {
 	loadStart, loadEnd string
 	rows               []benchRow
 	poll               string
-	proc               benchProc
+	proc, proc1        benchProc // R-J1 at the default batch and at batch 1
 	tp                 *perfThroughput
 	lat                perfLatency
 	first              benchSnap
@@ -938,8 +942,9 @@ func (r benchReport) markdown() string {
 	fmt.Fprintf(&b, "- Snapshot: one SCHD DNLD of %d flights (%d KB), applied %.2f s and projected %.2f s after its INSERT.\n",
 		r.first.flights, r.first.bytes/1024, r.first.applied.Seconds(), r.first.projected.Seconds())
 	fmt.Fprintf(&b, "- R-J1: %d FLOP STND (each an effective change) queued on msgx.inbox, then the processor started: "+
-		"first to last applied in %.2f s, one message every %.2f ms at the head. There is no pipeline batch: every message is its own transaction, so this is the batch-1 figure.\n",
-		r.proc.messages, r.proc.span.Seconds(), float64(r.proc.perMsg)/float64(time.Millisecond))
+		"first to last applied in %.2f s at the default pipeline.batch (one message every %.3f ms), %.2f s at pipeline.batch=1 (one every %.2f ms, one transaction per message).\n",
+		r.proc.messages, r.proc.span.Seconds(), float64(r.proc.perMsg)/float64(time.Millisecond),
+		r.proc1.span.Seconds(), float64(r.proc1.perMsg)/float64(time.Millisecond))
 	if tp := r.tp; tp != nil {
 		fmt.Fprintf(&b, "- R-J2: %d FLOP STND in INSERTs of %d rows (inserted in %s); last marker at %.2f s. "+
 			"Processor executor: mean execute %.2f ms over %d executions, one message every %.2f ms at the head; "+

@@ -1,0 +1,89 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/clock"
+	"msgexchange/libs/testutil"
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+)
+
+// BenchmarkExecutor_R_J1 measures the executor alone on a real PostgreSQL
+// (synchronous commit): b.N FLOP STND messages, each an effective change
+// of one of 1,000 flights, registered first and then drained, at
+// pipeline.batch 1 and at the default. It reports msg/s.
+//
+//	cd services && go test -run '^$' -bench BenchmarkExecutor_R_J1 -benchtime 5000x ./processor/internal/pipeline/
+func BenchmarkExecutor_R_J1(b *testing.B) {
+	testutil.Integration(b)
+	for _, batch := range []int{1, DefaultBatch} {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			ctx := context.Background()
+			url := pgtest.NewDatabase(b)
+			require.NoError(b, migrations.Up(ctx, url))
+			pool, err := pgxpool.New(ctx, url)
+			require.NoError(b, err)
+			b.Cleanup(pool.Close)
+			opt := defaultOptions()
+			opt.Logger = slog.New(slog.DiscardHandler)
+			opt.Clock = clock.NewFake(t0)
+			opt.Pool = pool
+			opt.Batch = batch
+			opt.SnapshotBatch = 1000
+			e, err := NewEngine(opt)
+			require.NoError(b, err)
+			var offset int64
+			register := func(first int64, raws []string) {
+				var recs []*kgo.Record
+				for i, raw := range raws {
+					recs = append(recs, &kgo.Record{Topic: inboxTopic, Offset: offset, Key: []byte(strconv.FormatInt(first+int64(i), 10)), Value: []byte(raw)})
+					offset++
+					if len(recs) == 500 || i == len(raws)-1 {
+						require.NoError(b, e.register(ctx, inboxTopic, recs))
+						recs = nil
+					}
+				}
+			}
+			drain := func() {
+				for {
+					progressed, _, err := e.Step(ctx)
+					require.NoError(b, err)
+					if !progressed {
+						return
+					}
+				}
+			}
+			const flights = 1000
+			var recs []string
+			for i := int64(1); i <= flights; i++ {
+				recs = append(recs, fltr(i, day23))
+			}
+			register(1, []string{schd(1, "DNLD", recs...)})
+			drain()
+			raws := make([]string, b.N)
+			for i := range raws {
+				raws[i] = flopMsg(int64(10+i), "STND", flopRec(int64(1+i%flights), fmt.Sprintf("<STND>S%d</STND>", i)))
+			}
+			register(10, raws)
+			b.ResetTimer()
+			start := time.Now()
+			drain()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			var applied int
+			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE state='APPLIED' AND msg_id >= 10`).Scan(&applied))
+			require.Equal(b, b.N, applied, "every FLOP applied")
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
+		})
+	}
+}
