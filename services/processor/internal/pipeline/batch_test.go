@@ -46,6 +46,8 @@ func batchStream(t *testing.T) []string {
 			s = append(s, "<MSG><META><SNDR>AODB</SNDR>") // malformed
 		case 5:
 			s = append(s, flopMsg(9001, "STND", "<FLOP><FLID>abc</FLID><STND>1</STND></FLOP>")) // rejected: DEAD(PROTOCOL)
+			// Rejected after its first record changed a flight: nothing of it stays.
+			s = append(s, flopMsg(9018, "FLAB", flopRec(1005, `<FLAB ARES="G">x</FLAB>`), flopRec(1006, `<FLAB ARES=""></FLAB>`)))
 		case 7:
 			s = append(s, flops[2])                                               // duplicate of an earlier one
 			s = append(s, flopMsg(9002, "STND", flopRec(4242, "<STND>7</STND>"))) // missing flight: SKIPPED
