@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,14 @@ import (
 	"msgexchange/services/projector"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(rssChildEnv) != "" {
+		// The test binary started as the projector process of
+		// TestProjector_R_J4_R_J5_RebuildMemoryBounded.
+		os.Exit(runRSSChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
 

@@ -22,6 +22,23 @@ import (
 // ServiceName is the lifecycle name of the consumer loop.
 const ServiceName = "projector-consumer"
 
+// Fetch sizes of the flight-state client, in bytes as the broker stores
+// them: compressed. franz-go's defaults (50 MiB per fetch, 1 MiB per
+// partition) let one fetch hold tens of thousands of records, several
+// times their compressed size once decompressed, while a
+// RebuildProjection relays one record per flight: that alone took tens of
+// MB of the projector's peak (R-J4). A poll takes at most
+// projector.max-batch records (1,000 of about 1 KB by default), and the
+// client fetches again only once the buffered fetch is drained, so 1 MiB
+// of compressed records, a few thousand, keeps the next batches ready
+// without holding a backlog in memory. A record batch larger than the
+// limit is still fetched: Kafka returns the first batch of a partition
+// whatever its size.
+const (
+	fetchMaxBytes          = 1 << 20
+	fetchMaxPartitionBytes = 512 << 10
+)
+
 // Store applies a batch of updates to the projection with the version
 // guard; store.Store implements it.
 type Store interface {
@@ -119,6 +136,8 @@ func (c *Consumer) starting(ctx context.Context) error {
 		kgo.ConsumeTopics(c.kafka.Topics.FlightState),
 		// A new group projects the whole compacted topic.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchMaxPartitionBytes),
 		// Offsets are committed only after the batch is in Redis and its
 		// acks are durable, never by a timer.
 		kgo.DisableAutoCommit(),

@@ -18,7 +18,7 @@ import (
 // implements it.
 type Store interface {
 	States(ctx context.Context, flids []int64) ([]store.State, error)
-	Held(ctx context.Context) ([]store.Flight, error)
+	ScanHeld(ctx context.Context, cursor uint64, count int64) ([]store.Flight, uint64, error)
 	RemoveStale(ctx context.Context, flid int64, doc []byte, version int64) (bool, error)
 }
 
@@ -234,56 +234,83 @@ type storedFlight struct {
 	MsgID   int64 `json:"msg_id"`
 }
 
+// heldStep is the number of flights one step of the stale-flight walk
+// asks Redis for: about 1 MB of documents at typical sizes, whatever the
+// projection's size.
+const heldStep = 1000
+
 // removeStale removes every flight Redis holds that the manifest does not
 // list as ACTIVE and that was not written after the rebuild's transaction.
+// It walks the projection a step at a time (HSCAN) instead of reading it
+// whole, so that a rebuild of 100,000 flights holds about a thousand
+// documents at once rather than every one of them (R-J4). Every flight
+// held from the start to the end of the walk is judged at least once; one
+// written during the walk may be missed, as it would have been by a read
+// of the whole hash just before it. A flight the walk returns twice is
+// judged twice, harmlessly: once removed it is no longer held, and a kept
+// one is counted once.
 func (h *Handler) removeStale(ctx context.Context, log *slog.Logger, m flightstate.Manifest) (removed, kept int, err error) {
-	rctx, cancel := context.WithTimeout(ctx, h.opt.RedisTimeout)
-	flights, err := h.store.Held(rctx)
-	cancel()
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading the projection for rebuild %d: %w", m.Generation, err)
-	}
 	open := make(map[int64]bool, len(m.OpenMsgIDs))
 	for _, id := range m.OpenMsgIDs {
 		open[id] = true
 	}
-	var removedFLIDs, keptFLIDs []int64
-	for _, f := range flights {
-		if _, active := m.Versions[f.FLID]; active {
-			continue
+	keptSet := map[int64]bool{}
+	var removedSample, keptSample []int64
+	keep := func(flid int64) {
+		if !keptSet[flid] {
+			keptSet[flid] = true
+			keptSample = appendSample(keptSample, flid)
 		}
-		var sf storedFlight
-		if json.Unmarshal(f.Doc, &sf) != nil {
-			sf = storedFlight{}
-		}
-		if !isStale(m, open, f.FLID, sf) {
-			keptFLIDs = append(keptFLIDs, f.FLID)
-			log.Debug("projection rebuild: keeping a flight written after the rebuild", "flid", f.FLID, "version", sf.Version, "msg_id", sf.MsgID)
-			continue
-		}
+	}
+	var cursor uint64
+	for {
 		rctx, cancel := context.WithTimeout(ctx, h.opt.RedisTimeout)
-		ok, err := h.store.RemoveStale(rctx, f.FLID, f.Doc, max(sf.Version, 0))
+		flights, next, err := h.store.ScanHeld(rctx, cursor, heldStep)
 		cancel()
 		if err != nil {
-			return removed, kept, fmt.Errorf("rebuild %d: %w", m.Generation, err)
+			return removed, len(keptSet), fmt.Errorf("reading the projection for rebuild %d: %w", m.Generation, err)
 		}
-		if !ok {
-			// Written meanwhile, so not stale.
-			keptFLIDs = append(keptFLIDs, f.FLID)
-			continue
+		for _, f := range flights {
+			if _, active := m.Versions[f.FLID]; active {
+				continue
+			}
+			var sf storedFlight
+			if json.Unmarshal(f.Doc, &sf) != nil {
+				sf = storedFlight{}
+			}
+			if !isStale(m, open, f.FLID, sf) {
+				keep(f.FLID)
+				log.Debug("projection rebuild: keeping a flight written after the rebuild", "flid", f.FLID, "version", sf.Version, "msg_id", sf.MsgID)
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, h.opt.RedisTimeout)
+			ok, err := h.store.RemoveStale(rctx, f.FLID, f.Doc, max(sf.Version, 0))
+			cancel()
+			if err != nil {
+				return removed, len(keptSet), fmt.Errorf("rebuild %d: %w", m.Generation, err)
+			}
+			if !ok {
+				// Written meanwhile, so not stale.
+				keep(f.FLID)
+				continue
+			}
+			removed++
+			removedSample = appendSample(removedSample, f.FLID)
+			log.Debug("projection rebuild: removed stale flight", "flid", f.FLID, "version", sf.Version, "msg_id", sf.MsgID)
 		}
-		removed++
-		removedFLIDs = append(removedFLIDs, f.FLID)
-		log.Debug("projection rebuild: removed stale flight", "flid", f.FLID, "version", sf.Version, "msg_id", sf.MsgID)
+		if next == 0 {
+			break
+		}
+		cursor = next
 	}
 	if removed > 0 {
-		log.Info("projection rebuild: removed stale flights", "removed", removed, "sample_flids", sample(removedFLIDs))
+		log.Info("projection rebuild: removed stale flights", "removed", removed, "sample_flids", removedSample)
 	}
-	if len(keptFLIDs) > 0 {
+	if len(keptSet) > 0 {
 		log.Info("projection rebuild: kept flights the manifest does not list because they were written after the rebuild",
-			"kept", len(keptFLIDs), "sample_flids", sample(keptFLIDs))
+			"kept", len(keptSet), "sample_flids", keptSample)
 	}
-	return removed, len(keptFLIDs), nil
+	return removed, len(keptSet), nil
 }
 
 // isStale decides for a flight Redis holds that the manifest does not list
@@ -299,7 +326,18 @@ func isStale(m flightstate.Manifest, open map[int64]bool, flid int64, sf storedF
 	return sf.MsgID <= m.MaxMsgID && !open[sf.MsgID]
 }
 
-// sample returns at most 20 FLIDs for a log line.
+// sampleSize is the most FLIDs a log line lists.
+const sampleSize = 20
+
+// sample returns at most sampleSize FLIDs for a log line.
 func sample(flids []int64) []int64 {
-	return flids[:min(len(flids), 20)]
+	return flids[:min(len(flids), sampleSize)]
+}
+
+// appendSample appends flid to a log line's sample unless it is full.
+func appendSample(s []int64, flid int64) []int64 {
+	if len(s) < sampleSize {
+		s = append(s, flid)
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,8 @@ func (b *testBundle) handler(opts ...func(*Options)) *Handler {
 type spyStore struct {
 	*store.Store
 	checks  atomic.Int32
+	steps   atomic.Int32 // ScanHeld calls
+	most    atomic.Int32 // most flights one ScanHeld returned
 	mu      sync.Mutex
 	onCheck func()
 }
@@ -80,6 +83,18 @@ func (s *spyStore) States(ctx context.Context, flids []int64) ([]store.State, er
 	}
 	defer s.checks.Add(1)
 	return s.Store.States(ctx, flids)
+}
+
+func (s *spyStore) ScanHeld(ctx context.Context, cursor uint64, count int64) ([]store.Flight, uint64, error) {
+	flights, next, err := s.Store.ScanHeld(ctx, cursor, count)
+	s.steps.Add(1)
+	for n := int32(len(flights)); ; {
+		m := s.most.Load()
+		if n <= m || s.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return flights, next, err
 }
 
 func (s *spyStore) setOnCheck(f func()) {
@@ -117,12 +132,22 @@ func (b *testBundle) put(flid int64, v []byte) {
 // projection is complete: these tests edit Redis by hand).
 func (b *testBundle) flights() []int64 {
 	b.t.Helper()
-	all, err := b.store.Held(ctxT(b.t))
-	require.NoError(b.t, err)
 	out := []int64{}
-	for _, f := range all {
-		out = append(out, f.FLID)
+	var cursor uint64
+	for {
+		step, next, err := b.store.ScanHeld(ctxT(b.t), cursor, 100)
+		require.NoError(b.t, err)
+		for _, f := range step {
+			if !slices.Contains(out, f.FLID) {
+				out = append(out, f.FLID)
+			}
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -171,6 +196,39 @@ func TestHandler_R_E4_RemovesStaleKeysKeepsNewerFlights(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Result{Generation: 3, Outcome: Complete, Kept: 3}, res)
 	require.Equal(t, int32(1), b.changed.Load())
+}
+
+// R-E4, R-J4: the stale flights of a projection many times larger than one
+// step of the walk are all found and removed, and the handler never holds
+// more than about one step of documents (not the whole projection).
+func TestHandler_R_E4_R_J4_StaleWalkCoversALargeProjectionStepByStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 5 * heldStep
+	updates := make([]store.Update, 0, n)
+	versions := map[int64]int64{}
+	var wantKept, wantLeft []int64
+	for flid := int64(1); flid <= n; flid++ {
+		msgID := int64(40)
+		switch {
+		case flid%2 == 0: // listed ACTIVE
+			versions[flid] = 1
+			wantLeft = append(wantLeft, flid)
+		case flid%10 == 1: // written after the rebuild
+			msgID = 43
+			wantKept = append(wantKept, flid)
+			wantLeft = append(wantLeft, flid)
+		}
+		updates = append(updates, store.Update{FLID: flid, Version: 1, Value: value(flid, 1, msgID)})
+	}
+	b.apply(updates...)
+
+	res, err := b.handler().Handle(ctxT(t), manifest(versions, nil, 42))
+	require.NoError(t, err)
+	require.Equal(t, Result{Generation: 3, Outcome: Complete, Removed: n - len(wantLeft), Kept: len(wantKept)}, res)
+	require.Equal(t, wantLeft, b.flights())
+	require.GreaterOrEqual(t, b.spy.steps.Load(), int32(n/heldStep), "walked step by step")
+	require.LessOrEqual(t, b.spy.most.Load(), int32(2*heldStep), "one step holds about heldStep documents")
 }
 
 // R-E4: the handler waits until Redis holds every listed version — a

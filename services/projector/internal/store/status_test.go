@@ -55,7 +55,7 @@ func TestStore_R_H5_LostProjectionIsIncomplete(t *testing.T) {
 			_, err = b.store.Apply(ctx, []Update{{FLID: 4, Version: 1, Value: doc(4, 1)}, {FLID: 1, Version: 2}, {FLID: 3, Version: 1, Value: doc(3, 1), Repair: true}})
 			require.NoError(t, err)
 			requireIncomplete(t, b)
-			flights, err := b.store.Held(ctx)
+			flights, _, err := b.store.ScanHeld(ctx, 0, 100)
 			require.NoError(t, err, "maintenance still reads what Redis holds")
 			require.NotEmpty(t, flights)
 		})

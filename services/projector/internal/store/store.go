@@ -210,16 +210,29 @@ func (s *Store) All(ctx context.Context) ([]Flight, error) {
 	return s.parseFlights(m)
 }
 
-// Held returns every flight document Redis holds, sorted by FLID, whether
-// or not the projection is complete. Maintenance that judges individual
-// flights (stale-key removal of a rebuild manifest) reads it; serving
-// reads All.
-func (s *Store) Held(ctx context.Context) ([]Flight, error) {
-	m, err := s.rdb.HGetAll(ctx, s.flightsKey).Result()
+// ScanHeld returns one step of an incremental walk (HSCAN) over the
+// flight documents Redis holds, whether or not the projection is
+// complete: the documents of about count flights from cursor on, and the
+// cursor of the next step, 0 once the walk is done. Maintenance that must
+// judge every held flight (stale-flight removal of a rebuild manifest)
+// walks it this way so that it holds one step at a time, not the whole
+// projection (R-J4). Redis returns every flight held from the start to the
+// end of the walk at least once; a flight may come twice, or not at all if
+// it was added or removed during the walk.
+func (s *Store) ScanHeld(ctx context.Context, cursor uint64, count int64) ([]Flight, uint64, error) {
+	kv, next, err := s.rdb.HScan(ctx, s.flightsKey, cursor, "", count).Result()
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.flightsKey, err)
+		return nil, 0, fmt.Errorf("scanning %s: %w", s.flightsKey, err)
 	}
-	return s.parseFlights(m)
+	flights := make([]Flight, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		flid, err := strconv.ParseInt(kv[i], 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("scanning %s: field %q is not a FLID: %w", s.flightsKey, kv[i], err)
+		}
+		flights = append(flights, Flight{FLID: flid, Doc: json.RawMessage(kv[i+1])})
+	}
+	return flights, next, nil
 }
 
 func (s *Store) parseFlights(m map[string]string) ([]Flight, error) {
