@@ -68,6 +68,8 @@ func (b *testBundle) handler(opts ...func(*Options)) *Handler {
 type spyStore struct {
 	*store.Store
 	checks  atomic.Int32
+	read    atomic.Int64 // FLIDs States read
+	widest  atomic.Int32 // most FLIDs one States call read
 	steps   atomic.Int32 // ScanHeld calls
 	most    atomic.Int32 // most flights one ScanHeld returned
 	mu      sync.Mutex
@@ -82,19 +84,26 @@ func (s *spyStore) States(ctx context.Context, flids []int64) ([]store.State, er
 		f()
 	}
 	defer s.checks.Add(1)
+	s.read.Add(int64(len(flids)))
+	maxInt32(&s.widest, int32(len(flids)))
 	return s.Store.States(ctx, flids)
 }
 
 func (s *spyStore) ScanHeld(ctx context.Context, cursor uint64, count int64) ([]store.Flight, uint64, error) {
 	flights, next, err := s.Store.ScanHeld(ctx, cursor, count)
 	s.steps.Add(1)
-	for n := int32(len(flights)); ; {
-		m := s.most.Load()
-		if n <= m || s.most.CompareAndSwap(m, n) {
-			break
+	maxInt32(&s.most, int32(len(flights)))
+	return flights, next, err
+}
+
+// maxInt32 raises a to n unless it is larger already.
+func maxInt32(a *atomic.Int32, n int32) {
+	for {
+		m := a.Load()
+		if n <= m || a.CompareAndSwap(m, n) {
+			return
 		}
 	}
-	return flights, next, err
 }
 
 func (s *spyStore) setOnCheck(f func()) {
@@ -229,6 +238,50 @@ func TestHandler_R_E4_R_J4_StaleWalkCoversALargeProjectionStepByStep(t *testing.
 	require.Equal(t, wantLeft, b.flights())
 	require.GreaterOrEqual(t, b.spy.steps.Load(), int32(n/heldStep), "walked step by step")
 	require.LessOrEqual(t, b.spy.most.Load(), int32(2*heldStep), "one step holds about heldStep documents")
+}
+
+// R-J5: while the rebuild's records are on their way, a check reads one
+// step of the listed flights, not every pending one, so the wait for
+// 100,000 flights does not compete with the consumer's writes; the flights
+// are still all checked before the rebuild is complete.
+func TestHandler_R_J5_WaitReadsOneStepPerCheckUntilReached(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 5 * checkStep
+	versions := map[int64]int64{}
+	updates := make([]store.Update, 0, n)
+	for flid := int64(1); flid <= n; flid++ {
+		versions[flid] = 2
+		updates = append(updates, store.Update{FLID: flid, Version: 2, Value: value(flid, 2, 40)})
+	}
+	done := make(chan Result, 1)
+	go func() {
+		res, err := b.handler().Handle(ctxT(t), manifest(versions, nil, 42))
+		if err != nil {
+			t.Errorf("handle: %v", err)
+		}
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return b.spy.checks.Load() >= 5 }, 10*time.Second, time.Millisecond)
+	stalled := b.spy.checks.Load()
+	require.LessOrEqual(t, b.spy.read.Load(), int64(stalled+1)*checkStep, "a check with nothing reached reads one step")
+	// The last flight arrives last: every step but the last is dropped as
+	// reached, and the wait ends only when the last flight is reached.
+	b.apply(updates[:n-1]...)
+	require.Eventually(t, func() bool { return b.spy.checks.Load() >= stalled+10 }, 10*time.Second, time.Millisecond)
+	select {
+	case res := <-done:
+		t.Fatalf("handler finished before the last flight was reached: %+v", res)
+	default:
+	}
+	b.apply(updates[n-1])
+	select {
+	case res := <-done:
+		require.Equal(t, Complete, res.Outcome)
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler did not finish after Redis reached every version")
+	}
+	require.LessOrEqual(t, b.spy.widest.Load(), int32(checkStep))
 }
 
 // R-E4: the handler waits until Redis holds every listed version — a
