@@ -1,6 +1,9 @@
 package consumer
 
 import (
+	"encoding/json"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,5 +127,21 @@ func TestAckRecordsOnePerFlightWithHighestVersion(t *testing.T) {
 		require.Equal(t, "acks", recs[i].Topic)
 		require.Equal(t, want.key, string(recs[i].Key))
 		require.JSONEq(t, want.value, string(recs[i].Value))
+	}
+}
+
+// R-B7: an ack's value is exactly what json.Marshal writes for it, so the
+// processor reads the same acks as before, at the extremes of a FLID and
+// a version too.
+func TestAckRecordsValueIsTheAckJSON(t *testing.T) {
+	t.Parallel()
+	updates := []store.Update{{FLID: 0, Version: 0}, {FLID: math.MaxInt64, Version: math.MaxInt64}, {FLID: 1234567, Version: 89}}
+	recs := ackRecords("acks", updates)
+	require.Len(t, recs, len(updates))
+	for i, u := range updates {
+		want, err := json.Marshal(ack{FLID: u.FLID, Version: u.Version})
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(recs[i].Value))
+		require.Equal(t, strconv.FormatInt(u.FLID, 10), string(recs[i].Key))
 	}
 }
