@@ -49,8 +49,10 @@
 // then fails, and the partitions are consumed again by another member —
 // again harmless under the guard.
 //
-// GET /all/flights reads the whole hash with one HGETALL, which Redis
-// executes atomically, and answers 503 with a JSON error when Redis cannot
-// be read — never an empty list, which a dashboard would show as "no
-// flights" (R-E2, US-12).
+// GET /all/flights lists the sorted FLIDs in the same MULTI/EXEC as the
+// projection's completeness, then streams the documents a page at a time,
+// each page read with the completeness again (so the projector holds one
+// page, not the projection), and answers 503 with a JSON error when Redis
+// cannot be read — never an empty list, which a dashboard would show as
+// "no flights" (R-E2, US-12).
 package projector
