@@ -162,7 +162,10 @@ var benchGuarded = map[string]bool{
 // bench-short, and make test when MSGX_BENCH is unset) runs a tenth of
 // them and fails only when a figure the current system meets falls below
 // 20% of its target, or when the rebuilt projection differs from the
-// incremental one.
+// incremental one. MSGX_BENCH_ONLY (a comma list of benchPhaseNames) runs
+// only some phases after the first snapshot, for measuring one figure,
+// e.g. MSGX_BENCH=full MSGX_BENCH_ONLY=R-J3 for the latency with each
+// stage; such a run never writes docs/benchmarks.md.
 //
 // One stack at the default configuration runs the phases in order:
 //   - a first snapshot (3,000 flights) applied (proc_state applied_at)
@@ -194,6 +197,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 	testutil.Integration(t) // every service as a process against real databases
 	z := benchSizesFor(mode)
+	only := benchPhasesFromEnv(t)
 	began := time.Now()
 	loadStart := loadAvg()
 
@@ -246,58 +250,78 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 
 	// R-J1.
-	proc := benchProcessor(t, s, w, hwm, z.processor, next)
-	allMarked(5 * time.Minute)
-	proc1 := benchProcessor(t, s, w, hwm, z.processor, next, "-processor.pipeline.batch=1")
-	allMarked(5 * time.Minute)
-	add(benchRow{key: "R-J1 processor, default batch", target: 5000, unit: "msg/s", higher: true, measured: proc.rate})
-	add(benchRow{key: "R-J1 processor, batch 1", unit: "msg/s", higher: true, measured: proc1.rate})
-	add(benchRow{key: "R-J1 default batch ÷ batch 1", target: 10, unit: "×", higher: true, measured: proc.rate / proc1.rate})
-	// The later phases measure the default configuration again.
-	hwm.note("processor")
-	s.stop("processor")
-	waitReady(t, s.start("processor"), "processor")
+	var proc, proc1 benchProc
+	if only.has("R-J1") {
+		proc = benchProcessor(t, s, w, hwm, z.processor, next)
+		allMarked(5 * time.Minute)
+		proc1 = benchProcessor(t, s, w, hwm, z.processor, next, "-processor.pipeline.batch=1")
+		allMarked(5 * time.Minute)
+		add(benchRow{key: "R-J1 processor, default batch", target: 5000, unit: "msg/s", higher: true, measured: proc.rate})
+		add(benchRow{key: "R-J1 processor, batch 1", unit: "msg/s", higher: true, measured: proc1.rate})
+		add(benchRow{key: "R-J1 default batch ÷ batch 1", target: 10, unit: "×", higher: true, measured: proc.rate / proc1.rate})
+		// The later phases measure the default configuration again.
+		hwm.note("processor")
+		s.stop("processor")
+		waitReady(t, s.start("processor"), "processor")
+	}
 
 	// R-J2, measured as the existing end-to-end benchmark does.
-	tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
-	marked := tp.lastAt[len(tp.lastAt)-1]
-	add(benchRow{key: "R-J2 end to end", figure: "R-J2 end to end (mailbox → marker)", target: 2000, unit: "msg/s", higher: true,
-		measured: float64(z.endToEnd) / marked.Seconds()})
+	var tp *perfThroughput
+	if only.has("R-J2") {
+		tp = throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
+		marked := tp.lastAt[len(tp.lastAt)-1]
+		add(benchRow{key: "R-J2 end to end", figure: "R-J2 end to end (mailbox → marker)", target: 2000, unit: "msg/s", higher: true,
+			measured: float64(z.endToEnd) / marked.Seconds()})
+	}
 
 	// R-J3.
-	lat := benchLatency(t, s, w, z, next, allMarked)
-	add(benchRow{key: "R-J3 p50", figure: fmt.Sprintf("R-J3 p50 at %d msg/s offered", z.rate), target: 50, unit: "ms",
-		measured: float64(lat.event.p50) / float64(time.Millisecond)})
-	add(benchRow{key: "R-J3 p99", figure: fmt.Sprintf("R-J3 p99 at %d msg/s offered", z.rate), target: 250, unit: "ms",
-		measured: float64(lat.event.p99) / float64(time.Millisecond)})
+	var lat perfLatency
+	if only.has("R-J3") {
+		lat = benchLatency(t, s, w, z, next, allMarked)
+		add(benchRow{key: "R-J3 p50", figure: fmt.Sprintf("R-J3 p50 at %d msg/s offered", z.rate), target: 50, unit: "ms",
+			measured: float64(lat.event.p50) / float64(time.Millisecond)})
+		add(benchRow{key: "R-J3 p99", figure: fmt.Sprintf("R-J3 p99 at %d msg/s offered", z.rate), target: 250, unit: "ms",
+			measured: float64(lat.event.p99) / float64(time.Millisecond)})
+		for i, st := range perfStageDefs {
+			t.Logf("  %-40s %s", st.name, lat.stages[i])
+		}
+	}
 
 	// The series: each snapshot its own operation day (tomorrow on) and
 	// its own flights, so the history grows by bigSnap flights each time.
 	var series []benchSnap
 	today := time.Now().In(perfZone)
 	for i := range z.bigSnaps {
+		if !only.has("series") {
+			break
+		}
 		day := time.Date(today.Year(), today.Month(), today.Day()+1+i, 0, 0, 0, 0, perfZone)
 		firstFLID := int64(2000001 + i*100000)
 		series = append(series, benchSnapshot(t, s, benchDaySnapshot(100+i, firstFLID, z.bigSnap, day), firstFLID, z.bigSnap))
 		t.Logf("snapshot %d of %d flights: applied %s, projected %s", i+1, z.bigSnap, series[i].applied, series[i].projected)
 	}
 	allMarked(5 * time.Minute)
-	slowest := slices.MaxFunc(series, func(a, b benchSnap) int { return int(a.projected - b.projected) })
 	seriesName := fmt.Sprintf("%d×%d flights", z.bigSnaps, z.bigSnap)
-	add(benchRow{key: "series first", figure: fmt.Sprintf("first of %s projected", seriesName), target: 2 * float64(z.bigSnap) / float64(z.firstSnap), unit: "s",
-		measured: series[0].projected.Seconds()})
-	add(benchRow{key: "series slowest ÷ first", figure: fmt.Sprintf("slowest ÷ first of %s", seriesName), target: 1.5, unit: "×",
-		measured: slowest.projected.Seconds() / series[0].projected.Seconds()})
+	if len(series) > 0 {
+		slowest := slices.MaxFunc(series, func(a, b benchSnap) int { return int(a.projected - b.projected) })
+		add(benchRow{key: "series first", figure: fmt.Sprintf("first of %s projected", seriesName), target: 2 * float64(z.bigSnap) / float64(z.firstSnap), unit: "s",
+			measured: series[0].projected.Seconds()})
+		add(benchRow{key: "series slowest ÷ first", figure: fmt.Sprintf("slowest ÷ first of %s", seriesName), target: 1.5, unit: "×",
+			measured: slowest.projected.Seconds() / series[0].projected.Seconds()})
+	}
 
 	// R-J5.
-	rb := benchRebuild(t, s, z.rebuildGoal)
-	rbFlights := rb.flights
-	add(benchRow{key: "R-J5 rebuild", figure: fmt.Sprintf("R-J5 rebuild of %d flights: RebuildProjection (outbox → Kafka → projector)", rbFlights),
-		target: z.rebuildGoal.Seconds(), unit: "s", measured: rb.control.Seconds()})
-	add(benchRow{key: "R-J5 self-rebuild", figure: fmt.Sprintf("R-J5 rebuild of %d flights: the projector's own, Redis lost (R-H5)", rbFlights),
-		target: z.rebuildGoal.Seconds(), unit: "s", measured: rb.self.Seconds()})
-	same := rb.differ == 0
-	add(benchRow{key: "R-J5 rebuilt = incremental", text: rb.verdict(), ok: &same})
+	var rb benchRebuildResult
+	if only.has("R-J5") {
+		rb = benchRebuild(t, s, z.rebuildGoal)
+		rbFlights := rb.flights
+		add(benchRow{key: "R-J5 rebuild", figure: fmt.Sprintf("R-J5 rebuild of %d flights: RebuildProjection (outbox → Kafka → projector)", rbFlights),
+			target: z.rebuildGoal.Seconds(), unit: "s", measured: rb.control.Seconds()})
+		add(benchRow{key: "R-J5 self-rebuild", figure: fmt.Sprintf("R-J5 rebuild of %d flights: the projector's own, Redis lost (R-H5)", rbFlights),
+			target: z.rebuildGoal.Seconds(), unit: "s", measured: rb.self.Seconds()})
+		same := rb.differ == 0
+		add(benchRow{key: "R-J5 rebuilt = incremental", text: rb.verdict(), ok: &same})
+	}
 
 	// R-J4.
 	peaks := hwm.read()
@@ -310,12 +334,12 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		add(benchRow{key: "R-J4 peak RSS " + name, target: 150, unit: "MB", measured: float64(peaks[name]) / 1024})
 	}
 
-	rep := benchReport{sizes: z, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
+	rep := benchReport{sizes: z, only: only, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
 		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, series: series, seriesName: seriesName, rebuild: rb}
 	text := rep.markdown()
 	fmt.Print(text)
 	out := os.Getenv("MSGX_BENCH_OUT")
-	if out == "" && mode == "full" {
+	if out == "" && mode == "full" && only.all() {
 		_, file, _, _ := runtime.Caller(0)
 		out = filepath.Join(filepath.Dir(file), "..", "..", "docs", "benchmarks.md")
 	}
@@ -331,6 +355,48 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 			t.Errorf("gross regression: %s measured %s, below 20%% of its target %s", r.figure, r.measuredText(), r.targetText())
 		}
 	}
+}
+
+// benchPhaseNames are the phases MSGX_BENCH_ONLY may name. The first
+// snapshot and R-J4 (which reads what the phases that ran left) always run.
+var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "series", "R-J5"}
+
+// benchPhases is the set of phases a run takes; nil is every phase.
+type benchPhases map[string]bool
+
+// benchPhasesFromEnv reads MSGX_BENCH_ONLY, a comma list of
+// benchPhaseNames (e.g. R-J3 to measure latency alone, about 15 s at the
+// full sizes). A run of some phases prints its table but never writes
+// docs/benchmarks.md.
+func benchPhasesFromEnv(t testing.TB) benchPhases {
+	t.Helper()
+	v := os.Getenv("MSGX_BENCH_ONLY")
+	if v == "" {
+		return nil
+	}
+	out := benchPhases{}
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(benchPhaseNames, name) {
+			t.Fatalf("MSGX_BENCH_ONLY: unknown phase %q (phases: %s)", name, strings.Join(benchPhaseNames, ", "))
+		}
+		out[name] = true
+	}
+	return out
+}
+
+func (p benchPhases) has(name string) bool { return p == nil || p[name] }
+
+func (p benchPhases) all() bool { return p == nil }
+
+func (p benchPhases) String() string {
+	var names []string
+	for _, n := range benchPhaseNames {
+		if p.has(n) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // defaultFlag returns a flag's default as the msgx binary documents it in
@@ -874,6 +940,7 @@ func (s *stack) stop(target string) {
 // benchReport formats the run.
 type benchReport struct {
 	sizes              benchSizes
+	only               benchPhases
 	began              time.Time
 	loadStart, loadEnd string
 	rows               []benchRow
@@ -941,10 +1008,12 @@ func (r benchReport) markdown() string {
 	fmt.Fprintf(&b, "\n## Workload and measured limits\n\n")
 	fmt.Fprintf(&b, "- Snapshot: one SCHD DNLD of %d flights (%d KB), applied %.2f s and projected %.2f s after its INSERT.\n",
 		r.first.flights, r.first.bytes/1024, r.first.applied.Seconds(), r.first.projected.Seconds())
-	fmt.Fprintf(&b, "- R-J1: %d FLOP STND (each an effective change) queued on msgx.inbox, then the processor started: "+
-		"first to last applied in %.2f s at the default pipeline.batch (one message every %.3f ms), %.2f s at pipeline.batch=1 (one every %.2f ms, one transaction per message).\n",
-		r.proc.messages, r.proc.span.Seconds(), float64(r.proc.perMsg)/float64(time.Millisecond),
-		r.proc1.span.Seconds(), float64(r.proc1.perMsg)/float64(time.Millisecond))
+	if r.only.has("R-J1") {
+		fmt.Fprintf(&b, "- R-J1: %d FLOP STND (each an effective change) queued on msgx.inbox, then the processor started: "+
+			"first to last applied in %.2f s at the default pipeline.batch (one message every %.3f ms), %.2f s at pipeline.batch=1 (one every %.2f ms, one transaction per message).\n",
+			r.proc.messages, r.proc.span.Seconds(), float64(r.proc.perMsg)/float64(time.Millisecond),
+			r.proc1.span.Seconds(), float64(r.proc1.perMsg)/float64(time.Millisecond))
+	}
 	if tp := r.tp; tp != nil {
 		fmt.Fprintf(&b, "- R-J2: %d FLOP STND in INSERTs of %d rows (inserted in %s); last marker at %.2f s. "+
 			"Processor executor: mean execute %.2f ms over %d executions, one message every %.2f ms at the head; "+
@@ -964,12 +1033,14 @@ func (r benchReport) markdown() string {
 		parts = append(parts, fmt.Sprintf("PostgreSQL backends %.0f%%", tp.pgCPU.Seconds()/tp.wall.Seconds()*100))
 		fmt.Fprintf(&b, "  CPU of one core during the phase: %s.\n", strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(&b, "- R-J3: %d FLOP STND offered at %d/s (achieved %.0f/s) by single-row INSERTs; insert → msg event p50 %s, p90 %s, p99 %s, max %s ms.\n",
-		r.lat.sent, z.rate, r.lat.achieved, ms(r.lat.event.p50), ms(r.lat.event.p90), ms(r.lat.event.p99), ms(r.lat.event.max))
-	for i, st := range perfStageDefs {
-		if i < len(r.lat.stages) {
-			d := r.lat.stages[i]
-			fmt.Fprintf(&b, "  %s: p50 %s, p99 %s ms.\n", st.name, ms(d.p50), ms(d.p99))
+	if r.only.has("R-J3") {
+		fmt.Fprintf(&b, "- R-J3: %d FLOP STND offered at %d/s (achieved %.0f/s) by single-row INSERTs; insert → msg event p50 %s, p90 %s, p99 %s, max %s ms.\n",
+			r.lat.sent, z.rate, r.lat.achieved, ms(r.lat.event.p50), ms(r.lat.event.p90), ms(r.lat.event.p99), ms(r.lat.event.max))
+		for i, st := range perfStageDefs {
+			if i < len(r.lat.stages) {
+				d := r.lat.stages[i]
+				fmt.Fprintf(&b, "  %s: p50 %s, p99 %s ms.\n", st.name, ms(d.p50), ms(d.p99))
+			}
 		}
 	}
 	var ap, pr []string
@@ -977,12 +1048,19 @@ func (r benchReport) markdown() string {
 		ap = append(ap, fmt.Sprintf("%.2f", sn.applied.Seconds()))
 		pr = append(pr, fmt.Sprintf("%.2f", sn.projected.Seconds()))
 	}
-	fmt.Fprintf(&b, "- Series of %s, each of its own day: applied after [%s] s, projected after [%s] s. "+
-		"\"Each as fast as the first\" is read as the slowest within 1.5× the first (the shared machine's noise); the series' first snapshot is held to the 3,000-flight target in proportion to its size.\n",
-		r.seriesName, strings.Join(ap, " "), strings.Join(pr, " "))
-	fmt.Fprintf(&b, "- R-J5: %d flights (%d active) after that history. Redis emptied: the projector's watchdog rebuilt it from PostgreSQL, "+
-		"marked complete with every flight at its version %.2f s after the flush. Then RebuildProjection: enqueued in %.2f s, every record "+
-		"and the manifest relayed and the rebuild reported complete by the projector %.2f s after the call. %s.\n",
-		r.rebuild.flights, r.rebuild.active, r.rebuild.self.Seconds(), r.rebuild.enqueue.Seconds(), r.rebuild.control.Seconds(), r.rebuild.verdict())
+	if len(r.series) > 0 {
+		fmt.Fprintf(&b, "- Series of %s, each of its own day: applied after [%s] s, projected after [%s] s. "+
+			"\"Each as fast as the first\" is read as the slowest within 1.5× the first (the shared machine's noise); the series' first snapshot is held to the 3,000-flight target in proportion to its size.\n",
+			r.seriesName, strings.Join(ap, " "), strings.Join(pr, " "))
+	}
+	if r.only.has("R-J5") {
+		fmt.Fprintf(&b, "- R-J5: %d flights (%d active) after that history. Redis emptied: the projector's watchdog rebuilt it from PostgreSQL, "+
+			"marked complete with every flight at its version %.2f s after the flush. Then RebuildProjection: enqueued in %.2f s, every record "+
+			"and the manifest relayed and the rebuild reported complete by the projector %.2f s after the call. %s.\n",
+			r.rebuild.flights, r.rebuild.active, r.rebuild.self.Seconds(), r.rebuild.enqueue.Seconds(), r.rebuild.control.Seconds(), r.rebuild.verdict())
+	}
+	if !r.only.all() {
+		fmt.Fprintf(&b, "\nOnly the phases %s ran (MSGX_BENCH_ONLY).\n", r.only)
+	}
 	return b.String()
 }

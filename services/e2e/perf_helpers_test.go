@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -78,12 +79,18 @@ func perfFLOP(flid int64, seqn int) string {
 // arrived (and how many events each produced); on msgx.inbox when each
 // mailbox ID first arrived. (The msgx-published-at header is not used: it
 // carries the start of the scan round, which can precede the row's commit
-// when a round pages through rows that are still arriving.)
+// when a round pages through rows that are still arriving.) A third
+// listener LISTENs on the outbox's notification channel, as the
+// dispatcher does, and records when each notification arrived: it is
+// delivered at the commit of the transaction that inserted outbox rows, so
+// it dates the processor's commit and splits applied → produced into the
+// processor's write and commit and the dispatcher's relay.
 type perfWatch struct {
 	mu        sync.Mutex
 	received  map[int64]time.Time
 	events    map[int64]int
 	published map[int64]time.Time
+	commits   []perfCommit // outbox notifications in arrival order
 	errs      []string
 	cancel    context.CancelFunc
 	done      sync.WaitGroup
@@ -102,11 +109,61 @@ func newPerfWatch(t testing.TB, s *stack) *perfWatch {
 		return cl
 	}
 	msgCl, inboxCl := client(s.kafka.Topics.Msg), client(s.kafka.Topics.Inbox)
-	w.done.Add(2)
+	conn, err := pgx.Connect(ctx, s.pgURL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "LISTEN msgx_outbox")
+	require.NoError(t, err)
+	w.done.Add(3)
 	go w.loop(ctx, msgCl, w.onMsg)
 	go w.loop(ctx, inboxCl, w.onInbox)
+	go w.listen(ctx, conn)
 	t.Cleanup(w.stop)
 	return w
+}
+
+// perfCommit is one outbox notification: the outbox sequence's last value
+// before the notifying statement inserted its rows, and when it arrived.
+type perfCommit struct {
+	below int64
+	at    time.Time
+}
+
+func (w *perfWatch) listen(ctx context.Context, conn *pgx.Conn) {
+	defer w.done.Done()
+	defer conn.Close(context.WithoutCancel(ctx))
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		at := wallNow()
+		if ctx.Err() != nil {
+			return
+		}
+		w.mu.Lock()
+		if err != nil {
+			w.errs = append(w.errs, fmt.Sprintf("waiting for an outbox notification: %v", err))
+			w.mu.Unlock()
+			return
+		}
+		if below, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			w.commits = append(w.commits, perfCommit{below: below, at: at})
+		}
+		w.mu.Unlock()
+	}
+}
+
+// committedLocked returns when the transaction that inserted outbox row
+// id committed: the arrival of the notification with the largest payload
+// below id (its statement saw the sequence just before id; a later
+// statement saw it at id or above). Zero when none arrived. The caller
+// holds w.mu.
+func (w *perfWatch) committedLocked(id int64) time.Time {
+	best := int64(-1)
+	var at time.Time
+	for _, c := range w.commits {
+		if c.below < id && c.below > best {
+			best, at = c.below, c.at
+		}
+	}
+	return at
 }
 
 func (w *perfWatch) loop(ctx context.Context, cl *kgo.Client, on func(*kgo.Record, time.Time)) {
@@ -197,6 +254,7 @@ type perfTimes struct {
 	published  time.Time // the independent consumer got it from msgx.inbox
 	registered time.Time // proc_state.registered_at
 	applied    time.Time // proc_state.applied_at
+	committed  time.Time // the outbox notification of the processor's transaction arrived
 	produced   time.Time // outbox row of target msg: sent_at (after ProduceSync)
 	received   time.Time // the independent consumer got the event
 	succeeded  time.Time // proc_state.finished_at (after the projection ack)
@@ -214,18 +272,20 @@ func perfStages(t testing.TB, s *stack, w *perfWatch, sent []perfSent) []perfTim
 	defer cancel()
 	rows, err := s.pg.Query(ctx, `
 		SELECT p.msg_id, p.state, p.registered_at, p.applied_at, p.finished_at, p.backfilled_at,
-		       (SELECT min(o.sent_at) FROM outbox o WHERE o.msg_id = p.msg_id AND o.target = 'msg')
+		       (SELECT min(o.sent_at) FROM outbox o WHERE o.msg_id = p.msg_id AND o.target = 'msg'),
+		       (SELECT min(o.id) FROM outbox o WHERE o.msg_id = p.msg_id AND o.target = 'msg')
 		FROM proc_state p WHERE p.msg_id = ANY($1)`, ids)
 	require.NoError(t, err)
 	type row struct {
 		state                                             string
 		registered, applied, finished, backfill, produced *time.Time
+		msgRow                                            *int64
 	}
 	m := map[int64]row{}
 	for rows.Next() {
 		var id int64
 		var r row
-		require.NoError(t, rows.Scan(&id, &r.state, &r.registered, &r.applied, &r.finished, &r.backfill, &r.produced))
+		require.NoError(t, rows.Scan(&id, &r.state, &r.registered, &r.applied, &r.finished, &r.backfill, &r.produced, &r.msgRow))
 		m[id] = r
 	}
 	require.NoError(t, rows.Err())
@@ -247,9 +307,15 @@ func perfStages(t testing.TB, s *stack, w *perfWatch, sent []perfSent) []perfTim
 		// One effective change is one event; delivery is at-least-once, so
 		// a redelivery may repeat it (the first arrival is what counts).
 		require.GreaterOrEqual(t, w.events[snt.id], 1, "msg_id %d: one effective change, one event", snt.id)
+		committed := *r.produced // no notification seen: the stage is not split
+		if r.msgRow != nil {
+			if at := w.committedLocked(*r.msgRow); !at.IsZero() {
+				committed = at
+			}
+		}
 		out = append(out, perfTimes{
 			inserted: snt.at, published: pub, registered: *r.registered, applied: *r.applied,
-			produced: *r.produced, received: rcv, succeeded: *r.finished, marked: *r.backfill,
+			committed: committed, produced: *r.produced, received: rcv, succeeded: *r.finished, marked: *r.backfill,
 		})
 	}
 	return out
@@ -297,6 +363,8 @@ var perfStageDefs = []struct {
 	{"insert → on msgx.inbox (scan)", func(x perfTimes) time.Time { return x.inserted }, func(x perfTimes) time.Time { return x.published }},
 	{"on msgx.inbox → registered", func(x perfTimes) time.Time { return x.published }, func(x perfTimes) time.Time { return x.registered }},
 	{"registered → applied", func(x perfTimes) time.Time { return x.registered }, func(x perfTimes) time.Time { return x.applied }},
+	{"applied → committed (outbox NOTIFY)", func(x perfTimes) time.Time { return x.applied }, func(x perfTimes) time.Time { return x.committed }},
+	{"committed → msg produced (acked)", func(x perfTimes) time.Time { return x.committed }, func(x perfTimes) time.Time { return x.produced }},
 	{"applied → msg produced (acked)", func(x perfTimes) time.Time { return x.applied }, func(x perfTimes) time.Time { return x.produced }},
 	{"msg acked → received", func(x perfTimes) time.Time { return x.produced }, func(x perfTimes) time.Time { return x.received }},
 	{"applied → succeeded (ack)", func(x perfTimes) time.Time { return x.applied }, func(x perfTimes) time.Time { return x.succeeded }},
