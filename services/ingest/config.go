@@ -30,8 +30,9 @@ type Config struct {
 
 // PipelineConfig tunes the mailbox scan.
 type PipelineConfig struct {
-	// PollInterval is the time between scan rounds (default 50ms); a
-	// compat insert starts a round at once.
+	// PollInterval is the time from the start of one scan round to the
+	// start of the next (default 50ms); a compat insert starts a round at
+	// once.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// ClaimBatch is the most rows one mailbox query returns (default 50).
 	ClaimBatch int `yaml:"claim_batch"`
@@ -122,7 +123,7 @@ const (
 // RegisterFlags registers the flags under prefix and sets the defaults.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Pipeline.PollInterval, prefix+"pipeline.poll-interval", DefaultPollInterval,
-		"time between mailbox scan rounds; a compat insert starts a round at once. A round reads only new rows and recent gaps, so its mailbox cost follows the insert rate, not this interval; 50ms (the seeds' lower bound) is the one that leaves room for R-J3's p50 of 50 ms insert → msg event")
+		"time from the start of one mailbox scan round to the start of the next (a round that takes longer is followed at once); a compat insert starts a round at once. A round reads only new rows and recent gaps, so its mailbox cost follows the insert rate, not this interval; 50ms (the seeds' lower bound) is the one that leaves room for R-J3's p50 of 50 ms insert → msg event")
 	fs.IntVar(&c.Pipeline.ClaimBatch, prefix+"pipeline.claim-batch", DefaultClaimBatch,
 		"most mailbox rows one scan query returns; a round pages until a page is short (1.."+strconv.Itoa(MaxClaimBatch)+")")
 	fs.DurationVar(&c.Pipeline.FullRescanInterval, prefix+"pipeline.full-rescan-interval", DefaultFullRescanInterval,

@@ -64,7 +64,9 @@
 // (msgx_ingest_scan_errors_total, msgx_ingest_publish_errors_total), and the
 // next round retries. An error is never read as "no rows".
 //
-// Rounds run every pipeline.poll-interval (50 ms, R-J3) and at once after a
+// Rounds start every pipeline.poll-interval (50 ms, R-J3), counted from the
+// start of the previous round so that the time a round takes does not add
+// to the wait of the rows that arrive meanwhile, and at once after a
 // compat insert. Because a round reads only what is new, a short interval
 // costs the mailbox owner statements, not rows: at 500 inserts a second
 // MariaDB's handler reads per second on the scanner's connection are the

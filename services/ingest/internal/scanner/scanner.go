@@ -246,6 +246,12 @@ func (s *Scanner) Gaps() [][2]int64 {
 // Run scans at start, then every poll interval and whenever wake delivers,
 // until ctx ends. A failed round is logged and counted by ScanOnce and
 // retried by the next one.
+//
+// The interval runs from the start of one round to the start of the next
+// (untilNextRound), not from the end of a round: a row waits for the next
+// round at most one interval, p50 half of it, however long the rounds
+// take (R-J3), while the mailbox still sees at most one round per
+// interval.
 func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struct{}) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -256,11 +262,19 @@ func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struc
 		case <-timer.C:
 		case <-wake:
 		}
+		began := time.Now()
 		if _, err := s.ScanOnce(ctx); errors.Is(err, lease.ErrFenced) {
 			return nil // the term is over; the Term ended its context too
 		}
-		timer.Reset(poll)
+		timer.Reset(untilNextRound(began, time.Now(), poll))
 	}
+}
+
+// untilNextRound is how long after now the round after one that began at
+// began starts: one poll interval after began, or at once when the round
+// took the whole interval or more.
+func untilNextRound(began, now time.Time, poll time.Duration) time.Duration {
+	return max(0, poll-now.Sub(began))
 }
 
 // ScanOnce runs exactly one round. The first completed round reads every
