@@ -170,17 +170,7 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		if err != nil || len(touched) == 0 {
 			return err
 		}
-		rows, err := tx.Query(ctx, `
-			WITH s AS (
-				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
-				WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
-				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
-				RETURNING ps.msg_id, ps.applied_at),
-			o AS (
-				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-				SELECT 'mailbox', msg_id::text, msg_id, $2, $2 FROM s
-				RETURNING msg_id)
-			SELECT o.msg_id, s.applied_at FROM o JOIN s USING (msg_id) ORDER BY o.msg_id`, touched, now)
+		rows, err := tx.Query(ctx, ackFinishQuery, touched, now)
 		if err != nil {
 			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
@@ -202,6 +192,79 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 	return nil
 }
 
+// The ack transaction's statements cost what the acknowledged batch costs,
+// not what is pending or what was deleted before (issue 11, R-J5): each ack
+// is one probe of projection_pending_flid_idx, each affected message one
+// probe of proc_state's and projection_pending's primary keys. A join of
+// the batch with projection_pending lets the planner hash the whole table
+// instead — every pending projection of every message, and every dead
+// tuple the deleted ones left behind until vacuum — once per ack batch: a
+// snapshot of 10,000 flights acknowledged in small batches while ten such
+// snapshots were pending took minutes. The probes are LATERAL subqueries
+// with OFFSET 0, which the planner can neither flatten into a join nor
+// reorder, so the plan is a nested loop over the acks whatever the
+// statistics say. The DELETE joins the satisfied projections with the
+// table by key, a join the planner would hash once the batch is large
+// (thousands of a snapshot's acks in one poll): ackJoinsByProbe keeps it,
+// and every other join of the ack transaction, a nested loop of probes.
+
+// ackJoinsByProbe turns hash and merge joins off for the rest of the ack
+// transaction (set_config(…, true) is SET LOCAL: it ends with the
+// transaction, the pooled connection keeps its settings).
+const ackJoinsByProbe = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+
+// ackLockQuery locks, in msg_id order, the proc_state rows of the messages
+// not in $3 that have a pending projection the acks ($1 flids, $2
+// versions) satisfy.
+const ackLockQuery = `
+SELECT ps.msg_id FROM proc_state ps
+WHERE ps.msg_id = ANY (ARRAY(
+        SELECT p.msg_id
+        FROM unnest($1::bigint[], $2::bigint[]) AS a(flid, version)
+        CROSS JOIN LATERAL (
+                SELECT p.msg_id FROM projection_pending p
+                WHERE p.flid = a.flid AND p.version <= a.version
+                OFFSET 0) p
+        WHERE p.msg_id <> ALL ($3::bigint[])))
+ORDER BY ps.msg_id
+FOR NO KEY UPDATE OF ps`
+
+// ackDeleteQuery deletes the pending projections of the locked messages
+// ($3) that the acks satisfy and returns the messages it deleted
+// projections of, and whether a satisfied projection of a message not
+// locked was seen. The satisfied projections are found once (s, one probe
+// per ack) and deleted by their key.
+const ackDeleteQuery = `
+WITH s AS (
+	SELECT p.msg_id, p.flid, a.version
+	FROM unnest($1::bigint[], $2::bigint[]) AS a(flid, version)
+	CROSS JOIN LATERAL (
+	        SELECT p.msg_id, p.flid FROM projection_pending p
+	        WHERE p.flid = a.flid AND p.version <= a.version
+	        OFFSET 0) p),
+d AS (
+	DELETE FROM projection_pending p USING s
+	WHERE s.msg_id = ANY ($3::bigint[]) AND p.msg_id = s.msg_id AND p.flid = s.flid AND p.version <= s.version
+	RETURNING p.msg_id)
+SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
+       EXISTS (SELECT 1 FROM s WHERE s.msg_id <> ALL ($3::bigint[]))`
+
+// ackFinishQuery moves every message of $1 that is APPLIED with nothing
+// pending any more to SUCCEEDED and writes its backfill intent. Whether
+// anything is pending is one probe of projection_pending's primary key per
+// message (OFFSET 0 keeps it a probe, not an anti-join over the table).
+const ackFinishQuery = `
+WITH s AS (
+	UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
+	WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
+	  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id OFFSET 0)
+	RETURNING ps.msg_id, ps.applied_at),
+o AS (
+	INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+	SELECT 'mailbox', msg_id::text, msg_id, $2, $2 FROM s
+	RETURNING msg_id)
+SELECT o.msg_id, s.applied_at FROM o JOIN s USING (msg_id) ORDER BY o.msg_id`
+
 // deleteAcked locks the proc_state rows of the messages that have pending
 // projections the acks (flids[i], versions[i]) satisfy, then deletes those
 // projections, and returns the messages it deleted projections of. Only
@@ -209,17 +272,13 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 // snapshot show a satisfied projection of a message locked by nobody, that
 // message is locked and its projections deleted in another round.
 func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int64, error) {
+	if _, err := tx.Exec(ctx, ackJoinsByProbe); err != nil {
+		return nil, fmt.Errorf("planning acknowledgements: %w", err)
+	}
 	locked := []int64{}
 	var touched []int64
 	for {
-		rows, err := tx.Query(ctx, `
-			SELECT ps.msg_id FROM proc_state ps
-			WHERE ps.msg_id IN (
-			        SELECT p.msg_id FROM projection_pending p
-			        JOIN unnest($1::bigint[], $2::bigint[]) AS a(flid, version) ON p.flid = a.flid AND p.version <= a.version)
-			  AND ps.msg_id <> ALL ($3::bigint[])
-			ORDER BY ps.msg_id
-			FOR NO KEY UPDATE OF ps`, flids, versions, locked)
+		rows, err := tx.Query(ctx, ackLockQuery, flids, versions, locked)
 		if err != nil {
 			return nil, fmt.Errorf("locking acknowledged messages: %w", err)
 		}
@@ -233,15 +292,7 @@ func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int
 		locked = append(locked, more...)
 		var deleted []int64
 		var unlocked bool
-		if err := tx.QueryRow(ctx, `
-			WITH a AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS t(flid, version)),
-			d AS (
-				DELETE FROM projection_pending p USING a
-				WHERE p.flid = a.flid AND p.version <= a.version AND p.msg_id = ANY ($3::bigint[])
-				RETURNING p.msg_id)
-			SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
-			       EXISTS (SELECT 1 FROM projection_pending p JOIN a ON p.flid = a.flid AND p.version <= a.version
-			               WHERE p.msg_id <> ALL ($3::bigint[]))`, flids, versions, locked).Scan(&deleted, &unlocked); err != nil {
+		if err := tx.QueryRow(ctx, ackDeleteQuery, flids, versions, locked).Scan(&deleted, &unlocked); err != nil {
 			return nil, fmt.Errorf("deleting acknowledged projections: %w", err)
 		}
 		touched = append(touched, deleted...)
