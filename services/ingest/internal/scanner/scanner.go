@@ -108,7 +108,9 @@ type Config struct {
 	// DefaultFetchBudget when zero.
 	FetchBudget int
 	// Confirm, when set, is asked before every produce whether the
-	// scanner's lease term is still current (lease.Term.Check). A refusal
+	// scanner's lease term is still current (lease.Term.Check); it is asked
+	// while the produce's rows are read and answered before the produce
+	// starts (confirmStart). A refusal
 	// (an error wrapping lease.ErrFenced) abandons the round before anything
 	// is produced, and Run returns at once: the term is over, and the new
 	// holder publishes what is left (R-H6). Any other error abandons the
@@ -188,6 +190,63 @@ type Scanner struct {
 	passes    uint64
 	lastPass  time.Time
 	gapsShed  bool
+	// busy says the last round published rows: the next round is likely
+	// to publish too, so it asks Confirm at its start (early).
+	busy bool
+	// early is the confirmation a round started before its reads; the
+	// round's first produce uses it (see confirmStart).
+	early *confirmation
+}
+
+// confirmation is one Confirm call running while the scanner reads the
+// rows it is for.
+type confirmation struct {
+	done chan struct{}
+	err  error
+}
+
+func (c *confirmation) wait() error {
+	<-c.done
+	return c.err
+}
+
+// confirmStart asks Confirm in the background. The answer takes a round
+// trip to the control plane and a commit there (lease.Elector.Confirm);
+// asked while the mailbox rows are read instead of after, it no longer
+// adds to every round (R-J3). It is still asked before each produce and
+// answered before the produce starts, so a refused term produces nothing
+// (R-H6): the only difference is that the question is asked while the rows
+// are read, not after, which the TTL covers as it covers the time from an
+// answer to the produce. Nil when there is no Confirm.
+func (s *Scanner) confirmStart(ctx context.Context) *confirmation {
+	if s.cfg.Confirm == nil {
+		return nil
+	}
+	c := &confirmation{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = s.cfg.Confirm(ctx)
+	}()
+	return c
+}
+
+// confirmFor returns the confirmation for the next produce: the round's
+// early one if it has not been used, otherwise a new one.
+func (s *Scanner) confirmFor(ctx context.Context) *confirmation {
+	if c := s.early; c != nil {
+		s.early = nil
+		return c
+	}
+	return s.confirmStart(ctx)
+}
+
+// endEarly waits for an early confirmation the round did not use, so that
+// no call outlives its round.
+func (s *Scanner) endEarly() {
+	if c := s.early; c != nil {
+		s.early = nil
+		_ = c.wait()
+	}
 }
 
 // New returns a Scanner. Its first round is a pass over every unmarked row.
@@ -294,8 +353,13 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 	if r.Startup {
 		err = s.startup(ctx, now, &r)
 	} else {
+		if s.busy {
+			s.early = s.confirmStart(ctx)
+		}
 		err = s.round(ctx, now, &r)
+		s.endEarly()
 	}
+	s.busy = err == nil && r.Published+r.Republished > 0
 	pass, outcome := "round", "ok"
 	switch {
 	case r.Startup:
@@ -651,8 +715,12 @@ func (s *Scanner) scanFailed(ctx context.Context, err error) error {
 // time are late arrivals.
 func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late bool, r *Round) error {
 	for len(ids) > 0 {
+		confirm := s.confirmFor(ctx) // answered while the rows are fetched
 		rows, complete, err := s.mb.Fetch(ctx, ids, s.cfg.FetchBudget)
 		if err != nil {
+			if confirm != nil {
+				_ = confirm.wait()
+			}
 			return s.scanFailed(ctx, err)
 		}
 		if complete || len(rows) == 0 {
@@ -664,6 +732,9 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 			}
 		}
 		if len(rows) == 0 {
+			if confirm != nil {
+				_ = confirm.wait()
+			}
 			continue
 		}
 		recs := make([]*kgo.Record, len(rows))
@@ -672,8 +743,8 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 			recs[i] = s.record(row, now)
 			byRecord[recs[i]] = row.ID
 		}
-		if s.cfg.Confirm != nil {
-			if err := s.cfg.Confirm(ctx); err != nil {
+		if confirm != nil {
+			if err := confirm.wait(); err != nil {
 				if errors.Is(err, lease.ErrFenced) {
 					s.logger.Info("lease term over; not publishing", "msg_id", rows[0].ID, "rows", len(rows), "err", err)
 					return fmt.Errorf("confirming the lease before publishing: %w", err)
