@@ -157,6 +157,8 @@ func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool,
 	}
 	e.marked = next
 	e.batched += len(done)
+	// The batch finished a run of open messages from the head.
+	e.floor.raise(done[len(done)-1].h.MsgID+1, e.floorGen)
 	per := time.Since(start).Seconds() / float64(len(done))
 	for i, m := range msgs {
 		if i < len(done) {
@@ -181,7 +183,9 @@ func (e *Engine) prepareBatch(ctx context.Context, heads []*head) []*batchMsg {
 			(h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline)) {
 			break
 		}
-		if i == 0 && h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
+		// A retry runs alone, so that a crash during its next attempt is
+		// its own and counted (crashedRun).
+		if i == 0 && ((h.ExecutingBy != nil && *h.ExecutingBy != e.instance) || h.Attempts > 0) {
 			break
 		}
 		ectx, x := e.startExecution(ctx, h)
@@ -240,28 +244,32 @@ func (e *Engine) prepareOne(m *batchMsg) bool {
 	return decide.Handles(m.msg, m.cls)
 }
 
-// markBatch names this instance in executing_by of every message of the
-// batch, and sets their processing start (step 2), in a transaction that
-// is not synchronously committed (see markHead for why that suffices).
+// markBatch marks the batch on its first message (step 2): executing_by
+// names this instance, executing_through the batch's last message, and the
+// head gets its processing start — one row version for the whole batch,
+// in a transaction that is not synchronously committed (see markHead for
+// why that suffices). The other messages are not written before they run:
+// a crash is recognised as a batch's by the range on its head (crashedRun).
 func (e *Engine) markBatch(ctx context.Context, msgs []*batchMsg) error {
-	ids := batchIDs(msgs)
+	first, last := msgs[0].h.MsgID, msgs[len(msgs)-1].h.MsgID
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
 			return fmt.Errorf("relaxing marker commit: %w", err)
 		}
-		var marked int
+		var marked bool
 		err := tx.QueryRow(ctx, `
 			WITH m AS (
-				UPDATE proc_state SET executing_by = CASE WHEN msg_id = ANY($1) THEN $2 END,
-					processing_started_at = CASE WHEN msg_id = ANY($1) THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
-				WHERE (msg_id = ANY($1) AND state IN ('PENDING', 'FAILED')) OR msg_id = $4
+				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
+					executing_through = CASE WHEN msg_id = $1 THEN $5::bigint END,
+					processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
+				WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
 				RETURNING executing_by)
-			SELECT count(*) FROM m WHERE executing_by IS NOT NULL`,
-			ids, e.instance, e.clock.Now(), e.marked).Scan(&marked)
+			SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`,
+			first, e.instance, e.clock.Now(), e.marked, last).Scan(&marked)
 		if err != nil {
 			return fmt.Errorf("marking batch executing: %w", err)
 		}
-		if marked != len(ids) {
+		if !marked {
 			return errBatchChanged
 		}
 		return nil
@@ -277,37 +285,24 @@ func (e *Engine) markBatch(ctx context.Context, msgs []*batchMsg) error {
 func (e *Engine) unmarkBatch(ctx context.Context, msgs []*batchMsg) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL WHERE msg_id = ANY($1) AND executing_by = $2`,
-		batchIDs(msgs), e.instance); err != nil {
+	if _, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL WHERE msg_id = $1 AND executing_by = $2`,
+		msgs[0].h.MsgID, e.instance); err != nil {
 		e.log.Warn("withdrawing batch execution markers on stop; the next start re-runs them one at a time", "err", err)
 	}
 }
 
-// restoreMarks withdraws the markers of a batch that did not commit and
-// the processing start that marking gave them.
+// restoreMarks withdraws the marker of a batch that did not commit and
+// the processing start that marking gave its head.
 func (e *Engine) restoreMarks(ctx context.Context, msgs []*batchMsg) error {
-	_, err := e.exec(ctx, restoreMarksSQL, batchIDs(msgs), freshIDs(msgs), e.instance)
+	h := msgs[0].h
+	_, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL,
+			processing_started_at = CASE WHEN $2 THEN NULL ELSE processing_started_at END
+		WHERE msg_id = $1 AND executing_by = $3 AND state IN ('PENDING', 'FAILED')`,
+		h.MsgID, h.ProcessingStartedAt == nil, e.instance)
 	if err != nil {
-		return fmt.Errorf("withdrawing batch markers: %w", err)
+		return fmt.Errorf("withdrawing batch marker: %w", err)
 	}
 	return nil
-}
-
-// restoreMarksSQL withdraws markers ($1, this instance's $3) and the
-// processing start of the messages that had none ($2).
-const restoreMarksSQL = `UPDATE proc_state SET executing_by = NULL,
-		processing_started_at = CASE WHEN msg_id = ANY($2) THEN NULL ELSE processing_started_at END
-	WHERE msg_id = ANY($1) AND executing_by = $3 AND state IN ('PENDING', 'FAILED')`
-
-// freshIDs are the messages that had no processing start before the batch.
-func freshIDs(msgs []*batchMsg) []int64 {
-	var out []int64
-	for _, m := range msgs {
-		if m.h.ProcessingStartedAt == nil {
-			out = append(out, m.h.MsgID)
-		}
-	}
-	return out
 }
 
 func batchIDs(msgs []*batchMsg) []int64 {
@@ -354,7 +349,7 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		if len(done) == 0 {
 			return errBatchEmpty
 		}
-		n, err := e.flushBatch(ctx, tx, ov, binds, outbox, done, msgs[len(done):])
+		n, err := e.flushBatch(ctx, tx, ov, binds, outbox, done)
 		next = n
 		return err
 	})
@@ -488,14 +483,19 @@ func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[st
 // flushBatch writes the batch's decisions (step 4) and hands the marker
 // to the next head.
 func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds []batchBind, outbox []decide.OutboxRow,
-	done, rest []*batchMsg) (int64, error) {
+	done []*batchMsg) (int64, error) {
 	b := &pgx.Batch{}
-	if len(binds) > 0 {
-		ids, keys := make([]int64, len(binds)), make([]string, len(binds))
-		for i, x := range binds {
-			ids[i], keys[i] = x.id, x.key
+	// Identity bindings are written with the states below: one row version
+	// per message.
+	identity := make(map[int64]string, len(binds))
+	for _, x := range binds {
+		identity[x.id] = x.key
+	}
+	keyOf := func(id int64) *string {
+		if k, ok := identity[id]; ok {
+			return &k
 		}
-		b.Queue(`UPDATE proc_state p SET identity_key = u.k FROM unnest($1::bigint[], $2::text[]) u(id, k) WHERE p.msg_id = u.id`, ids, keys)
+		return nil
 	}
 	ov.queueFlights(b)
 	if len(outbox) > 0 {
@@ -531,9 +531,9 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 	if len(term) > 0 {
 		n := len(term)
 		ids, states, classes, reasons, ats := make([]int64, n), make([]string, n), make([]*string, n), make([]string, n), make([]time.Time, n)
-		sndr, typ, styp, seqn, dttm := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 		for i, m := range term {
-			ids[i], states[i], reasons[i], ats[i] = m.h.MsgID, m.state, clip.Text(m.reason), m.now
+			ids[i], states[i], reasons[i], ats[i], keys[i] = m.h.MsgID, m.state, clip.Text(m.reason), m.now, keyOf(m.h.MsgID)
 			if m.class != "" {
 				c := m.class
 				classes[i] = &c
@@ -545,22 +545,24 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 		b.Queue(`
 			WITH u AS (
 				UPDATE proc_state p SET state=v.state, error_class=v.cls, reason=v.reason, finished_at=v.at, updated_at=v.at,
-					next_attempt_at=NULL, executing_by=NULL,
+					next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
+					processing_started_at=COALESCE(p.processing_started_at, v.at),
+					identity_key=COALESCE(v.ik, p.identity_key),
 					sndr=COALESCE(NULLIF(v.sndr, ''), p.sndr), msg_type=COALESCE(NULLIF(v.typ, ''), p.msg_type),
 					msg_styp=COALESCE(NULLIF(v.styp, ''), p.msg_styp), seqn=COALESCE(NULLIF(v.seqn, ''), p.seqn),
 					dttm=COALESCE(NULLIF(v.dttm, ''), p.dttm)
-				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-					AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm)
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+					AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm, ik)
 				WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
 				RETURNING p.msg_id)
-			SELECT count(*) FROM u`, ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm)
+			SELECT count(*) FROM u`, ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm, keys)
 	}
 	if len(applied) > 0 {
 		n := len(applied)
 		ids, notes, ats := make([]int64, n), make([]string, n), make([]time.Time, n)
-		sndr, typ, styp, seqn, dttm := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 		for i, m := range applied {
-			ids[i], notes[i], ats[i] = m.h.MsgID, clip.Text(m.reason), m.now
+			ids[i], notes[i], ats[i], keys[i] = m.h.MsgID, clip.Text(m.reason), m.now, keyOf(m.h.MsgID)
 			sndr[i], typ[i], styp[i], seqn[i], dttm[i] = m.meta.SNDR, m.meta.TYPE, m.meta.STYP, m.meta.SEQN, m.meta.DTTM
 		}
 		// Every message here wrote its pending projections in this
@@ -568,27 +570,19 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 		// no second look under the row lock (compare markApplied, R-H4).
 		b.Queue(`
 			UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
-				next_attempt_at=NULL, executing_by=NULL, sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
-			FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
-				AS v(id, note, at, sndr, typ, styp, seqn, dttm)
+				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
+				processing_started_at=COALESCE(p.processing_started_at, v.at), identity_key=COALESCE(v.ik, p.identity_key),
+				sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
+			FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+				AS v(id, note, at, sndr, typ, styp, seqn, dttm, ik)
 			WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED')
-			RETURNING p.msg_id, p.registered_at`, ids, notes, ats, sndr, typ, styp, seqn, dttm)
-	}
-	if len(rest) > 0 {
-		// Not reached: withdraw their markers, and the processing start
-		// the marking gave them, so that each is what it would have been
-		// had the batch not included it.
-		b.Queue(restoreMarksSQL, batchIDs(rest), freshIDs(rest), e.instance)
+			RETURNING p.msg_id, p.registered_at`, ids, notes, ats, sndr, typ, styp, seqn, dttm, keys)
 	}
 	br := tx.SendBatch(ctx, b)
 	registered := map[int64]time.Time{}
 	err := func() error {
 		defer br.Close()
-		n := 0
-		if len(binds) > 0 {
-			n++
-		}
-		n += ov.queuedFlights
+		n := ov.queuedFlights
 		if len(outbox) > 0 {
 			n++
 		}
@@ -627,11 +621,6 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 			}
 			if len(registered) != len(applied) {
 				return errBatchChanged
-			}
-		}
-		if len(rest) > 0 {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("withdrawing markers: %w", err)
 			}
 		}
 		return br.Close()

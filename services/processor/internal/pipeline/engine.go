@@ -110,6 +110,10 @@ type Engine struct {
 	// batch rolled back, and after a crashed batch (crashedRun) — so that
 	// a message at fault is charged alone. Only the executor touches it.
 	singleUntil int64
+	// floor bounds the head queries (floor.go); floorGen is its generation
+	// when the executor last loaded the heads.
+	floor    headFloor
+	floorGen uint64
 	// batched counts the messages finished by batches of more than one
 	// (tests read it to see that a batch ran).
 	batched int

@@ -46,6 +46,9 @@ type head struct {
 	// ExecutingBy is the instance whose execution of the message is in
 	// flight (proc_state.executing_by), nil when none is (R-H1).
 	ExecutingBy *string
+	// ExecutingThrough is, on a head marked for a batch, the batch's last
+	// message (proc_state.executing_through); nil for a single message.
+	ExecutingThrough *int64
 	// TraceParent and TraceState are the trace context stored when the
 	// message was registered (R-I4); nil when it has none.
 	TraceParent, TraceState *string
@@ -53,6 +56,9 @@ type head struct {
 
 func (e *Engine) executorService() *lifecycle.Service {
 	return lifecycle.NewService("processor-executor", nil, func(ctx context.Context) error {
+		// A new term: another instance may have registered or replayed
+		// messages below anything this engine knew.
+		e.floor.reset()
 		for {
 			progressed, wait, err := e.Step(ctx)
 			if ctx.Err() != nil {
@@ -109,7 +115,7 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	}
 	h := heads[0]
 	if h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
-		forgiven, err := e.crashedRun(ctx, *h.ExecutingBy)
+		forgiven, err := e.crashedRun(ctx, h)
 		if err != nil || forgiven {
 			return e.settle(ctx, h, err)
 		}
@@ -194,54 +200,76 @@ func deref(s *string) string {
 	return *s
 }
 
-// loadHeads returns up to n open messages from the FIFO head, in order.
+// headsSQL reads the first $1 open messages at or above the floor $2.
+const headsSQL = `
+	SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, executing_through,
+		trace_parent, trace_state
+	FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $2 ORDER BY msg_id LIMIT $1`
+
+// loadHeads returns up to n open messages from the FIFO head, in order,
+// reading from the head floor (floor.go) and raising it to the head. It
+// keeps the floor's generation for the raises of the writes that follow.
 func (e *Engine) loadHeads(ctx context.Context, n int) ([]*head, error) {
-	rows, err := e.pool.Query(ctx, `
-		SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, trace_parent, trace_state
-		FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT $1`, n)
+	floor, gen := e.floor.read()
+	e.floorGen = gen
+	rows, err := e.pool.Query(ctx, headsSQL, n, floor)
 	if err != nil {
 		return nil, fmt.Errorf("loading FIFO head: %w", err)
 	}
 	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
 		var h head
-		err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.TraceParent, &h.TraceState)
+		err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
 		return &h, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading FIFO head: %w", err)
 	}
+	if len(heads) > 0 {
+		e.floor.raise(heads[0].MsgID, gen)
+	}
 	return heads, nil
 }
 
-// crashedRun handles a head carrying another instance's marker when that
-// instance marked more than one open message: it died inside a batch
-// (batch.go), and which message, if any, ended it is unknown. Counting an
-// attempt for each would charge innocent neighbours, and at max-attempts
-// crashes exhaust them all; so none is counted, the markers are
-// withdrawn, and the messages up to the last of them run one at a time
+// crashedRun handles a head carrying another instance's marker for a
+// batch (executing_through past the head; or, as an older release marked a
+// batch, several messages carrying that marker): the instance died inside
+// a batch (batch.go), and which message, if any, ended it is unknown.
+// Counting an attempt for each would charge innocent neighbours, and at
+// max-attempts crashes exhaust them all; so none is counted, the marker is
+// withdrawn, and the messages up to the batch's last run one at a time
 // (singleUntil). If one of them ends the process again, it is then the
 // only one marked, and the next start counts that crash against it alone
-// (recordCrash). The price is one crash more before a poison message of a
-// batch is charged. It reports whether it handled the run; a single
-// marked message is left to recordCrash.
-func (e *Engine) crashedRun(ctx context.Context, by string) (bool, error) {
+// (recordCrash); from then on it is a retry, which always runs alone
+// (prepareBatch), so each later crash is counted too. The price is one
+// crash more before a poison message of a batch is charged: it ends
+// DEAD(EXHAUSTED) after max-attempts + 1 process deaths. It reports
+// whether it handled the run; a single message's marker is left to
+// recordCrash.
+func (e *Engine) crashedRun(ctx context.Context, h *head) (bool, error) {
+	by := *h.ExecutingBy
+	last := h.MsgID
+	if h.ExecutingThrough != nil {
+		last = max(last, *h.ExecutingThrough)
+	}
 	var n int
-	var last int64
+	var marked int64
 	err := e.pool.QueryRow(ctx, `SELECT count(*), COALESCE(max(msg_id), 0) FROM proc_state
-		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1`, by).Scan(&n, &last)
+		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1 AND msg_id >= $2`, by, h.MsgID).Scan(&n, &marked)
 	if err != nil {
 		return false, fmt.Errorf("reading crashed batch: %w", err)
 	}
-	if n <= 1 {
+	if last == h.MsgID && n <= 1 {
 		return false, nil
 	}
-	if _, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1`, by); err != nil {
+	last = max(last, marked)
+	if _, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL
+		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1 AND msg_id >= $2`, by, h.MsgID); err != nil {
 		return false, fmt.Errorf("withdrawing markers of a crashed batch: %w", err)
 	}
 	e.singleUntil = max(e.singleUntil, last)
 	e.metrics.crashed.Add(ctx, 1)
 	e.log.Error("a batch's execution ended its process; its messages run one at a time, a crash of one of them is counted against it",
-		"executing_by", clip.N(by, 256), "messages", n, "last_msg_id", last, "alert", "processor-crashed-execution")
+		"executing_by", clip.N(by, 256), "first_msg_id", h.MsgID, "last_msg_id", last, "alert", "processor-crashed-execution")
 	return true, nil
 }
 
@@ -261,9 +289,9 @@ func (e *Engine) markHead(ctx context.Context, msgID int64) error {
 		var marked bool
 		err := tx.QueryRow(ctx, `
 			WITH m AS (
-				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
+				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END, executing_through = NULL,
 					processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
-				WHERE (msg_id = $1 AND state IN ('PENDING', 'FAILED')) OR msg_id = $4
+				WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
 				RETURNING msg_id, executing_by)
 			SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`,
 			msgID, e.instance, e.clock.Now(), e.marked).Scan(&marked)
@@ -282,26 +310,33 @@ func (e *Engine) markHead(ctx context.Context, msgID int64) error {
 	return nil
 }
 
+// markNextSQL moves this instance's marker ($2; its previous one on $4)
+// from $1 to the head at or above the floor $5 if it is due at $3. The
+// rows are named by one array, an index condition on the primary key: an
+// OR of "IN (…)" lists would make the planner scan the whole table.
+const markNextSQL = `
+	WITH nxt AS (
+		SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $5 ORDER BY msg_id LIMIT 1
+	), due AS (
+		SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
+		WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
+	)
+	UPDATE proc_state p SET
+		executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END, executing_through = NULL,
+		processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
+			THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
+	WHERE p.msg_id = ANY (ARRAY[$1::bigint, $4::bigint] || ARRAY(SELECT msg_id FROM due))
+	RETURNING p.msg_id, p.executing_by IS NOT NULL, p.state IN ('PENDING', 'FAILED')`
+
 // markNext hands the execution marker, inside a transaction that finished
 // (or moved) msgID, to the head that follows — the smallest open message,
 // if it is due now — and sets its processing start if it has none (R-H1).
 // It clears this instance's previous marker. It reports the message it
 // marked (0 for none) and whether msgID itself is still open.
 func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int64, open bool, err error) {
-	rows, err := tx.Query(ctx, `
-		WITH nxt AS (
-			SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') ORDER BY msg_id LIMIT 1
-		), due AS (
-			SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
-			WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
-		)
-		UPDATE proc_state p SET
-			executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END,
-			processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
-				THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
-		WHERE p.msg_id IN ($1, $4) OR p.msg_id IN (SELECT msg_id FROM due)
-		RETURNING p.msg_id, p.executing_by IS NOT NULL, p.state IN ('PENDING', 'FAILED')`,
-		msgID, e.instance, e.clock.Now(), e.marked)
+	floor, _ := e.floor.read()
+	rows, err := tx.Query(ctx, markNextSQL,
+		msgID, e.instance, e.clock.Now(), e.marked, floor)
 	if err != nil {
 		return 0, false, fmt.Errorf("marking next head: %w", err)
 	}
@@ -333,6 +368,7 @@ func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int
 // ErrNotOpen.
 func (e *Engine) finishTx(ctx context.Context, msgID int64, fn func(pgx.Tx) (keptOpen bool, err error)) error {
 	var next int64
+	var closed bool
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		keptOpen, err := fn(tx)
 		if err != nil {
@@ -345,11 +381,15 @@ func (e *Engine) finishTx(ctx context.Context, msgID int64, fn func(pgx.Tx) (kep
 		if keptOpen && !open {
 			return fmt.Errorf("continuing %d: %w", msgID, ErrNotOpen)
 		}
-		next = n
+		next, closed = n, !open
 		return nil
 	})
 	if err == nil {
 		e.marked = next
+		if closed {
+			// msgID was the head: nothing below it is open.
+			e.floor.raise(msgID+1, e.floorGen)
+		}
 	}
 	return err
 }
@@ -361,7 +401,7 @@ func (e *Engine) finishTx(ctx context.Context, msgID int64, fn func(pgx.Tx) (kep
 func (e *Engine) unmark(ctx context.Context, msgID int64) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL WHERE msg_id = $1 AND executing_by = $2`, msgID, e.instance)
+	_, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL WHERE msg_id = $1 AND executing_by = $2`, msgID, e.instance)
 	if err != nil {
 		e.log.Warn("withdrawing execution marker on stop; the next start counts the attempt", "msg_id", msgID, "err", err)
 		return
@@ -463,7 +503,7 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 	tag, err := q.Exec(ctx, `
 		WITH u AS (
 			UPDATE proc_state SET state=$2, error_class=$3, reason=$4, finished_at=$5, updated_at=$5,
-				next_attempt_at=NULL, executing_by=NULL,
+				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
 				sndr=COALESCE(NULLIF($6, ''), sndr), msg_type=COALESCE(NULLIF($7, ''), msg_type),
 				msg_styp=COALESCE(NULLIF($8, ''), msg_styp), seqn=COALESCE(NULLIF($9, ''), seqn),
 				dttm=COALESCE(NULLIF($10, ''), dttm)

@@ -140,6 +140,7 @@ func (h *harness) replay(id int64) {
 	h.exec(`UPDATE proc_state SET state='PENDING', error_class=NULL, reason='idempotency replay', attempts=0, next_attempt_at=NULL,
 		processing_started_at=NULL, applied_at=NULL, finished_at=NULL, backfilled_at=NULL WHERE msg_id=$1`, id)
 	h.exec(`DELETE FROM outbox WHERE target='mailbox' AND msg_id=$1 AND state IN ('PENDING', 'DEAD')`, id)
+	h.e.floor.lower(id) // as applying a replay does
 }
 
 var seqnPattern = regexp.MustCompile(`<SEQN>\s*(\d+)\s*</SEQN>`)

@@ -99,7 +99,9 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	n := 0
 	var arrivals []*time.Time // receive times of the records this transaction registered
 	spans := e.traceRegistration(ctx, recs)
+	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		lowest = 0
 		b := &pgx.Batch{}
 		queued := make([]*time.Time, 0, len(recs)) // receive time of each queued registration
 		for _, r := range recs {
@@ -107,6 +109,9 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 			if err != nil || id <= 0 {
 				e.log.Error("inbox record without a mailbox ID key; skipped", "offset", r.Offset, "key", clip.N(string(r.Key), 256))
 				continue
+			}
+			if lowest == 0 || id < lowest {
+				lowest = id
 			}
 			var received *time.Time
 			for _, h := range r.Headers {
@@ -165,6 +170,11 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		return nil
 	})
 	spans.end(err)
+	if err == nil && lowest > 0 {
+		// After the commit, so that a head query that missed the rows
+		// cannot raise the floor past them (floor.go).
+		e.floor.lower(lowest)
+	}
 	if err == nil {
 		e.metrics.registered.Add(ctx, int64(n))
 		for _, t := range arrivals {

@@ -227,6 +227,9 @@ type SelfCheckResult struct {
 // selfCheck runs the self-check for the maintenance loop: a failed run is
 // logged and the next interval tries again.
 func (e *Engine) selfCheck(ctx context.Context) {
+	// The head floor's safety net (floor.go): a message opened by a path
+	// that does not lower the floor waits at most one interval.
+	e.floor.reset()
 	res, err := e.RunSelfCheck(ctx)
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("self-check failed; next run at the next interval", "err", err,

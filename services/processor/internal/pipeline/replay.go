@@ -86,7 +86,7 @@ func (e *Engine) applyOneReplay(ctx context.Context) (*ReplayResult, error) {
 				FOR UPDATE
 			), upd AS (
 				UPDATE proc_state p SET state='PENDING', error_class=NULL, reason=$3, attempts=0,
-					next_attempt_at=NULL, processing_started_at=NULL, executing_by=NULL, finished_at=NULL, backfilled_at=NULL, updated_at=$4
+					next_attempt_at=NULL, processing_started_at=NULL, executing_by=NULL, executing_through=NULL, finished_at=NULL, backfilled_at=NULL, updated_at=$4
 				FROM old WHERE p.msg_id = old.msg_id
 				RETURNING p.msg_id
 			), aud AS (
@@ -126,6 +126,9 @@ func (e *Engine) applyOneReplay(ctx context.Context) (*ReplayResult, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res != nil && len(res.Replayed) > 0 {
+		e.floor.lower(res.Replayed[0]) // open again, below the head perhaps (floor.go)
 	}
 	if res != nil {
 		e.log.Info("replay applied", "request_id", res.RequestID, "replayed", len(res.Replayed), "refused", len(res.Refused),
