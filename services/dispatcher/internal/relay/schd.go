@@ -87,6 +87,7 @@ func (r *Relay) schdService() *lifecycle.Service {
 // flush does not flush again before the period is over: flush-limit bounds
 // what one period sends.
 func (s *Schd) run(ctx context.Context) error {
+	s.r.floors.lowerTarget(TargetSchd, 0) // a new term scans from the start once
 	t := time.NewTicker(s.r.opt.SchdFlushPeriod)
 	defer t.Stop()
 	for {
@@ -117,53 +118,81 @@ type schdLatest struct {
 	Key        string
 	Payload    []byte
 	Headers    []byte
+	IDs        []int64 // every pending row of the FLID read, the latest included
 	Superseded bool
 }
 
 // schdSelect picks, per FLID (pkey), its latest PENDING row and keeps the
-// FLIDs whose latest row is due, oldest latest row first. A FLID whose
-// latest pending row is older than a row already SENT is superseded: its
-// state must not overwrite the newer one already delivered.
+// FLIDs whose latest row is due, oldest latest row first, with the IDs of
+// every pending row of the FLID. A FLID whose latest pending row is older
+// than a row already SENT is superseded: its state must not overwrite the
+// newer one already delivered.
+//
+// The pending rows are read from the two lanes of migration 00018, so the
+// dead index entries that delivered rows leave until vacuum are never
+// walked (issue 11, R-J5): the fresh lane above the floor $3
+// (outbox_fresh_idx) and the retry lane (outbox_retry_idx). The superseded
+// check walks outbox_schd_key_idx from the latest row up, over the FLID's
+// newer rows only, of which there are none unless an older row was put
+// back. Each row also carries where the fresh lane's floor may move once
+// the batch is marked: below the first fresh row of a FLID not picked
+// (not due, or past the limit), else to the last fresh row read.
 const schdSelect = `
-WITH latest AS (
-	SELECT DISTINCT ON (pkey) id, pkey, next_attempt_at
-	FROM outbox
-	WHERE target = 'schd' AND state = 'PENDING'
-	ORDER BY pkey, id DESC
+WITH pend AS (
+	SELECT id, pkey, next_attempt_at, true AS fresh FROM outbox
+	WHERE target = 'schd' AND state = 'PENDING' AND NOT retry AND id > $3
+	UNION ALL
+	SELECT id, pkey, next_attempt_at, false FROM outbox
+	WHERE target = 'schd' AND state = 'PENDING' AND retry
+),
+latest AS (
+	SELECT pkey, max(id) AS id, array_agg(id ORDER BY id) AS ids,
+	       (array_agg(next_attempt_at ORDER BY id DESC))[1] AS next_attempt_at
+	FROM pend GROUP BY pkey
+),
+pick AS (
+	SELECT pkey, id, ids FROM latest WHERE next_attempt_at <= $1 ORDER BY id LIMIT $2
 )
-SELECT o.id, o.pkey, o.payload, o.headers,
+SELECT o.id, o.pkey, o.payload, o.headers, k.ids,
        EXISTS (SELECT 1 FROM outbox n
-               WHERE n.target = 'schd' AND n.pkey = o.pkey AND n.id > o.id AND n.state = 'SENT')
-FROM latest l JOIN outbox o ON o.id = l.id
-WHERE l.next_attempt_at <= $1
-ORDER BY l.id
-LIMIT $2`
+               WHERE n.target = 'schd' AND n.pkey = o.pkey AND n.id > o.id AND n.state = 'SENT' OFFSET 0),
+       (SELECT min(p.id) FROM pend p WHERE p.fresh AND NOT EXISTS (SELECT 1 FROM pick x WHERE x.pkey = p.pkey)),
+       (SELECT max(p.id) FROM pend p WHERE p.fresh)
+FROM pick k JOIN outbox o ON o.id = k.id
+ORDER BY k.id`
 
-// schdMarkSent marks every pending row of each (pkey, latest id) pair with
-// an ID up to that latest ID as SENT, in one statement: all rows a record
-// represents end together.
+// schdMarkSent marks the rows $1 still PENDING as SENT, in one statement:
+// all rows a record represents end together. $2 is each row's latest row
+// (the produced one), $3 whether its FLID was superseded. Each row is found
+// by its key, never by a walk of its FLID's history. The state is tested
+// through CASE on purpose (as in schdBackOff): a plain state = 'PENDING'
+// lets the planner read the rows through a partial index of pending rows,
+// whose dead entries of delivered rows it cannot see in stale statistics
+// (50,000 walked to find ten in TestSchd_R_J5_…).
 const schdMarkSent = `
 UPDATE outbox o
 SET state = 'SENT', sent_at = $4,
     attempts = CASE WHEN b.superseded THEN o.attempts ELSE o.attempts + 1 END,
     outcome = CASE WHEN b.superseded THEN 'superseded'
-                   WHEN o.id = b.id THEN 'produced'
+                   WHEN o.id = b.latest THEN 'produced'
                    ELSE 'coalesced' END
-FROM unnest($1::text[], $2::bigint[], $3::boolean[]) AS b(pkey, id, superseded)
-WHERE o.target = 'schd' AND o.state = 'PENDING' AND o.pkey = b.pkey AND o.id <= b.id`
+FROM unnest($1::bigint[], $2::bigint[], $3::boolean[]) AS b(id, latest, superseded)
+WHERE o.id = b.id AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END`
 
-// schdBackOff records a failed flush on every row of the batch: one more
-// attempt, the next one after min(backoff-min * 2^(attempts-1),
-// backoff-max), or DEAD when the attempts run out.
+// schdBackOff records a failed flush on every row $1 of the batch still
+// PENDING: one more attempt, the next one after min(backoff-min *
+// 2^(attempts-1), backoff-max), or DEAD when the attempts run out. Every
+// row joins the retry lane, so that the fresh lane's floor passes it.
 const schdBackOff = `
 UPDATE outbox o
 SET attempts = o.attempts + 1,
-    last_error = $4,
-    state = CASE WHEN o.attempts + 1 >= $5 THEN 'DEAD' ELSE 'PENDING' END,
-    next_attempt_at = CASE WHEN o.attempts + 1 >= $5 THEN o.next_attempt_at
-        ELSE $3::timestamptz + LEAST($6::bigint * power(2, LEAST(o.attempts, 40)), $7::bigint) * interval '1 microsecond' END
-FROM unnest($1::text[], $2::bigint[]) AS b(pkey, id)
-WHERE o.target = 'schd' AND o.state = 'PENDING' AND o.pkey = b.pkey AND o.id <= b.id
+    last_error = $3,
+    retry = true,
+    state = CASE WHEN o.attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END,
+    next_attempt_at = CASE WHEN o.attempts + 1 >= $4 THEN o.next_attempt_at
+        ELSE $2::timestamptz + LEAST($5::bigint * power(2, LEAST(o.attempts, 40)), $6::bigint) * interval '1 microsecond' END
+FROM unnest($1::bigint[]) AS b(id)
+WHERE o.id = b.id AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END
 RETURNING o.id, o.state`
 
 // FlushOnce runs one schd flush at the clock's now: it takes the FLIDs whose
@@ -177,15 +206,17 @@ RETURNING o.id, o.state`
 func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 	var res FlushResult
 	now := s.r.opt.Clock.Now()
+	floor, token := s.r.floors.start(TargetSchd)
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := s.r.reads.Query(qctx, schdSelect, now, s.r.opt.SchdFlushLimit)
+	rows, err := s.r.reads.Query(qctx, schdSelect, now, s.r.opt.SchdFlushLimit, floor)
 	if err != nil {
 		return res, fmt.Errorf("reading schd rows: %w", err)
 	}
+	var firstLeft, lastFresh *int64
 	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schdLatest, error) {
 		var l schdLatest
-		err := row.Scan(&l.ID, &l.Key, &l.Payload, &l.Headers, &l.Superseded)
+		err := row.Scan(&l.ID, &l.Key, &l.Payload, &l.Headers, &l.IDs, &l.Superseded, &firstLeft, &lastFresh)
 		return l, err
 	})
 	if err != nil {
@@ -197,25 +228,27 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 	res.Full = len(batch) == s.r.opt.SchdFlushLimit
 
 	var (
-		keys       = make([]string, 0, len(batch))
-		ids        = make([]int64, 0, len(batch))
-		superseded = make([]bool, 0, len(batch))
+		ids        []int64 // every row the flush ends
+		latest     []int64 // each one's latest row
+		superseded []bool
 		recs       []*kgo.Record
-		sentKeys   []string
-		sentIDs    []int64
+		sentIDs    []int64 // the produced (latest) rows
+		produced   []int64 // every row the produced records represent
 	)
 	for _, l := range batch {
-		keys = append(keys, l.Key)
-		ids = append(ids, l.ID)
-		superseded = append(superseded, l.Superseded)
+		for _, id := range l.IDs {
+			ids = append(ids, id)
+			latest = append(latest, l.ID)
+			superseded = append(superseded, l.Superseded)
+		}
 		if l.Superseded {
 			res.Superseded++
 			s.r.log.Warn("schd row older than a delivered state; not produced", "flid", l.Key, "outbox_id", l.ID)
 			continue
 		}
 		recs = append(recs, schdRecord(s.r.opt.Kafka.Topics.Schd, l))
-		sentKeys = append(sentKeys, l.Key)
 		sentIDs = append(sentIDs, l.ID)
+		produced = append(produced, l.IDs...)
 		if l.Payload == nil {
 			res.Tombstones++
 		}
@@ -239,7 +272,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 				// flush after the restart.
 				return FlushResult{}, ctx.Err()
 			}
-			if err := s.backOff(ctx, sentKeys, sentIDs, perr); err != nil {
+			if err := s.backOff(ctx, produced, perr); err != nil {
 				return FlushResult{}, err
 			}
 			if restart != nil {
@@ -250,7 +283,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		res.Records = len(recs)
 	}
 
-	n, err := s.markFlushed(ctx, keys, ids, superseded)
+	n, err := s.markFlushed(ctx, ids, latest, superseded)
 	if err != nil {
 		// The records are out; a later flush produces the same (or a
 		// newer) state again, which consumers of a latest-state topic
@@ -259,15 +292,23 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		return res, err
 	}
 	res.RowsSent = n
+	// Every fresh row read is now SENT but those of FLIDs not picked.
+	switch {
+	case firstLeft != nil:
+		s.r.floors.advance(TargetSchd, token, *firstLeft-1)
+	case lastFresh != nil:
+		s.r.floors.advance(TargetSchd, token, *lastFresh)
+	}
 	return res, nil
 }
 
-// markFlushed marks every pending row the flush's records represent as
-// SENT (schdMarkSent) and returns how many rows it marked.
-func (s *Schd) markFlushed(ctx context.Context, keys []string, ids []int64, superseded []bool) (int, error) {
+// markFlushed marks every pending row the flush's records represent, and
+// those of superseded FLIDs, as SENT (schdMarkSent) and returns how many
+// rows it marked.
+func (s *Schd) markFlushed(ctx context.Context, ids, latest []int64, superseded []bool) (int, error) {
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer ucancel()
-	n, err := s.r.db(TargetSchd).Exec(uctx, schdMarkSent, keys, ids, superseded, s.r.opt.Clock.Now())
+	n, err := s.r.db(TargetSchd).Exec(uctx, schdMarkSent, ids, latest, superseded, s.r.opt.Clock.Now())
 	if err != nil {
 		return 0, fmt.Errorf("marking schd rows sent: %w", err)
 	}
@@ -295,7 +336,7 @@ func schdRecord(topic string, l schdLatest) *kgo.Record {
 
 // backOff records a failed flush on every row of the batch, in one
 // statement, and alerts on rows that became DEAD.
-func (s *Schd) backOff(ctx context.Context, keys []string, ids []int64, cause error) error {
+func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
 	now := s.r.opt.Clock.Now()
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -305,7 +346,7 @@ func (s *Schd) backOff(ctx context.Context, keys []string, ids []int64, cause er
 	}
 	var changed []change
 	err := s.r.db(TargetSchd).InTx(uctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(uctx, schdBackOff, keys, ids, now, cause.Error(), s.r.opt.MaxAttempts,
+		rows, err := tx.Query(uctx, schdBackOff, ids, now, cause.Error(), s.r.opt.MaxAttempts,
 			s.r.opt.BackoffMin.Microseconds(), s.r.opt.BackoffMax.Microseconds())
 		if err != nil {
 			return err

@@ -254,3 +254,87 @@ func TestSchd_INV_10_RequeuedOlderStateIsSuperseded(t *testing.T) {
 	require.Len(t, keyed["15"], 1, "the older state was not produced again")
 	require.Equal(t, "2", header(keyed["15"][0], "msgx-version"))
 }
+
+// addSchdRows inserts n schd rows due now, keys cycling over flids FLIDs
+// from first, each a state of 400 bytes.
+func (b *testBundle) addSchdRows(t *testing.T, n, flids, first int) {
+	t.Helper()
+	b.exec(t, `INSERT INTO outbox (target, pkey, payload, headers, next_attempt_at, created_at)
+		SELECT 'schd', ($3 + g % $2)::text, convert_to(repeat('x', 400), 'UTF8'), '{"msgx-version":"1"}'::jsonb, $4, $4
+		FROM generate_series(1, $1) g`, n, flids, first, b.clock.Now())
+}
+
+// schdFlushCost is the buffers one flush's statements touch at the relay's
+// floor: the select, and the marking of what it picked (which marks them).
+func (b *testBundle) schdFlushCost(t *testing.T) (sel, mark int) {
+	t.Helper()
+	now, floor := b.clock.Now(), b.r.floors.peek(TargetSchd)
+	sel = b.explainBuffers(t, schdSelect, now, b.r.opt.SchdFlushLimit, floor)
+	rows, err := b.pool.Query(flushCtx(t), schdSelect, now, b.r.opt.SchdFlushLimit, floor)
+	require.NoError(t, err)
+	var ids, latest []int64
+	var superseded []bool
+	for rows.Next() {
+		var l schdLatest
+		var firstLeft, lastFresh *int64
+		require.NoError(t, rows.Scan(&l.ID, &l.Key, &l.Payload, &l.Headers, &l.IDs, &l.Superseded, &firstLeft, &lastFresh))
+		for _, id := range l.IDs {
+			ids, latest, superseded = append(ids, id), append(latest, l.ID), append(superseded, l.Superseded)
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, ids)
+	return sel, b.explainBuffers(t, schdMarkSent, ids, latest, superseded, now)
+}
+
+// TestSchd_R_J5_FlushCostIndependentOfDeliveredHistory: with autovacuum off
+// on the outbox, 50,000 schd rows of 2,000 FLIDs are delivered by the
+// relay's own flushes; a flush of ten new changes of FLIDs with that history
+// then costs what it costs on a fresh table (issue 11 item 4: the pending
+// rows' partial index keeps a dead entry of every delivered row until
+// vacuum, and the old DISTINCT ON over it, and the marking per FLID, walked
+// them all). The same select from floor 0 is measured too, to show that the
+// history left its dead entries in place.
+func TestSchd_R_J5_FlushCostIndependentOfDeliveredHistory(t *testing.T) {
+	t.Parallel()
+	const delivered, flids, waiting = 50_000, 2_000, 10
+	fresh := setup(t)
+	fresh.exec(t, `ALTER TABLE outbox SET (autovacuum_enabled = false)`)
+	fresh.r.floors.listening(true)
+	fresh.addSchdRows(t, waiting, waiting, 1)
+	freshSel, freshMark := fresh.schdFlushCost(t)
+
+	b := setup(t)
+	b.exec(t, `ALTER TABLE outbox SET (autovacuum_enabled = false)`)
+	// The flushes run as under a connected listener: every insert of this
+	// test commits before the flush that could pass it.
+	b.r.floors.listening(true)
+	b.addSchdRows(t, delivered, flids, 1)
+	s := b.r.NewSchd(b.producer(t, b.kcfg.Topics.Schd))
+	records := 0
+	for {
+		res, err := s.FlushOnce(flushCtx(t))
+		require.NoError(t, err)
+		records += res.Records
+		if res.Records == 0 {
+			break
+		}
+	}
+	require.Equal(t, flids, records, "one record per FLID")
+	var left int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE state <> 'SENT'`).Scan(&left))
+	require.Zero(t, left, "every row delivered")
+
+	b.addSchdRows(t, waiting, waiting, 1) // FLIDs 1..10, each with 25 delivered rows
+	historySel, historyMark := b.schdFlushCost(t)
+	t.Logf("buffers of a flush of %d changes (select + mark): fresh table %d + %d, after %d delivered %d + %d",
+		waiting, freshSel, freshMark, delivered, historySel, historyMark)
+	require.LessOrEqual(t, historySel+historyMark, 2*(freshSel+freshMark)+20,
+		"a schd flush must not cost more after %d deliveries than on a fresh table", delivered)
+
+	// Not vacuous: from floor 0 the fresh lane walks the delivered history.
+	b.addSchdRows(t, waiting, waiting, 1)
+	fromZero := b.explainBuffers(t, schdSelect, b.clock.Now(), b.r.opt.SchdFlushLimit, 0)
+	t.Logf("the same select from floor 0: %d buffers", fromZero)
+	require.Greater(t, fromZero, 10*historySel, "the delivered history left dead index entries behind")
+}

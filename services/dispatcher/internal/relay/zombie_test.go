@@ -491,14 +491,14 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 			id := b.addRow(t, TargetSchd, "1001", state(1001, 1), versionHeaders(1))
 			s := b.r.NewSchd(nil)
 			return func(ctx context.Context) error {
-				_, err := s.markFlushed(ctx, []string{"1001"}, []int64{id}, []bool{false})
+				_, err := s.markFlushed(ctx, []int64{id}, []int64{id}, []bool{false})
 				return err
 			}
 		}},
 		{"schd backoff", TargetSchd, func(t *testing.T) func(context.Context) error {
 			id := b.addRow(t, TargetSchd, "1002", state(1002, 1), versionHeaders(1))
 			s := b.r.NewSchd(nil)
-			return func(ctx context.Context) error { return s.backOff(ctx, []string{"1002"}, []int64{id}, cause) }
+			return func(ctx context.Context) error { return s.backOff(ctx, []int64{id}, cause) }
 		}},
 		{"marker sent", TargetMailbox, func(t *testing.T) func(context.Context) error {
 			m := b.insertMailbox(t, time.Time{}, "VALID")
