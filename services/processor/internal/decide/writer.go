@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,8 +76,9 @@ func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Do
 		doc = flight.KeepFLOPVerbatim(cur.Doc, doc)
 	}
 	doc = flight.Derive(doc, flid, kids)
-	delete(w.dirty, flid) // its MAFL is fresh now
-	if cur.Active() && flight.Equal(cur.Doc, doc) {
+	delete(w.dirty, flid)        // its MAFL is fresh now
+	canonical := doc.Canonical() // encoded once: compared, then stored
+	if cur.Active() && bytes.Equal(cur.Doc.Canonical(), canonical) {
 		return false, nil
 	}
 	version := int64(1)
@@ -98,7 +100,7 @@ func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Do
 	}
 	w.noteChild(cur, master, doc.String("FLNO"))
 	row := Flight{FLID: flid, State: "ACTIVE", Version: version, OpDay: opDay, Master: master, Doc: doc}
-	return true, w.emit(ctx, row, doc.Canonical(), evType, changedKeys(before, doc))
+	return true, w.emit(ctx, row, canonical, evType, changedKeys(before, doc))
 }
 
 // noteChild marks the masters whose child set a write changed: the old
@@ -232,18 +234,55 @@ func mustJSON(v any) []byte {
 // changedKeys lists the top-level elements that differ between two documents.
 func changedKeys(before, after flight.Doc) []string {
 	out := []string{}
-	seen := map[string]bool{}
 	for k, v := range after {
-		seen[k] = true
-		if bv, ok := before[k]; !ok || string(mustJSON(bv)) != string(mustJSON(v)) {
+		if bv, ok := before[k]; !ok || !sameValue(bv, v) {
 			out = append(out, k)
 		}
 	}
 	for k := range before {
-		if !seen[k] {
+		if _, ok := after[k]; !ok {
 			out = append(out, k)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// sameValue reports whether two document values encode to the same JSON:
+// strings, objects and lists are compared directly (a per-key encoding of
+// both documents cost more than the rest of a FLOP's decision), anything
+// else by its encoding.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		if y, ok := b.(string); ok {
+			return x == y
+		}
+	case map[string]any:
+		if y, ok := b.(map[string]any); ok && x != nil && y != nil {
+			if len(x) != len(y) {
+				return false
+			}
+			for k, xv := range x {
+				yv, ok := y[k]
+				if !ok || !sameValue(xv, yv) {
+					return false
+				}
+			}
+			return true
+		}
+	case []any:
+		if y, ok := b.([]any); ok && x != nil && y != nil {
+			if len(x) != len(y) {
+				return false
+			}
+			for i := range x {
+				if !sameValue(x[i], y[i]) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return bytes.Equal(mustJSON(a), mustJSON(b))
 }
