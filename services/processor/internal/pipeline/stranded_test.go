@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -348,16 +349,27 @@ func TestSelfCheck_R_H4_MaintenanceLoopRunsItAtStartAndEveryInterval(t *testing.
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	require.Eventually(t, func() bool { return h.state(1) == StateSucceeded }, 10*time.Second, 5*time.Millisecond,
-		"the first self-check runs at start")
+	// Each wait is for the repair's count, which the self-check adds after
+	// the repair committed: waiting for the committed row and then reading
+	// the counter raced that gap (it failed once on a loaded machine).
+	waitRepaired := func(want map[string]int64, msg string) {
+		t.Helper()
+		var got map[string]int64
+		require.Eventually(t, func() bool {
+			got = repaired(t, reader)
+			return reflect.DeepEqual(want, got)
+		}, 30*time.Second, 5*time.Millisecond, "%s: repaired %v", msg, got)
+	}
+	waitRepaired(map[string]int64{StrandedApplied: 1, StrandedTerminal: 0}, "the first self-check runs at start")
+	require.Equal(t, StateSucceeded, h.state(1))
 
-	// Finished (at the start time) but never given an intent: found by the
-	// first run after the clock passes start + interval, by then also past
-	// the grace.
+	// Finished (at the start time) but never given an intent: not found at
+	// start (inside the grace), found by the first run after the clock
+	// passes start + interval, by then past the grace.
 	h.exec(`INSERT INTO proc_state (msg_id, state, raw, kafka_offset, finished_at) VALUES (2, 'SKIPPED', 'x', 1, $1)`, now.Add(-2*time.Minute))
 	h.clk.Advance(30 * time.Second)
-	require.Eventually(t, func() bool { return h.mailboxRows(2) == 1 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, map[string]int64{StrandedApplied: 1, StrandedTerminal: 1}, repaired(t, reader))
+	waitRepaired(map[string]int64{StrandedApplied: 1, StrandedTerminal: 1}, "the next self-check runs after the interval")
+	require.Equal(t, 1, h.mailboxRows(2))
 }
 
 // TestSelfCheck_R_H4_R_H6_StaleTermRepairsNothing: under a lease term whose
