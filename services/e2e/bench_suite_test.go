@@ -144,9 +144,13 @@ func benchNum(v float64) string {
 // The projector's peak RSS is near R-J4's 150 MB at the full sizes and
 // above it in some runs (the rebuilds of 100,000 flights), so it is not
 // guarded; the other services' are. RebuildProjection meets R-J5 only on a
-// quiet machine, so it is not guarded either.
+// quiet machine, so it is not guarded either. R-J3's p99 is met in every
+// run since the batched executor (66–177 ms against 250 ms); its p50 only
+// in most (38–58 ms against 50 ms, with the machine's load), so only the
+// p99 is guarded.
 var benchGuarded = map[string]bool{
 	"R-J1 default batch ÷ batch 1": true,
+	"R-J3 p99":                     true,
 	"R-J4 peak RSS control":        true,
 	"R-J4 peak RSS dispatcher":     true,
 	"R-J4 peak RSS ingest":         true,
