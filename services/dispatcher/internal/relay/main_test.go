@@ -201,42 +201,40 @@ func consumeTopic(t *testing.T, kcfg kafka.Config, topic string, n int) []*kgo.R
 	return out
 }
 
-// endKey is the key of the sentinel records readCommitted appends.
-const endKey = "__end-of-test__"
-
 // readCommitted returns every committed record of topic, in partition
-// order, as a read_committed consumer sees it. Offsets cannot tell the end:
-// transaction markers take offsets of their own that no consumer receives.
-// So a non-transactional sentinel record is appended to each partition, and
-// the topic is read until every sentinel has arrived: whatever was committed
-// before it has been read by then.
+// order, as a read_committed consumer sees it. It reads up to the end
+// offsets listed at the start; transaction markers take offsets of their
+// own, so the consumer keeps control records to see where it is and
+// leaves them out of the result.
 func readCommitted(t *testing.T, kcfg kafka.Config, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kcfg.BrokerList()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.KeepControlRecords())
 	require.NoError(t, err)
 	defer cl.Close()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	require.NoError(t, err)
-	pending := map[int32]bool{}
+	remaining := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		require.NoError(t, o.Err)
-		pending[o.Partition] = true
-		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: o.Partition, Key: []byte(endKey)}).FirstErr())
+		if o.Offset > 0 {
+			remaining[o.Partition] = o.Offset
+		}
 	})
 	var out []*kgo.Record
-	for len(pending) > 0 {
+	for len(remaining) > 0 {
 		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "reading %s up to the sentinels", topic)
+		require.NoError(t, ctx.Err(), "reading %s to its end offsets", topic)
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == endKey {
-				delete(pending, r.Partition)
-				return
+			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+				delete(remaining, r.Partition)
 			}
-			out = append(out, r)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
 		})
 	}
 	return out
