@@ -94,6 +94,9 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 
 // register stores each record once (INV-9) and the consumer position in one
 // transaction (R-B2). A mailbox ID seen before (a republish) is ignored.
+// The records of a fetch are inserted by one multi-row statement, not one
+// statement each: a fetch holds hundreds of records, and PostgreSQL's cost
+// per statement was the larger part of registering them.
 func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record) error {
 	now := e.clock.Now()
 	n := 0
@@ -101,9 +104,16 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	spans := e.traceRegistration(ctx, recs)
 	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		lowest = 0
+		lowest, n = 0, 0
 		b := &pgx.Batch{}
-		queued := make([]*time.Time, 0, len(recs)) // receive time of each queued registration
+		// Rows of the multi-row insert; a mailbox ID twice in one fetch is
+		// registered from its first record, as a later fetch's would be.
+		var ids, offsets []int64
+		var raws, parents, states []string
+		var receivedAt []*time.Time
+		seen := map[int64]bool{}
+		received := map[int64]*time.Time{}
+		var unstorable []int64 // queued one statement each, in record order
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)
 			if err != nil || id <= 0 {
@@ -113,14 +123,20 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 			if lowest == 0 || id < lowest {
 				lowest = id
 			}
-			var received *time.Time
+			n++
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			var at *time.Time
 			for _, h := range r.Headers {
 				if h.Key == "msgx-received-at" {
 					if t, err := time.Parse(time.RFC3339Nano, string(h.Value)); err == nil {
-						received = &t
+						at = &t
 					}
 				}
 			}
+			received[id] = at
 			if text, ok := storableText(r.Value); !ok {
 				// PostgreSQL text cannot hold these bytes; such input is not
 				// XML (NUL) or not text at all, so it is MALFORMED at once —
@@ -133,18 +149,21 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', 'raw message is not valid UTF-8 text or contains NUL bytes', $5)
 					ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id)
 				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i`,
-					id, text, received, r.Offset, now)
-				queued = append(queued, received)
-				n++
+				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i RETURNING msg_id`,
+					id, text, at, r.Offset, now)
+				unstorable = append(unstorable, id)
 				continue
 			}
 			tp, ts := spans.traceParent(r) // continued by the execution (R-I4)
+			ids, raws, receivedAt, offsets = append(ids, id), append(raws, string(r.Value)), append(receivedAt, at), append(offsets, r.Offset)
+			parents, states = append(parents, tp), append(states, ts)
+		}
+		if len(ids) > 0 {
 			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, trace_parent, trace_state)
-			         VALUES ($1, $2, $3, $4, $5, $5, NULLIF($6, ''), NULLIF($7, '')) ON CONFLICT (msg_id) DO NOTHING`,
-				id, string(r.Value), received, r.Offset, now, tp, ts)
-			queued = append(queued, received)
-			n++
+				SELECT id, raw, rcv, off, $5, $5, NULLIF(tp, ''), NULLIF(ts, '')
+				FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[], $6::text[], $7::text[]) AS r(id, raw, rcv, off, tp, ts)
+				ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id`,
+				ids, raws, receivedAt, offsets, now, parents, states)
 		}
 		last := recs[len(recs)-1].Offset
 		b.Queue(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
@@ -153,15 +172,33 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 			e.opt.ConsumerName, topic, last+1, now)
 		br := tx.SendBatch(ctx, b)
 		arrivals = arrivals[:0]
-		for _, t := range queued {
-			// A republished mailbox ID inserts nothing: not a registration.
-			tag, err := br.Exec()
+		// A republished mailbox ID inserts nothing: not a registration.
+		collect := func() error {
+			rows, err := br.Query()
 			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				arrivals = append(arrivals, received[id])
+			}
+			rows.Close()
+			return rows.Err()
+		}
+		for range unstorable {
+			if err := collect(); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("registering inbox records: %w", err)
 			}
-			if tag.RowsAffected() > 0 {
-				arrivals = append(arrivals, t)
+		}
+		if len(ids) > 0 {
+			if err := collect(); err != nil {
+				_ = br.Close()
+				return fmt.Errorf("registering inbox records: %w", err)
 			}
 		}
 		if err := br.Close(); err != nil {
