@@ -9,17 +9,20 @@ package pipeline
 //     head, in msg_id order. Each is decoded and classified under the
 //     panic guard. Raw missing or MALFORMED, an ignored TYPE and an
 //     UNSUPPORTED classification are terminal outcomes decided here, like
-//     the one message path decides them before any write. The batch ends
-//     before the first message that is FAILED (only the head may be a due
-//     retry), carries an execution marker of its own, is at its limits
-//     (attempts, head deadline), whose decoding needs a retry (CODEC_ERROR,
-//     a panic), or that decide does not handle (daily snapshots with their
-//     own batch rules R-C6, season schedules, answers to requests): that
+//     the one message path decides them before any write. A head that
+//     failed before (a retry) runs alone, so that a crash during it is
+//     its own. The batch ends before the first message that is FAILED,
+//     carries an execution marker of its own, is at its limits (attempts,
+//     head deadline), whose decoding needs a retry (CODEC_ERROR, a panic),
+//     or that decide does not handle (daily snapshots with their own
+//     batch rules R-C6, season schedules, answers to requests): that
 //     message becomes the next head and runs alone.
 //  2. mark (R-H1): one small statement, not synchronously committed,
-//     names this instance in executing_by of every message of the batch,
-//     so that a process that dies before the batch commits leaves them
-//     marked; see crashedRun for how the next start treats such a run.
+//     marks the batch on its head: executing_by names this instance,
+//     executing_through the batch's last message. A process that dies
+//     before the batch commits leaves that marker; see crashedRun for how
+//     the next start treats it (nobody is charged, the range runs one at
+//     a time).
 //  3. one fenced transaction: lock the batch's proc_state rows, load the
 //     identity holders of their keys and every flight the messages name
 //     with its code-share children (one pipelined round trip); then decide
@@ -32,13 +35,13 @@ package pipeline
 //     terminal state. A retryable failure (or a panic) of a handler ends
 //     the batch before that message: the overlay is rolled back to it and
 //     it runs alone next, where its attempt is counted with backoff.
-//  4. write, pipelined in one round trip: identity bindings, each changed
-//     flight once at its last state, every outbox row in decision order
-//     (flight-state, msg, schd per change, the mailbox intent of each
-//     terminal state), pending projections, reference-data writes in
-//     order, terminal states, APPLIED states, the markers of messages
-//     the batch did not reach withdrawn, and the marker handed to the
-//     next head (markNext).
+//  4. write, pipelined in one round trip: each changed flight once at its
+//     last state, every outbox row in decision order (flight-state, msg,
+//     schd per change, the mailbox intent of each terminal state),
+//     pending projections, reference-data writes in order, terminal
+//     states and APPLIED states with their identity bindings (one row
+//     version per message), and the marker handed to the next head
+//     (markNext), which also clears the batch's.
 //
 // A statement that fails rolls the whole batch back; the executor then
 // runs the messages of that batch one at a time (singleUntil), so the
