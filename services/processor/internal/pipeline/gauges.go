@@ -102,12 +102,15 @@ func registerGauges(m metric.Meter, pool *pgxpool.Pool, clk clock.Clock) error {
 		o.ObserveFloat64(oldestUnmarked, age(now, oldestUnmarkedAt))
 		o.ObserveFloat64(abandoned, nAbandoned)
 		counts := map[string][2]float64{}
-		// Each count reads only the partial indexes of its state (pending
-		// rows, DEAD and ABANDONED rows), never the delivered history: a
-		// scrape costs what waits, not what was sent (issue 11).
+		// Each count reads only the partial indexes of its rows (the fresh
+		// and the retry lane of pending rows, DEAD and ABANDONED rows), never
+		// the delivered history: a scrape costs what waits, not what was
+		// sent (issue 11).
 		rows, err := pool.Query(qctx, `
 			SELECT target, sum(pending), sum(dead) FROM (
-			    SELECT target, count(*) AS pending, 0 AS dead FROM outbox WHERE state = 'PENDING' GROUP BY target
+			    SELECT target, count(*) AS pending, 0 AS dead FROM outbox WHERE state = 'PENDING' AND NOT retry GROUP BY target
+			    UNION ALL
+			    SELECT target, count(*), 0 FROM outbox WHERE state = 'PENDING' AND retry GROUP BY target
 			    UNION ALL
 			    SELECT target, 0, count(*) FROM outbox WHERE state = 'DEAD' GROUP BY target
 			) c GROUP BY target`)
