@@ -142,21 +142,28 @@ func benchNum(v float64) string {
 // short runs on a shared machine: a stall in either moves it by more than
 // the guard's margin, so it guards nothing.
 //
-// The projector's peak RSS is near R-J4's 150 MB at the full sizes and
-// above it in some runs (the rebuilds of 100,000 flights), so it is not
-// guarded; the other services' are. RebuildProjection meets R-J5 only on a
-// quiet machine, so it is not guarded either. R-J3's p99 is met in every
-// run since the batched executor (66–177 ms against 250 ms); its p50 only
-// in most (38–58 ms against 50 ms, with the machine's load), so only the
-// p99 is guarded.
+// Since the batched executor, the outbox lanes, the O(new rows) scan and
+// the projector's bounded rebuild, every other target is met at the full
+// sizes (docs/benchmarks.md), some — R-J1's 5,000 msg/s, R-J3's p50, the
+// first 10,000-flight snapshot — by a few percent on a quiet machine and
+// not on a loaded one. Guarding them at 20% of their targets still fails
+// only on a gross regression: a fifth of the rate, five times the time.
 var benchGuarded = map[string]bool{
-	"R-J1 default batch ÷ batch 1": true,
-	"R-J3 p99":                     true,
-	"R-J4 peak RSS control":        true,
-	"R-J4 peak RSS dispatcher":     true,
-	"R-J4 peak RSS ingest":         true,
-	"R-J4 peak RSS processor":      true,
-	"R-J5 self-rebuild":            true,
+	"snapshot applied":              true,
+	"snapshot projected":            true,
+	"R-J1 processor, default batch": true,
+	"R-J1 default batch ÷ batch 1":  true,
+	"R-J2 end to end":               true,
+	"R-J3 p50":                      true,
+	"R-J3 p99":                      true,
+	"series first":                  true,
+	"R-J4 peak RSS control":         true,
+	"R-J4 peak RSS dispatcher":      true,
+	"R-J4 peak RSS ingest":          true,
+	"R-J4 peak RSS processor":       true,
+	"R-J4 peak RSS projector":       true,
+	"R-J5 rebuild":                  true,
+	"R-J5 self-rebuild":             true,
 }
 
 // TestBench_R_J1_R_J2_R_J3_R_J4_R_J5 is the benchmark suite of R-J1…R-J5:
@@ -1007,7 +1014,7 @@ func (r benchReport) markdown() string {
 	}
 	fmt.Fprintf(&b, "# Benchmarks (R-J1…R-J5)\n\n")
 	fmt.Fprintf(&b, "Written by `%s` (`TestBench_R_J1_R_J2_R_J3_R_J4_R_J5`, MSGX_BENCH=%s); do not edit by hand.\n", target, z.mode)
-	fmt.Fprintf(&b, "How the figures are taken, what CI guards and why a target is not met: docs/performance.md, \"Benchmark suite\".\n\n")
+	fmt.Fprintf(&b, "How the figures are taken, what CI guards and what limits each figure: docs/performance.md, \"Benchmark suite\".\n\n")
 	fmt.Fprintf(&b, "| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| date | %s |\n", r.began.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
