@@ -106,7 +106,7 @@ func loadProgress(ctx context.Context, w *writer) (snapshotProgress, error) {
 		p = snapshotProgress{}
 	}
 	if requestID != nil && matchKind != nil {
-		p.match = &requestMatch{id: *requestID, kind: *matchKind, stored: true}
+		p.match = &requestMatch{ID: *requestID, Kind: *matchKind, Stored: true}
 	}
 	return p, nil
 }
@@ -119,8 +119,8 @@ func saveProgress(ctx context.Context, w *writer, p snapshotProgress, total int)
 	var requestID *int64
 	var matchKind *string
 	if p.match != nil {
-		requestID, matchKind = &p.match.id, &p.match.kind
-		note += fmt.Sprintf("; answers RQFD request %d (%s match)", p.match.id, p.match.kind)
+		requestID, matchKind = &p.match.ID, &p.match.Kind
+		note += fmt.Sprintf("; answers RQFD request %d (%s match)", p.match.ID, p.match.Kind)
 	}
 	b := &pgx.Batch{}
 	b.Queue(`
