@@ -21,6 +21,10 @@ type Outcome struct {
 	// left projections that are still pending, so it is APPLIED even if
 	// this decision wrote none.
 	Pending bool
+	// Continue, when set, ends one batch of a larger package (a daily
+	// snapshot, R-C6): the pipeline commits what was written and leaves
+	// the message open with this progress as its reason.
+	Continue string
 }
 
 // Handles reports whether Decide handles the message: every kind except

@@ -73,9 +73,9 @@ func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Messa
 		return outcome{}, err
 	}
 	rq := e.requests(w)
-	if p.match != nil {
+	if p.Match != nil {
 		e.log.Info("SCHD RESP continues under the RQFD request matched at its first batch",
-			"msg_id", w.msgID, "request_id", p.match.ID, "match_kind", p.match.Kind, "records_written", p.next, "batches", p.batches)
+			"msg_id", w.msgID, "request_id", p.Match.ID, "match_kind", p.Match.Kind, "records_written", p.Next, "batches", p.Batches)
 	} else {
 		m, skip, err := rq.MatchRQFD(ctx, msg)
 		if err != nil {
@@ -85,17 +85,17 @@ func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Messa
 			return outcome{}, &skipError{Reason: "SCHD RESP without a matching open RQFD request: " + skip}
 		}
 		e.logMatch(msg, w.msgID, m)
-		p.match = m
+		p.Match = m
 	}
 	out, err := e.applySnapshot(ctx, w, msg, p)
 	if err != nil {
 		return out, err
 	}
-	a, err := rq.Close(ctx, sisrequest.TypeRQFD, p.match)
+	a, err := rq.Close(ctx, sisrequest.TypeRQFD, p.Match)
 	if err != nil {
 		return outcome{}, err
 	}
-	e.logAnswer(w.msgID, sisrequest.TypeRQFD, p.match, a)
+	e.logAnswer(w.msgID, sisrequest.TypeRQFD, p.Match, a)
 	out.note += a.Suffix
 	return out, nil
 }
