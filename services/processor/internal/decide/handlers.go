@@ -29,8 +29,9 @@ type Outcome struct {
 
 // Handles reports whether Decide handles the message: every kind except
 // those with their own transaction rules — daily snapshots (SCHD DNLD and
-// RESP, R-C6), season schedules, reference RESPs that answer requests
-// (R-D5) — which the pipeline runs one at a time.
+// RESP, R-C6: Snapshot, ScheduleResponse), season schedules (Season),
+// reference RESPs that answer requests (R-D5: ReferenceResponse) — which
+// the pipeline runs one at a time.
 func Handles(msg *sis.Message, cls sis.Classification) bool {
 	styp := msg.Meta.STYP
 	switch cls.Kind {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -96,6 +97,9 @@ type Requests struct {
 	Zone  *time.Location
 	MsgID int64
 	Now   time.Time
+	// Log receives the audit of matches (a fallback is not a proven
+	// correlation, C-23) and closes; nil discards it.
+	Log *slog.Logger
 }
 
 // MatchRQFD finds the open RQFD request an SCHD RESP answers (C-23). An
@@ -216,10 +220,12 @@ func (q *Requests) Close(ctx context.Context, typ string, m *RequestMatch) (Answ
 		case !found:
 			a.Gone = true
 			a.Suffix += ", no longer tracked when the package finished"
+			q.logAnswer(typ, m, a)
 			return a, nil
 		case state != "SENT" && state != "WAITING":
 			a.State, a.ClosedReason = state, reason
 			a.Suffix += fmt.Sprintf(", which was closed meanwhile (%s: %s) and stays closed", state, clip.N(reason, 200))
+			q.logAnswer(typ, m, a)
 			return a, nil
 		}
 	}
@@ -227,7 +233,43 @@ func (q *Requests) Close(ctx context.Context, typ string, m *RequestMatch) (Answ
 		return Answer{}, err
 	}
 	a.Closed = true
+	q.logAnswer(typ, m, a)
 	return a, nil
+}
+
+// logMatch logs a new match; a fallback is logged for audit (C-23:
+// accepted, not a proven correlation).
+func (q *Requests) logMatch(msg *sis.Message, m *RequestMatch) {
+	if m.Kind == MatchExact {
+		schd := msg.Root.Child("SCHD")
+		q.log().Info("SCHD RESP matched its RQFD request by the echoed window", "msg_id", q.MsgID, "request_id", m.ID,
+			"stdb", schd.Child("STDB").Value(), "stde", schd.Child("STDE").Value())
+		return
+	}
+	q.log().Warn("response matched by fallback (same type, open, DTTM at or after sending): not a proven correlation",
+		"type", msg.Meta.TYPE, "styp", msg.Meta.STYP, "seqn", msg.Meta.SEQN, "dttm", msg.Meta.DTTM,
+		"request_id", m.ID, "sent_at", q.airport(m.SentAt), "candidates", m.Candidates, "audit", "request-fallback-match")
+}
+
+// logAnswer logs what closing the answered request did.
+func (q *Requests) logAnswer(typ string, m *RequestMatch, a Answer) {
+	switch {
+	case a.Closed:
+		q.log().Info("request answered", "msg_id", q.MsgID, "request_id", m.ID, "type", typ, "match_kind", m.Kind)
+	case a.Gone:
+		q.log().Warn("SCHD RESP finished; the RQFD request it answered is no longer tracked (purged)",
+			"msg_id", q.MsgID, "request_id", m.ID, "match_kind", m.Kind)
+	default:
+		q.log().Warn("SCHD RESP finished; the RQFD request it answered was closed while the package was written and stays closed",
+			"msg_id", q.MsgID, "request_id", m.ID, "match_kind", m.Kind, "request_state", a.State, "closed_reason", a.ClosedReason)
+	}
+}
+
+func (q *Requests) log() *slog.Logger {
+	if q.Log != nil {
+		return q.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func (q *Requests) zone() *time.Location {

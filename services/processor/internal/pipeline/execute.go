@@ -205,8 +205,8 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 
 // handle routes a classified message to its domain handler: every kind
 // decide.Handles to decide.Decide, the kinds with their own transaction
-// rules (daily snapshots, season schedules, answers to requests) to the
-// pipeline's handlers.
+// rules (daily snapshots, season schedules, answers to requests) to their
+// decide handlers with views and sinks over the message's transaction.
 func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls sis.Classification) (outcome, error) {
 	if decide.Handles(msg, cls) {
 		out, err := decide.Decide(ctx, w.Writer, msg, cls, e.opday)

@@ -18,9 +18,10 @@ type flightRow = decide.Flight
 
 // writer is the handlers' decide.Writer for one message executed in its own
 // transaction: its View reads the transaction with row locks (txView) and
-// its Sink writes into it at once (txSink), so the handlers that keep
-// their own transaction rules (snapshots, season schedules, requests) can
-// mix their own statements on tx with the writer's changes.
+// its Sink writes into it at once (txSink). The handlers that keep their
+// own transaction rules read and write the same transaction through their
+// own views and sinks (txView/txSink for season schedules, snapshotTx,
+// txRequests), so their writes commit with the message's flight changes.
 type writer struct {
 	*decide.Writer
 	tx    pgx.Tx

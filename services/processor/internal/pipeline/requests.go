@@ -28,9 +28,6 @@ const (
 	MatchFallback = decide.MatchFallback
 )
 
-// requestMatch is the request a response answers.
-type requestMatch = decide.RequestMatch
-
 // requestTimeout is the configured timeout of a request type.
 func (e *Engine) requestTimeout(typ string) time.Duration {
 	if typ == sisrequest.TypeRQFD {
@@ -51,108 +48,17 @@ func orDefault(v, def time.Duration) time.Duration {
 // writing its transaction.
 func (e *Engine) requests(w *writer) *decide.Requests {
 	rq := txRequests{tx: w.tx, msgID: w.msgID, timeout: e.requestTimeout}
-	return &decide.Requests{View: rq, Sink: rq, Zone: e.zone(), MsgID: w.msgID, Now: w.now}
+	return &decide.Requests{View: rq, Sink: rq, Zone: e.zone(), MsgID: w.msgID, Now: w.now, Log: e.log}
 }
 
-// scheduleResponse applies an SCHD RESP (R-C7): only as the answer to an
-// open RQFD request, as a snapshot exactly like DNLD, and closes that
-// request in the step that writes the terminal state. Without a match it
-// is SKIPPED with the reason and nothing is written.
-//
-// The match is made once, by the step that writes the package's first
-// batch, and stored with the progress (R-C6): every later batch, a resumed
-// run after a failure and a replayed run continue under it and never match
-// again. A package is therefore never left half written and SKIPPED
-// because its request was closed between batches — superseded by a newer
-// request, expired, or closed by an operator. Such a request stays closed
-// (a late answer never changes a closed request, R-D5); the package is
-// finished all the same and its reason says so.
+// scheduleResponse applies one step of an SCHD RESP (R-C7) with
+// decide.ScheduleResponse: only as the answer to an open RQFD request, as
+// a snapshot like DNLD, closing the request in the step that finishes the
+// package.
 func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	p, err := loadProgress(ctx, w)
-	if err != nil {
-		return outcome{}, err
-	}
-	rq := e.requests(w)
-	if p.Match != nil {
-		e.log.Info("SCHD RESP continues under the RQFD request matched at its first batch",
-			"msg_id", w.msgID, "request_id", p.Match.ID, "match_kind", p.Match.Kind, "records_written", p.Next, "batches", p.Batches)
-	} else {
-		m, skip, err := rq.MatchRQFD(ctx, msg)
-		if err != nil {
-			return outcome{}, err
-		}
-		if skip != "" {
-			return outcome{}, &skipError{Reason: "SCHD RESP without a matching open RQFD request: " + skip}
-		}
-		e.logMatch(msg, w.msgID, m)
-		p.Match = m
-	}
-	out, err := e.applySnapshot(ctx, w, msg, p)
-	if err != nil {
-		return out, err
-	}
-	a, err := rq.Close(ctx, sisrequest.TypeRQFD, p.Match)
-	if err != nil {
-		return outcome{}, err
-	}
-	e.logAnswer(w.msgID, sisrequest.TypeRQFD, p.Match, a)
-	out.note += a.Suffix
-	return out, nil
-}
-
-// answerRQRD closes the open RQRD request a reference RESP answers, if
-// any, after the RESP was applied (R-D5). The RESP is applied either way
-// (R-C10: a RESP replaces its type like a DNLD); the returned note suffix
-// says which request it answered.
-func (e *Engine) answerRQRD(ctx context.Context, w *writer, msg *sis.Message) (string, error) {
-	rq := e.requests(w)
-	m, why, err := rq.MatchRQRD(ctx, msg)
-	if err != nil {
-		return "", err
-	}
-	if m == nil {
-		if why == "" {
-			e.log.Info("reference RESP without an open RQRD request; applied as an unsolicited snapshot", "msg_id", w.msgID, "type", msg.Meta.TYPE)
-		} else {
-			e.log.Info("reference RESP matches no open RQRD request; applied as an unsolicited snapshot", "msg_id", w.msgID, "type", msg.Meta.TYPE, "why", why)
-		}
-		return "", nil
-	}
-	e.logMatch(msg, w.msgID, m)
-	a, err := rq.Close(ctx, sisrequest.TypeRQRD, m)
-	if err != nil {
-		return "", err
-	}
-	e.logAnswer(w.msgID, sisrequest.TypeRQRD, m, a)
-	return a.Suffix, nil
-}
-
-// logMatch logs a new match; a fallback is logged for audit (C-23:
-// accepted, not a proven correlation).
-func (e *Engine) logMatch(msg *sis.Message, msgID int64, m *requestMatch) {
-	if m.Kind == MatchExact {
-		schd := msg.Root.Child("SCHD")
-		e.log.Info("SCHD RESP matched its RQFD request by the echoed window", "msg_id", msgID, "request_id", m.ID,
-			"stdb", schd.Child("STDB").Value(), "stde", schd.Child("STDE").Value())
-		return
-	}
-	e.log.Warn("response matched by fallback (same type, open, DTTM at or after sending): not a proven correlation",
-		"type", msg.Meta.TYPE, "styp", msg.Meta.STYP, "seqn", msg.Meta.SEQN, "dttm", msg.Meta.DTTM,
-		"request_id", m.ID, "sent_at", e.airport(m.SentAt), "candidates", m.Candidates, "audit", "request-fallback-match")
-}
-
-// logAnswer logs what closing the answered request did.
-func (e *Engine) logAnswer(msgID int64, typ string, m *requestMatch, a decide.Answer) {
-	switch {
-	case a.Closed:
-		e.log.Info("request answered", "msg_id", msgID, "request_id", m.ID, "type", typ, "match_kind", m.Kind)
-	case a.Gone:
-		e.log.Warn("SCHD RESP finished; the RQFD request it answered is no longer tracked (purged)",
-			"msg_id", msgID, "request_id", m.ID, "match_kind", m.Kind)
-	default:
-		e.log.Warn("SCHD RESP finished; the RQFD request it answered was closed while the package was written and stays closed",
-			"msg_id", msgID, "request_id", m.ID, "match_kind", m.Kind, "request_state", a.State, "closed_reason", a.ClosedReason)
-	}
+	st := snapshotTx{tx: w.tx, msgID: w.msgID, now: w.now}
+	out, err := decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, e.opday, e.snapshotBatch())
+	return snapshotOutcome(out, err)
 }
 
 // txRequests reads and closes requests in a message's transaction.

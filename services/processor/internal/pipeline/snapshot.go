@@ -33,31 +33,21 @@ func (e *Engine) snapshotBatch() int {
 	return DefaultSnapshotBatch
 }
 
-// snapshotProgress is the snapshot_progress row of a message.
-type snapshotProgress = decide.Progress
-
-// loadProgress returns the progress of the current run of w's message.
-func loadProgress(ctx context.Context, w *writer) (snapshotProgress, error) {
-	return snapshotTx{tx: w.tx, msgID: w.msgID, now: w.now}.Progress(ctx)
-}
-
-// snapshot applies a daily snapshot (SCHD DNLD) in batches (R-C6): see
-// decide.Snapshot for what one step does.
+// snapshot applies one step of a daily snapshot (SCHD DNLD) in batches
+// (R-C6) with decide.Snapshot.
 func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	p, err := loadProgress(ctx, w)
+	st := snapshotTx{tx: w.tx, msgID: w.msgID, now: w.now}
+	p, err := st.Progress(ctx)
 	if err != nil {
 		return outcome{}, err
 	}
-	return e.applySnapshot(ctx, w, msg, p)
+	return snapshotOutcome(decide.Snapshot(ctx, w.Writer, st, st, msg, e.opday, p, e.snapshotBatch()))
 }
 
-// applySnapshot is one step of a snapshot from the loaded progress p, whose
-// request match (a RESP's, see scheduleResponse) is saved with every
-// batch. A step that leaves work ends with batchCommitted: the executor
-// commits it and leaves the message open.
-func (e *Engine) applySnapshot(ctx context.Context, w *writer, msg *sis.Message, p snapshotProgress) (outcome, error) {
-	st := snapshotTx{tx: w.tx, msgID: w.msgID, now: w.now}
-	out, err := decide.Snapshot(ctx, w.Writer, st, st, msg, e.opday, p, e.snapshotBatch())
+// snapshotOutcome is the outcome of a snapshot's step: one that leaves work
+// ends with batchCommitted, so the executor commits it and leaves the
+// message open (R-C6).
+func snapshotOutcome(out decide.Outcome, err error) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
