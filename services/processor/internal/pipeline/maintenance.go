@@ -169,7 +169,12 @@ func (e *Engine) maintenanceService() *lifecycle.Service {
 					}
 					e.log.Error("maintenance run failed; next run tomorrow", "err", err, "alert", "maintenance-failed")
 				}
-				next = e.NextMaintenance(e.clock.Now())
+				// The run after this one is the day after it, whatever the
+				// clock says now: a clock read after the run could already be
+				// past that day's run-at (a long run, a suspended machine, a
+				// test's clock) and skip it. A day missed that way runs at
+				// once, one run per missed day.
+				next = e.NextMaintenance(next)
 				e.log.Info("maintenance scheduled", "next_run", next)
 				continue
 			}
