@@ -14,7 +14,8 @@
 //     state transition in one transaction (INV-17b). A FAILED head blocks
 //     everything behind it until its backoff expires (INV-3). The domain
 //     handlers are pure (internal/decide: a read-only View in, writes on a
-//     Sink out), so up to pipeline.batch consecutive heads are decided
+//     Sink out; internal/apply turns those writes into statements), so up
+//     to pipeline.batch consecutive heads are decided
 //     against an overlay and written in one transaction, each with the
 //     outcome it would have alone (R-J1, internal/pipeline/batch.go);
 //   - the ack consumer reads msgx.projection-acks and moves APPLIED messages

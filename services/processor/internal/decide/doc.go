@@ -15,13 +15,15 @@
 // SnapshotSink). A snapshot step that leaves work says so in
 // Outcome.Continue; committing that batch is the pipeline's.
 //
-// The pipeline gives the handlers two pairings. One message at a time (and
-// always for the handlers with their own transaction rules), each view
-// reads the message's transaction with row locks and each sink writes into
-// it at once. In a batch, one overlay is View and Sink: it reads rows
-// preloaded for the whole batch plus the changes of the batch's earlier
-// messages, and collects the changes as the batch's decision, which the
-// pipeline writes in a few pipelined statements. The handlers cannot tell
+// Package apply implements the views and sinks, and package pipeline (the
+// FIFO head) pairs them with the handlers in two ways. One message at a
+// time (and always for the handlers with their own transaction rules),
+// each view reads the message's transaction with row locks and each sink
+// writes into it at once (apply.TxView, TxSink, Snapshot, Requests). In a
+// batch, one apply.Overlay is View and Sink: it reads rows preloaded for
+// the whole batch plus the changes of the batch's earlier messages, and
+// collects the changes as the batch's decision, which it queues as a few
+// pipelined statements the pipeline sends with the batch's states. The handlers cannot tell
 // the difference, which is what makes a batch's outcome equal to
 // one-at-a-time processing (R-J1).
 package decide

@@ -26,8 +26,9 @@ package pipeline
 //  3. one fenced transaction: lock the batch's proc_state rows, load the
 //     identity holders of their keys and every flight the messages name
 //     with its code-share children (one pipelined round trip); then decide
-//     each message in order against an overlay — the loaded rows plus the
-//     changes of the batch's earlier messages — binding its identity first
+//     each message in order against an overlay (apply.Overlay) — the
+//     loaded rows plus the changes of the batch's earlier messages —
+//     binding its identity first
 //     (a key held by another message, in the database or earlier in the
 //     batch, is SKIPPED duplicate-of, R-B4). A rejection, a skip or an
 //     unsupported outcome rolls the overlay back to where the message
@@ -35,13 +36,14 @@ package pipeline
 //     terminal state. A retryable failure (or a panic) of a handler ends
 //     the batch before that message: the overlay is rolled back to it and
 //     it runs alone next, where its attempt is counted with backoff.
-//  4. write, pipelined in one round trip: each changed flight once at its
+//  4. write, pipelined in one round trip: the decision's statements,
+//     queued by apply (Overlay.Queue) — each changed flight once at its
 //     last state, every outbox row in decision order (flight-state, msg,
 //     schd per change, the mailbox intent of each terminal state),
-//     pending projections, reference-data writes in order, terminal
-//     states and APPLIED states with their identity bindings (one row
-//     version per message), and the marker handed to the next head
-//     (markNext), which also clears the batch's.
+//     pending projections, reference-data writes in order — then the
+//     FIFO head's own: terminal states and APPLIED states with their
+//     identity bindings (one row version per message), and the marker
+//     handed to the next head (markNext), which also clears the batch's.
 //
 // A statement that fails rolls the whole batch back; the executor then
 // runs the messages of that batch one at a time (singleUntil), so the
@@ -49,7 +51,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,7 @@ import (
 	"msgexchange/libs/lease"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
+	"msgexchange/services/processor/internal/apply"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -98,13 +100,6 @@ var errBatchEmpty = errors.New("batch decided no message")
 // errBatchChanged ends a batch whose messages changed meanwhile (an
 // operator ended one): the one message path handles the head.
 var errBatchChanged = errors.New("batch messages changed while it was prepared")
-
-// overlayReadError is a failed read of the overlay: the transaction is
-// unusable and the batch is rolled back.
-type overlayReadError struct{ err error }
-
-func (o *overlayReadError) Error() string { return o.err.Error() }
-func (o *overlayReadError) Unwrap() error { return o.err }
 
 // stepBatch runs a batch from heads (loaded in msg_id order, the head due
 // and not poisoned). ok is false when no batch was run and the one
@@ -329,21 +324,21 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		var outbox []decide.OutboxRow
 		bound := map[string]int64{}
 		for _, m := range msgs {
-			mark := ov.mark()
+			mark := ov.Mark()
 			if m.state == "" {
 				stop, err := e.decideOne(m, ov, mark, holders, bound, &binds)
 				if err != nil {
 					return err
 				}
 				if stop {
-					ov.rollback(mark)
+					ov.Rollback(mark)
 					break
 				}
 			}
 			if m.now.IsZero() {
 				m.now = e.clock.Now()
 			}
-			outbox = append(outbox, ov.outboxSince(mark)...)
+			outbox = append(outbox, ov.OutboxSince(mark)...)
 			if m.state != StateApplied {
 				outbox = append(outbox, decide.OutboxRow{Target: TargetMailbox, Pkey: fmt.Sprint(m.h.MsgID), MsgID: m.h.MsgID, At: m.now})
 			}
@@ -368,7 +363,7 @@ type batchBind struct {
 // loadBatch locks the batch's messages and loads, in one round trip, the
 // identity holders of their keys and the flights they name with their
 // code-share children.
-func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*overlay, map[string]int64, error) {
+func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*apply.Overlay, map[string]int64, error) {
 	ids := batchIDs(msgs)
 	var keys []string
 	var flids []int64
@@ -383,7 +378,7 @@ func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*o
 	b := &pgx.Batch{}
 	b.Queue(`SELECT count(*) FROM (SELECT msg_id FROM proc_state WHERE msg_id = ANY($1) AND state IN ('PENDING', 'FAILED') FOR NO KEY UPDATE) l`, ids)
 	b.Queue(`SELECT identity_key, msg_id FROM proc_state WHERE identity_key = ANY($1)`, keys)
-	b.Queue(flightSelect+` WHERE flid = ANY($1) OR master_flid = ANY($1) ORDER BY flid FOR UPDATE`, flids)
+	apply.QueueLoad(b, flids)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	var locked int
@@ -411,17 +406,9 @@ func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*o
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("loading identity holders: %w", err)
 	}
-	ov := newOverlay(tx)
-	rows, err = br.Query()
-	if err != nil {
+	ov := apply.NewOverlay(tx)
+	if err := ov.Load(br, flids); err != nil {
 		return nil, nil, fmt.Errorf("loading batch flights: %w", err)
-	}
-	if err := ov.absorb(rows); err != nil {
-		return nil, nil, fmt.Errorf("loading batch flights: %w", err)
-	}
-	for _, f := range flids {
-		ov.known(f)
-		ov.kids[f] = true
 	}
 	return ov, holders, br.Close()
 }
@@ -429,7 +416,7 @@ func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*o
 // decideOne binds m's identity and runs its handler against the overlay.
 // stop means the batch ends before m (a retryable failure: it runs alone
 // next); an error means the transaction is unusable.
-func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (stop bool, err error) {
+func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (stop bool, err error) {
 	id, key := m.h.MsgID, m.cls.IdentityKey
 	m.now = e.clock.Now()
 	if other, ok := bound[key]; ok {
@@ -452,10 +439,10 @@ func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[st
 	var rej *flight.RejectError
 	var skip *decide.Skip
 	var unsup *decide.Unsupported
-	var oerr *overlayReadError
+	var oerr *apply.ReadError
 	switch {
 	case errors.As(herr, &oerr):
-		return false, oerr.err
+		return false, oerr.Err
 	case herr == nil:
 		if w.Projections() > 0 {
 			m.state = StateApplied
@@ -464,13 +451,13 @@ func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[st
 		}
 		m.reason = out.Note
 	case errors.As(herr, &rej):
-		ov.rollback(mark)
+		ov.Rollback(mark)
 		m.state, m.class, m.reason = StateDead, ClassProtocol, rej.Reason
 	case errors.As(herr, &skip):
-		ov.rollback(mark)
+		ov.Rollback(mark)
 		m.state, m.reason = StateSkipped, skip.Reason
 	case errors.As(herr, &unsup):
-		ov.rollback(mark)
+		ov.Rollback(mark)
 		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, unsup.Reason+parkedSuffix, true
 	default:
 		// A retryable failure, a panic, or an error of the handler: the
@@ -485,7 +472,7 @@ func (e *Engine) decideOne(m *batchMsg, ov *overlay, mark ovMark, holders map[st
 
 // flushBatch writes the batch's decisions (step 4) and hands the marker
 // to the next head.
-func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds []batchBind, outbox []decide.OutboxRow,
+func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, binds []batchBind, outbox []decide.OutboxRow,
 	done []*batchMsg) (int64, error) {
 	b := &pgx.Batch{}
 	// Identity bindings are written with the states below: one row version
@@ -500,29 +487,9 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 		}
 		return nil
 	}
-	ov.queueFlights(b)
-	if len(outbox) > 0 {
-		n := len(outbox)
-		targets, pkeys, payloads, headers := make([]string, n), make([]string, n), make([][]byte, n), make([]*string, n)
-		msgIDs, ats := make([]int64, n), make([]time.Time, n)
-		for i, o := range outbox {
-			targets[i], pkeys[i], payloads[i], msgIDs[i], ats[i] = o.Target, o.Pkey, o.Payload, o.MsgID, o.At
-			if o.Headers != nil {
-				s := string(o.Headers)
-				headers[i] = &s
-			}
-		}
-		b.Queue(`
-			INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at)
-			SELECT t, k, p, h::jsonb, m, a, a
-			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS u(t, k, p, h, m, a, ord)
-			ORDER BY ord`, targets, pkeys, payloads, headers, msgIDs, ats)
-	}
-	ov.queuePending(b)
-	for _, op := range ov.refs {
-		sql, args := refStatement(op)
-		b.Queue(sql, args...)
-	}
+	// The decision's writes (package apply), then the states of the
+	// messages (the FIFO head's).
+	writes := ov.Queue(b, outbox)
 	var term, applied []*batchMsg
 	for _, m := range done {
 		if m.state == StateApplied {
@@ -585,12 +552,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *overlay, binds [
 	registered := map[int64]time.Time{}
 	err := func() error {
 		defer br.Close()
-		n := ov.queuedFlights
-		if len(outbox) > 0 {
-			n++
-		}
-		n += ov.queuedPending + len(ov.refs)
-		for i := 0; i < n; i++ {
+		for i := 0; i < writes; i++ {
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("writing batch decisions: %w", err)
 			}
@@ -659,231 +621,4 @@ func (e *Engine) reportFinished(m *batchMsg) {
 	}
 	e.log.Log(ctx, lvl, "message finished", append([]any{"msg_id", m.h.MsgID, "state", m.state, "class", m.class,
 		"reason", clip.Text(m.reason), "batch", true}, flightAttrs(ctx)...)...)
-}
-
-// flightSelect reads flight rows for the overlay.
-const flightSelect = `SELECT flid, state, state_version, operation_day, master_flid, doc::text, COALESCE(doc->>'FLNO', '') FROM flight`
-
-// overlay is the batch's View and Sink: the flights loaded for the batch
-// plus the changes of its messages so far. Every read returns a fresh
-// copy, so a handler can change what it read without touching the
-// overlay, exactly as with rows read from the database.
-type overlay struct {
-	tx   pgx.Tx
-	rows map[int64]*ovRow // nil: known not to exist
-	// kids are the flights whose code-share children are all in rows.
-	kids          map[int64]bool
-	journal       []ovUndo
-	changes       []*decide.Change
-	refs          []decide.RefOp
-	queuedFlights int
-	queuedPending int
-}
-
-type ovRow struct {
-	f     decide.Flight // Doc unset: canon holds it
-	canon []byte
-	flno  string
-	// first and last are the first and last change of the row in the
-	// batch (nil when unchanged).
-	first, last *decide.Change
-}
-
-type ovUndo struct {
-	flid    int64
-	prev    *ovRow
-	present bool
-}
-
-type ovMark struct{ journal, changes, refs int }
-
-func newOverlay(tx pgx.Tx) *overlay {
-	return &overlay{tx: tx, rows: map[int64]*ovRow{}, kids: map[int64]bool{}}
-}
-
-// absorb adds loaded rows the overlay does not hold yet.
-func (o *overlay) absorb(rows pgx.Rows) error {
-	defer rows.Close()
-	for rows.Next() {
-		r := &ovRow{}
-		var doc string
-		if err := rows.Scan(&r.f.FLID, &r.f.State, &r.f.Version, &r.f.OpDay, &r.f.Master, &doc, &r.flno); err != nil {
-			return err
-		}
-		r.canon = []byte(doc)
-		if _, ok := o.rows[r.f.FLID]; !ok {
-			o.rows[r.f.FLID] = r
-		}
-	}
-	return rows.Err()
-}
-
-// known records that flid was looked up: absent when not loaded.
-func (o *overlay) known(flid int64) {
-	if _, ok := o.rows[flid]; !ok {
-		o.rows[flid] = nil
-	}
-}
-
-func (o *overlay) Flight(ctx context.Context, flid int64) (*decide.Flight, error) {
-	r, ok := o.rows[flid]
-	if !ok {
-		rows, err := o.tx.Query(ctx, flightSelect+` WHERE flid=$1 FOR UPDATE`, flid)
-		if err != nil {
-			return nil, &overlayReadError{fmt.Errorf("loading flight %d: %w", flid, err)}
-		}
-		if err := o.absorb(rows); err != nil {
-			return nil, &overlayReadError{fmt.Errorf("loading flight %d: %w", flid, err)}
-		}
-		o.known(flid)
-		r = o.rows[flid]
-	}
-	if r == nil {
-		return nil, nil
-	}
-	f := r.f
-	if err := json.Unmarshal(r.canon, &f.Doc); err != nil {
-		return nil, fmt.Errorf("reading flight %d document: %w", flid, err)
-	}
-	return &f, nil
-}
-
-func (o *overlay) Children(ctx context.Context, flid int64) ([]flight.Child, error) {
-	if !o.kids[flid] {
-		rows, err := o.tx.Query(ctx, flightSelect+` WHERE master_flid=$1 ORDER BY flid FOR UPDATE`, flid)
-		if err != nil {
-			return nil, &overlayReadError{fmt.Errorf("listing code-share children of %d: %w", flid, err)}
-		}
-		if err := o.absorb(rows); err != nil {
-			return nil, &overlayReadError{fmt.Errorf("listing code-share children of %d: %w", flid, err)}
-		}
-		o.kids[flid] = true
-	}
-	var out []flight.Child
-	for id, r := range o.rows {
-		if r != nil && id != flid && r.f.State == "ACTIVE" && r.f.Master != nil && *r.f.Master == flid {
-			out = append(out, flight.Child{FLID: id, FLNO: r.flno})
-		}
-	}
-	slices.SortFunc(out, func(a, b flight.Child) int { return int(a.FLID - b.FLID) })
-	return out, nil
-}
-
-// Change (Sink) records a change of the current message.
-func (o *overlay) Change(_ context.Context, c *decide.Change) error {
-	prev, present := o.rows[c.Row.FLID]
-	o.journal = append(o.journal, ovUndo{flid: c.Row.FLID, prev: prev, present: present})
-	r := &ovRow{f: c.Row, canon: c.Canonical, last: c}
-	r.f.Doc = nil
-	if prev != nil {
-		r.first = prev.first
-		if c.Deleted() {
-			r.canon, r.flno = prev.canon, prev.flno
-		}
-	}
-	if r.first == nil {
-		r.first = c
-	}
-	if !c.Deleted() {
-		r.flno = c.Row.Doc.String("FLNO")
-	}
-	o.rows[c.Row.FLID] = r
-	o.changes = append(o.changes, c)
-	return nil
-}
-
-// Ref (Sink) records a reference-data write of the current message.
-func (o *overlay) Ref(_ context.Context, op decide.RefOp) error {
-	o.refs = append(o.refs, op)
-	return nil
-}
-
-func (o *overlay) mark() ovMark { return ovMark{len(o.journal), len(o.changes), len(o.refs)} }
-
-// rollback undoes every change since m: the savepoint of a message.
-func (o *overlay) rollback(m ovMark) {
-	for i := len(o.journal) - 1; i >= m.journal; i-- {
-		u := o.journal[i]
-		if u.present {
-			o.rows[u.flid] = u.prev
-		} else {
-			delete(o.rows, u.flid)
-		}
-	}
-	o.journal = o.journal[:m.journal]
-	o.changes = o.changes[:m.changes]
-	o.refs = o.refs[:m.refs]
-}
-
-// outboxSince returns the outbox rows of the changes made since m, in
-// order.
-func (o *overlay) outboxSince(m ovMark) []decide.OutboxRow {
-	var out []decide.OutboxRow
-	for _, c := range o.changes[m.changes:] {
-		out = append(out, c.Outbox...)
-	}
-	return out
-}
-
-// queueFlights queues one statement writing every flight the batch
-// changed at its last state: created_at of its first change (kept for a
-// row that existed), the rest of its last.
-func (o *overlay) queueFlights(b *pgx.Batch) {
-	var ids []int64
-	for id, r := range o.rows {
-		if r != nil && r.last != nil {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	n := len(ids)
-	days, states, versions := make([]*time.Time, n), make([]string, n), make([]int64, n)
-	masters, lastMsg, docs := make([]*int64, n), make([]int64, n), make([]string, n)
-	created, updated := make([]time.Time, n), make([]time.Time, n)
-	for i, id := range ids {
-		r := o.rows[id]
-		days[i], states[i], versions[i], masters[i] = r.f.OpDay, r.f.State, r.f.Version, r.f.Master
-		lastMsg[i], docs[i], created[i], updated[i] = r.last.MsgID, string(r.canon), r.first.Now, r.last.Now
-	}
-	b.Queue(`
-		INSERT INTO flight (flid, operation_day, state, state_version, master_flid, last_msg_id, doc, created_at, updated_at)
-		SELECT f, d, s, v, m, l, j::jsonb, c, u
-		FROM unnest($1::bigint[], $2::date[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::timestamptz[], $9::timestamptz[])
-			AS x(f, d, s, v, m, l, j, c, u)
-		ON CONFLICT (flid) DO UPDATE SET operation_day=EXCLUDED.operation_day, state=EXCLUDED.state,
-			state_version=EXCLUDED.state_version, master_flid=EXCLUDED.master_flid,
-			last_msg_id=EXCLUDED.last_msg_id, doc=EXCLUDED.doc, updated_at=EXCLUDED.updated_at`,
-		ids, days, states, versions, masters, lastMsg, docs, created, updated)
-	o.queuedFlights = 1
-}
-
-// queuePending queues one statement writing the pending projection of
-// every change: per message and flight its highest version.
-func (o *overlay) queuePending(b *pgx.Batch) {
-	type key struct{ msg, flid int64 }
-	top := map[key]int64{}
-	var order []key
-	for _, c := range o.changes {
-		k := key{c.MsgID, c.Row.FLID}
-		v, ok := top[k]
-		if !ok {
-			order = append(order, k)
-		}
-		top[k] = max(v, c.Row.Version)
-	}
-	if len(order) == 0 {
-		return
-	}
-	msgs, flids, versions := make([]int64, len(order)), make([]int64, len(order)), make([]int64, len(order))
-	for i, k := range order {
-		msgs[i], flids[i], versions[i] = k.msg, k.flid, top[k]
-	}
-	b.Queue(`INSERT INTO projection_pending (msg_id, flid, version)
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
-		ON CONFLICT (msg_id, flid) DO UPDATE SET version = GREATEST(projection_pending.version, EXCLUDED.version)`,
-		msgs, flids, versions)
-	o.queuedPending = 1
 }

@@ -2,14 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"msgexchange/services/internal/flight"
+	"msgexchange/services/processor/internal/apply"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -17,11 +14,12 @@ import (
 type flightRow = decide.Flight
 
 // writer is the handlers' decide.Writer for one message executed in its own
-// transaction: its View reads the transaction with row locks (txView) and
-// its Sink writes into it at once (txSink). The handlers that keep their
-// own transaction rules read and write the same transaction through their
-// own views and sinks (txView/txSink for season schedules, snapshotTx,
-// txRequests), so their writes commit with the message's flight changes.
+// transaction: its View reads the transaction with row locks
+// (apply.TxView) and its Sink writes into it at once (apply.TxSink). The
+// handlers that keep their own transaction rules read and write the same
+// transaction through their own views and sinks (apply.TxView/TxSink for
+// season schedules, apply.Snapshot, apply.Requests), so their writes commit
+// with the message's flight changes.
 type writer struct {
 	*decide.Writer
 	tx    pgx.Tx
@@ -33,101 +31,8 @@ type writer struct {
 // newTxWriter builds the writer of one message in tx.
 func newTxWriter(ctx context.Context, tx pgx.Tx, msgID int64, src Source, now time.Time, zone *time.Location) *writer {
 	return &writer{
-		Writer: &decide.Writer{View: txView{tx}, Sink: txSink{tx}, MsgID: msgID, Src: src, Now: now, Zone: zone,
+		Writer: &decide.Writer{View: apply.TxView{Tx: tx}, Sink: apply.TxSink{Tx: tx}, MsgID: msgID, Src: src, Now: now, Zone: zone,
 			OnFlight: func(flid int64) { noteFlight(ctx, flid) }},
 		tx: tx, msgID: msgID, now: now, zone: zone,
 	}
-}
-
-// txView reads flights in a transaction, locking each row it returns.
-type txView struct{ tx pgx.Tx }
-
-func (v txView) Flight(ctx context.Context, flid int64) (*decide.Flight, error) {
-	var r decide.Flight
-	var doc []byte
-	err := v.tx.QueryRow(ctx, `SELECT flid, state, state_version, operation_day, master_flid, doc FROM flight WHERE flid=$1 FOR UPDATE`, flid).
-		Scan(&r.FLID, &r.State, &r.Version, &r.OpDay, &r.Master, &doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading flight %d: %w", flid, err)
-	}
-	if err := json.Unmarshal(doc, &r.Doc); err != nil {
-		return nil, fmt.Errorf("reading flight %d document: %w", flid, err)
-	}
-	return &r, nil
-}
-
-func (v txView) Children(ctx context.Context, flid int64) ([]flight.Child, error) {
-	rows, err := v.tx.Query(ctx, `SELECT flid, COALESCE(doc->>'FLNO', '') FROM flight
-		WHERE master_flid=$1 AND state='ACTIVE' AND flid<>$1 ORDER BY flid`, flid)
-	if err != nil {
-		return nil, fmt.Errorf("listing code-share children of %d: %w", flid, err)
-	}
-	kids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (flight.Child, error) {
-		var c flight.Child
-		err := r.Scan(&c.FLID, &c.FLNO)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing code-share children of %d: %w", flid, err)
-	}
-	return kids, nil
-}
-
-// txSink writes each change into the transaction as it is made, with its
-// outbox rows and pending projection, in one round trip.
-type txSink struct{ tx pgx.Tx }
-
-func (s txSink) Change(ctx context.Context, c *decide.Change) error {
-	b := &pgx.Batch{}
-	queueFlightChange(b, c)
-	for _, o := range c.Outbox {
-		b.Queue(`INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-			o.Target, o.Pkey, o.Payload, o.Headers, o.MsgID, o.At)
-	}
-	b.Queue(`INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, $2, $3)
-	         ON CONFLICT (msg_id, flid) DO UPDATE SET version = GREATEST(projection_pending.version, EXCLUDED.version)`,
-		c.MsgID, c.Row.FLID, c.Row.Version)
-	if err := s.tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("writing flight %d and its events: %w", c.Row.FLID, err)
-	}
-	return nil
-}
-
-// queueFlightChange queues the flight row write of one change.
-func queueFlightChange(b *pgx.Batch, c *decide.Change) {
-	if c.Deleted() {
-		b.Queue(`UPDATE flight SET state='DELETED', state_version=$2, last_msg_id=$3, updated_at=$4 WHERE flid=$1`,
-			c.Row.FLID, c.Row.Version, c.MsgID, c.Now)
-		return
-	}
-	b.Queue(`
-		INSERT INTO flight (flid, operation_day, state, state_version, master_flid, last_msg_id, doc, created_at, updated_at)
-		VALUES ($1, $2, 'ACTIVE', $3, $4, $5, $6, $7, $7)
-		ON CONFLICT (flid) DO UPDATE SET operation_day=EXCLUDED.operation_day, state='ACTIVE',
-			state_version=EXCLUDED.state_version, master_flid=EXCLUDED.master_flid,
-			last_msg_id=EXCLUDED.last_msg_id, doc=EXCLUDED.doc, updated_at=EXCLUDED.updated_at`,
-		c.Row.FLID, c.Row.OpDay, c.Row.Version, c.Row.Master, c.MsgID, c.Canonical, c.Now)
-}
-
-func (s txSink) Ref(ctx context.Context, op decide.RefOp) error {
-	sql, args := refStatement(op)
-	_, err := s.tx.Exec(ctx, sql, args...)
-	return err
-}
-
-// refStatement is the statement of one reference-data write.
-func refStatement(op decide.RefOp) (string, []any) {
-	switch op.Kind {
-	case decide.RefReplace:
-		return `DELETE FROM ref_data WHERE type=$1 AND NOT (key = ANY($2))`, []any{op.Type, op.Keys}
-	case decide.RefDelete:
-		return `DELETE FROM ref_data WHERE type=$1 AND key=$2`, []any{op.Type, op.Key}
-	}
-	return `
-		INSERT INTO ref_data (type, key, doc, last_msg_id, updated_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (type, key) DO UPDATE SET doc=EXCLUDED.doc, last_msg_id=EXCLUDED.last_msg_id, updated_at=EXCLUDED.updated_at
-		WHERE ref_data.doc IS DISTINCT FROM EXCLUDED.doc`, []any{op.Type, op.Key, op.Doc, op.MsgID, op.Now}
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/internal/sisrequest"
+	"msgexchange/services/processor/internal/apply"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -47,7 +47,7 @@ func orDefault(v, def time.Duration) time.Duration {
 // requests is the request matching of the message of w, reading and
 // writing its transaction.
 func (e *Engine) requests(w *writer) *decide.Requests {
-	rq := txRequests{tx: w.tx, msgID: w.msgID, timeout: e.requestTimeout}
+	rq := apply.Requests{Tx: w.tx, MsgID: w.msgID, Timeout: e.requestTimeout}
 	return &decide.Requests{View: rq, Sink: rq, Zone: e.zone(), MsgID: w.msgID, Now: w.now, Log: e.log}
 }
 
@@ -56,79 +56,9 @@ func (e *Engine) requests(w *writer) *decide.Requests {
 // a snapshot like DNLD, closing the request in the step that finishes the
 // package.
 func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	st := snapshotTx{tx: w.tx, msgID: w.msgID, now: w.now}
+	st := apply.Snapshot{Tx: w.tx, MsgID: w.msgID, Now: w.now}
 	out, err := decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, e.opday, e.snapshotBatch())
 	return snapshotOutcome(out, err)
-}
-
-// txRequests reads and closes requests in a message's transaction.
-type txRequests struct {
-	tx      pgx.Tx
-	msgID   int64
-	timeout func(typ string) time.Duration
-}
-
-// OpenRequests locks and returns the open (SENT, WAITING) requests of
-// typ, of reference type rtyp for RQRD, oldest sent first. REGISTERED
-// requests are not open for answers: they are not in the mailbox yet.
-func (r txRequests) OpenRequests(ctx context.Context, typ, rtyp string) ([]decide.Request, error) {
-	rows, err := r.tx.Query(ctx, `
-		SELECT id, COALESCE(stdb, ''), COALESCE(stde, ''), sent_at,
-		       COALESCE(timeout_at, sent_at + $3::bigint * interval '1 microsecond')
-		FROM req_track
-		WHERE type=$1 AND ($2 = '' OR rtyp=$2) AND state IN ('SENT', 'WAITING')
-		ORDER BY sent_at, id
-		FOR UPDATE`, typ, rtyp, r.timeout(typ).Microseconds())
-	if err != nil {
-		return nil, fmt.Errorf("reading open %s requests: %w", typ, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (decide.Request, error) {
-		var q decide.Request
-		return q, row.Scan(&q.ID, &q.STDB, &q.STDE, &q.SentAt, &q.Deadline)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading open %s requests: %w", typ, err)
-	}
-	return out, nil
-}
-
-// ReceivedAt is CMINMSGS_DATE_RECEIVED as registered, or the registration
-// time where that is unknown.
-func (r txRequests) ReceivedAt(ctx context.Context) (time.Time, error) {
-	var t time.Time
-	if err := r.tx.QueryRow(ctx, `SELECT COALESCE(received_at, registered_at) FROM proc_state WHERE msg_id=$1`, r.msgID).Scan(&t); err != nil {
-		return time.Time{}, fmt.Errorf("reading receive time of %d: %w", r.msgID, err)
-	}
-	return t, nil
-}
-
-// RequestState locks request id and returns its state.
-func (r txRequests) RequestState(ctx context.Context, id int64) (string, string, bool, error) {
-	var state, reason string
-	err := r.tx.QueryRow(ctx, `SELECT state, COALESCE(closed_reason, '') FROM req_track WHERE id=$1 FOR UPDATE`, id).Scan(&state, &reason)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", false, nil
-	}
-	if err != nil {
-		return "", "", false, fmt.Errorf("reading request %d: %w", id, err)
-	}
-	return state, reason, true, nil
-}
-
-// CloseRequest makes the matched request DONE with the response, in the
-// response's transaction, after its data was applied.
-func (r txRequests) CloseRequest(ctx context.Context, op decide.RequestClose) error {
-	tag, err := r.tx.Exec(ctx, `
-		UPDATE req_track SET state='DONE', closed_at=$2, response_msg_id=$3, match_kind=$4, closed_reason=$5
-		WHERE id=$1 AND state IN ('SENT', 'WAITING')`,
-		op.ID, op.Now, op.MsgID, op.Kind, op.Reason())
-	if err != nil {
-		return fmt.Errorf("closing %s request %d: %w", op.Type, op.ID, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("closing %s request %d: %w", op.Type, op.ID, decide.ErrRequestNotOpen)
-	}
-	return nil
 }
 
 // zone is the airport zone in which DTTM is read.

@@ -1,0 +1,26 @@
+// Package apply turns the handlers' decisions (package decide) into
+// PostgreSQL statements, and implements decide's views over a
+// transaction. It is the only place in the processor where a decision
+// becomes SQL, so what a handler's decision writes, and in which
+// statement, is read here and nowhere else.
+//
+// One message in its own transaction: TxView and TxSink are decide's View
+// and Sink (and SeasonView, SeasonSink), Snapshot is SnapshotView and
+// SnapshotSink, Requests is RequestView and RequestSink. Each view reads
+// the message's transaction with row locks and each sink writes into it
+// at once, so the writes commit or roll back with the message.
+//
+// A batch (R-J1): Overlay is View and Sink for all its messages. It holds
+// the rows loaded for the batch (QueueLoad, Load) plus the changes of the
+// batch's earlier messages, rolls a message back to its Mark, and queues
+// the batch's decision as a few multi-row statements on the batch's
+// pgx.Batch (Queue): flights once at their last state, outbox rows in
+// decision order, pending projections, reference-data writes in order.
+//
+// What is not a decision's effect stays with the FIFO head in package
+// pipeline: proc_state's transitions (identity bindings, terminal and
+// APPLIED states, execution markers), fencing, and the transaction
+// control. The one exception is a snapshot's progress note
+// (Snapshot.SaveProgress), which sets proc_state.reason with the progress
+// row in the same round trip.
+package apply
