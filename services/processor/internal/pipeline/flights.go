@@ -10,9 +10,6 @@ import (
 	"msgexchange/services/processor/internal/decide"
 )
 
-// flightRow is a row of the flight table.
-type flightRow = decide.Flight
-
 // writer is the handlers' decide.Writer for one message executed in its own
 // transaction: its View reads the transaction with row locks
 // (apply.TxView) and its Sink writes into it at once (apply.TxSink). The
