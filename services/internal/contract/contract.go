@@ -123,6 +123,13 @@ type Change struct {
 	OccurredAt time.Time
 	// Flight is the document after the change; nil for a deletion.
 	Flight flight.Doc
+	// FlightJSON is Flight's canonical JSON (flight.Doc.Canonical) when the
+	// caller already holds it, nil otherwise. The encoders then put these
+	// bytes in the value instead of encoding Flight again: the writer has
+	// encoded the document once to compare and store it, and a second and
+	// third encoding cost most of a change's CPU (docs/performance.md,
+	// R-J1). The value is byte for byte what encoding Flight gives.
+	FlightJSON []byte
 	// Trace is the trace context of the change; zero when none.
 	Trace Trace
 }
@@ -150,50 +157,112 @@ func EventID(flid, version int64) string {
 
 // Msg encodes c as a msg record.
 func (e Encoder) Msg(c Change) (Record, error) {
-	if err := c.check(); err != nil {
-		return Record{}, err
-	}
-	times, err := Times(c.Flight, e.Zone)
-	if err != nil {
-		return Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
-	}
-	changed := c.Changed
-	if changed == nil {
-		changed = []string{}
-	}
-	v, err := json.Marshal(Event{
-		SchemaVersion: SchemaVersion, EventID: EventID(c.FLID, c.StateVersion), EventType: c.EventType,
-		FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay, Changed: changed,
-		Source: c.Source, Reason: c.Reason, OccurredAt: c.OccurredAt.UTC(), Flight: c.Flight, Times: times,
-	})
-	if err != nil {
-		return Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
-	}
-	return Record{Key: c.key(), Value: v, Headers: c.headers(true)}, nil
+	msg, _, err := e.encode(c, true, false)
+	return msg, err
 }
 
 // Schd encodes c as a schd record: the state of the flight after the
 // change, or a tombstone (nil value) for a deletion.
 func (e Encoder) Schd(c Change) (Record, error) {
+	_, schd, err := e.encode(c, false, true)
+	return schd, err
+}
+
+// Records encodes c as its msg record and its schd record, reading the
+// document's times and taking its JSON once for both.
+func (e Encoder) Records(c Change) (msg, schd Record, err error) {
+	return e.encode(c, true, true)
+}
+
+// eventHead is Event up to Flight, in Event's order and with its tags: the
+// value is this head, then "flight" and "times" appended (appendDocTail),
+// so the document's JSON can be reused instead of encoded.
+type eventHead struct {
+	SchemaVersion int       `json:"schema_version"`
+	EventID       string    `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	FLID          int64     `json:"flid"`
+	StateVersion  int64     `json:"state_version"`
+	OperationDay  string    `json:"operation_day,omitempty"`
+	Changed       []string  `json:"changed"`
+	Source        *Source   `json:"source,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	OccurredAt    time.Time `json:"occurred_at"`
+}
+
+// stateHead is State up to Flight, as eventHead is for Event.
+type stateHead struct {
+	SchemaVersion int       `json:"schema_version"`
+	EventID       string    `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	FLID          int64     `json:"flid"`
+	StateVersion  int64     `json:"state_version"`
+	OperationDay  string    `json:"operation_day,omitempty"`
+	Source        *Source   `json:"source,omitempty"`
+	OccurredAt    time.Time `json:"occurred_at"`
+}
+
+func (e Encoder) encode(c Change, wantMsg, wantSchd bool) (msg, schd Record, err error) {
 	if err := c.check(); err != nil {
-		return Record{}, err
-	}
-	if c.EventType == EventDeleted {
-		return Record{Key: c.key(), Headers: c.headers(false)}, nil
+		return Record{}, Record{}, err
 	}
 	times, err := Times(c.Flight, e.Zone)
 	if err != nil {
-		return Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
+		return Record{}, Record{}, fmt.Errorf("encoding change of flight %d: %w", c.FLID, err)
 	}
-	v, err := json.Marshal(State{
-		SchemaVersion: SchemaVersion, EventID: EventID(c.FLID, c.StateVersion), EventType: c.EventType,
-		FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay,
-		Source: c.Source, OccurredAt: c.OccurredAt.UTC(), Flight: c.Flight, Times: times,
-	})
+	timesJSON, err := json.Marshal(times)
 	if err != nil {
-		return Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
+		return Record{}, Record{}, fmt.Errorf("encoding times of flight %d: %w", c.FLID, err)
 	}
-	return Record{Key: c.key(), Value: v, Headers: c.headers(true)}, nil
+	docJSON, err := flight.JSON(c.Flight, c.FlightJSON)
+	if err != nil {
+		return Record{}, Record{}, fmt.Errorf("encoding document of flight %d: %w", c.FLID, err)
+	}
+	id := EventID(c.FLID, c.StateVersion)
+	if wantMsg {
+		changed := c.Changed
+		if changed == nil {
+			changed = []string{}
+		}
+		head, err := json.Marshal(eventHead{
+			SchemaVersion: SchemaVersion, EventID: id, EventType: c.EventType,
+			FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay, Changed: changed,
+			Source: c.Source, Reason: c.Reason, OccurredAt: c.OccurredAt.UTC(),
+		})
+		if err != nil {
+			return Record{}, Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
+		}
+		msg = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(true)}
+	}
+	if wantSchd {
+		if c.EventType == EventDeleted {
+			schd = Record{Key: c.key(), Headers: c.headers(false)}
+		} else {
+			head, err := json.Marshal(stateHead{
+				SchemaVersion: SchemaVersion, EventID: id, EventType: c.EventType,
+				FLID: c.FLID, StateVersion: c.StateVersion, OperationDay: c.OperationDay,
+				Source: c.Source, OccurredAt: c.OccurredAt.UTC(),
+			})
+			if err != nil {
+				return Record{}, Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
+			}
+			schd = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(true)}
+		}
+	}
+	return msg, schd, nil
+}
+
+// appendDocTail closes the encoded head object (never empty: it has a
+// schema_version) with the fields "flight" and "times", as encoding Event
+// or State whole would.
+func appendDocTail(head, doc, times []byte) []byte {
+	out := make([]byte, 0, len(head)+len(doc)+len(times)+len(`,"flight":,"times":}`))
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"flight":`...)
+	out = append(out, doc...)
+	out = append(out, `,"times":`...)
+	out = append(out, times...)
+	return append(out, '}')
 }
 
 // check refuses a change the schemas would refuse, so a bug in a writer

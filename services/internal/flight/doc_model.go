@@ -104,6 +104,32 @@ func (d Doc) Canonical() []byte {
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
+// JSON returns what json.Marshal gives for d, inside the payloads that
+// embed the document (msg, schd and flight-state values). canonical is
+// d.Canonical() when the caller holds it, nil otherwise: then the
+// document is not encoded again, only the three characters json.Marshal
+// escapes for HTML and Canonical keeps (<, >, &) are escaped, so one
+// encoding per change serves the stored row and its three payloads.
+func JSON(d Doc, canonical []byte) ([]byte, error) {
+	if d == nil {
+		return []byte("null"), nil
+	}
+	if canonical == nil {
+		b, err := json.Marshal(map[string]any(d))
+		if err != nil {
+			return nil, fmt.Errorf("encoding flight document: %w", err)
+		}
+		return b, nil
+	}
+	if !bytes.ContainsAny(canonical, "<>&") {
+		return canonical, nil // Canonical already escapes U+2028 and U+2029 as Marshal does
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(canonical) + 16)
+	json.HTMLEscape(&buf, canonical)
+	return buf.Bytes(), nil
+}
+
 // Equal reports whether two documents are the same.
 func Equal(a, b Doc) bool { return bytes.Equal(a.Canonical(), b.Canonical()) }
 

@@ -56,6 +56,24 @@ type Record struct {
 // msgx-version and msgx-msg-id (msgID). opDay may be nil (no operation day
 // yet).
 func Encode(flid, version int64, state string, opDay *time.Time, msgID int64, doc flight.Doc) (Record, error) {
+	return EncodeCanonical(flid, version, state, opDay, msgID, doc, nil)
+}
+
+// valueHead is Value without Doc, its last field: the value is this head
+// with "doc" appended, so a document's JSON can be reused.
+type valueHead struct {
+	Schema       int    `json:"schema"`
+	FLID         int64  `json:"flid"`
+	Version      int64  `json:"version"`
+	State        string `json:"state"`
+	OperationDay string `json:"operation_day,omitempty"`
+	MsgID        int64  `json:"msg_id"`
+}
+
+// EncodeCanonical is Encode for a caller that holds doc's canonical JSON
+// (flight.Doc.Canonical, nil if not): the value reuses those bytes instead
+// of encoding doc again, and is byte for byte what Encode gives.
+func EncodeCanonical(flid, version int64, state string, opDay *time.Time, msgID int64, doc flight.Doc, canonical []byte) (Record, error) {
 	r := Record{Headers: map[string]string{
 		HeaderVersion: strconv.FormatInt(version, 10),
 		HeaderMsgID:   strconv.FormatInt(msgID, 10),
@@ -71,10 +89,18 @@ func Encode(flid, version int64, state string, opDay *time.Time, msgID int64, do
 	if opDay != nil {
 		day = opDay.Format(time.DateOnly)
 	}
-	v, err := json.Marshal(Value{Schema: Schema, FLID: flid, Version: version, State: state, OperationDay: day, MsgID: msgID, Doc: doc})
+	head, err := json.Marshal(valueHead{Schema: Schema, FLID: flid, Version: version, State: state, OperationDay: day, MsgID: msgID})
 	if err != nil {
 		return Record{}, fmt.Errorf("encoding flight %d: %w", flid, err)
 	}
-	r.Value = v
+	docJSON, err := flight.JSON(doc, canonical)
+	if err != nil {
+		return Record{}, fmt.Errorf("encoding flight %d: %w", flid, err)
+	}
+	v := make([]byte, 0, len(head)+len(docJSON)+len(`,"doc":}`))
+	v = append(v, head[:len(head)-1]...)
+	v = append(v, `,"doc":`...)
+	v = append(v, docJSON...)
+	r.Value = append(v, '}')
 	return r, nil
 }

@@ -188,7 +188,10 @@ func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType 
 		doc = row.Doc
 	}
 	key := strconv.FormatInt(row.FLID, 10)
-	rec, err := flightstate.Encode(row.FLID, row.Version, row.State, row.OpDay, w.MsgID, doc)
+	// The three payloads embed the canonical bytes Put encoded to compare
+	// and store the document, not an encoding each (docs/performance.md,
+	// R-J1).
+	rec, err := flightstate.EncodeCanonical(row.FLID, row.Version, row.State, row.OpDay, w.MsgID, doc, canonical)
 	if err != nil {
 		return err
 	}
@@ -201,13 +204,8 @@ func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType 
 		w.OnFlight(row.FLID)
 	}
 	change := contract.Change{FLID: row.FLID, StateVersion: row.Version, EventType: evType, OperationDay: day,
-		Changed: changed, Source: &src, OccurredAt: w.Now, Flight: doc, Trace: tr}
-	enc := contract.Encoder{Zone: w.Zone}
-	ev, err := enc.Msg(change)
-	if err != nil {
-		return err
-	}
-	st, err := enc.Schd(change)
+		Changed: changed, Source: &src, OccurredAt: w.Now, Flight: doc, FlightJSON: canonical, Trace: tr}
+	ev, st, err := contract.Encoder{Zone: w.Zone}.Records(change)
 	if err != nil {
 		return err
 	}

@@ -731,11 +731,12 @@ func (m *sweptMaster) refresh(ctx context.Context, tx pgx.Tx, zone *time.Locatio
 		return nil
 	}
 	version := m.version + 1
+	canonical := doc.Canonical() // stored, and reused in the three payloads
 	if _, err := tx.Exec(ctx, `UPDATE flight SET state_version=$2, doc=$3, updated_at=$4 WHERE flid=$1`,
-		m.flid, version, doc.Canonical(), now); err != nil {
+		m.flid, version, canonical, now); err != nil {
 		return fmt.Errorf("rewriting code-share master %d: %w", m.flid, err)
 	}
-	rec, err := flightstate.Encode(m.flid, version, flightstate.StateActive, m.opDay, m.lastMsgID, doc)
+	rec, err := flightstate.EncodeCanonical(m.flid, version, flightstate.StateActive, m.opDay, m.lastMsgID, doc, canonical)
 	if err != nil {
 		return err
 	}
@@ -744,13 +745,8 @@ func (m *sweptMaster) refresh(ctx context.Context, tx pgx.Tx, zone *time.Locatio
 		day = m.opDay.Format(time.DateOnly)
 	}
 	change := contract.Change{FLID: m.flid, StateVersion: version, EventType: EventUpdated, OperationDay: day,
-		Changed: changedKeys(m.doc, doc), Reason: historySweepReason, OccurredAt: now, Flight: doc}
-	enc := contract.Encoder{Zone: zone}
-	ev, err := enc.Msg(change)
-	if err != nil {
-		return err
-	}
-	st, err := enc.Schd(change)
+		Changed: changedKeys(m.doc, doc), Reason: historySweepReason, OccurredAt: now, Flight: doc, FlightJSON: canonical}
+	ev, st, err := contract.Encoder{Zone: zone}.Records(change)
 	if err != nil {
 		return err
 	}
