@@ -129,6 +129,16 @@ func (b *testBundle) requireEqualsPostgres(flights []pgsourcetest.Flight) {
 }
 
 // counter sums an Int64 counter's points whose attributes include attrs.
+// requireCounter waits until the counter reaches want. A rebuild's
+// outcome is counted after it marked the projection complete, so a test
+// that has seen the marker may still have to wait for the count.
+func (b *testBundle) requireCounter(want int64, name string, attrs ...attribute.KeyValue) {
+	b.t.Helper()
+	require.Eventually(b.t, func() bool { return b.counter(name, attrs...) == want }, waitFor, 5*time.Millisecond,
+		"%s%v = %d", name, attrs, want)
+	require.Equal(b.t, want, b.counter(name, attrs...), "%s%v", name, attrs)
+}
+
 func (b *testBundle) counter(name string, attrs ...attribute.KeyValue) int64 {
 	b.t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -186,9 +196,9 @@ func TestRecovery_R_H5_RebuildsALostProjectionFromPostgres(t *testing.T) {
 	b.run(b.src, b.options())
 	b.awaitComplete()
 	b.requireEqualsPostgres(flights)
-	require.Equal(t, int64(1), b.counter("msgx_projector_projection_losses_total", attribute.String("at", "startup")))
-	require.Equal(t, int64(1), b.counter("msgx_projector_recoveries_total", outcome(Completed)))
-	require.Equal(t, int64(40), b.counter("msgx_projector_recovery_flights_total"))
+	b.requireCounter(1, "msgx_projector_projection_losses_total", attribute.String("at", "startup"))
+	b.requireCounter(1, "msgx_projector_recoveries_total", outcome(Completed))
+	b.requireCounter(40, "msgx_projector_recovery_flights_total")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -280,8 +290,8 @@ func TestRecovery_R_H5_LossDuringTheRebuildStartsItOver(t *testing.T) {
 			b.run(src, b.options())
 			b.awaitComplete()
 			b.requireEqualsPostgres(flights)
-			require.Equal(t, int64(1), b.counter("msgx_projector_recoveries_total", outcome(Interrupted)))
-			require.Equal(t, int64(1), b.counter("msgx_projector_recoveries_total", outcome(Completed)))
+			b.requireCounter(1, "msgx_projector_recoveries_total", outcome(Interrupted))
+			b.requireCounter(1, "msgx_projector_recoveries_total", outcome(Completed))
 		})
 	}
 }
@@ -352,8 +362,8 @@ func TestRecovery_R_H5_FailedRebuildIsRetried(t *testing.T) {
 	b.run(src, b.options())
 	b.awaitComplete()
 	b.requireEqualsPostgres(flights)
-	require.Equal(t, int64(3), b.counter("msgx_projector_recoveries_total", outcome(Failed)))
-	require.Equal(t, int64(1), b.counter("msgx_projector_recoveries_total", outcome(Completed)))
+	b.requireCounter(3, "msgx_projector_recoveries_total", outcome(Failed))
+	b.requireCounter(1, "msgx_projector_recoveries_total", outcome(Completed))
 }
 
 type failingSource struct {
