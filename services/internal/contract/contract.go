@@ -210,10 +210,7 @@ func (e Encoder) encode(c Change, wantMsg, wantSchd bool) (msg, schd Record, err
 	if err != nil {
 		return Record{}, Record{}, fmt.Errorf("encoding change of flight %d: %w", c.FLID, err)
 	}
-	timesJSON, err := json.Marshal(times)
-	if err != nil {
-		return Record{}, Record{}, fmt.Errorf("encoding times of flight %d: %w", c.FLID, err)
-	}
+	timesJSON := StringMapJSON(times)
 	docJSON, err := flight.JSON(c.Flight, c.FlightJSON)
 	if err != nil {
 		return Record{}, Record{}, fmt.Errorf("encoding document of flight %d: %w", c.FLID, err)

@@ -132,3 +132,27 @@ func TestEncoder_R_J1_DeletionsKeepTheirShape(t *testing.T) {
 	require.Nil(t, schd.Value)
 	require.Equal(t, contract.EventDeleted, schd.Headers[contract.HeaderEventType])
 }
+
+// TestStringMapJSON_R_J1_EqualsJSONMarshal holds the header and times
+// encoding to json.Marshal's bytes: the headers of every kind of change,
+// the times of every sample document, and strings json.Marshal escapes.
+func TestStringMapJSON_R_J1_EqualsJSONMarshal(t *testing.T) {
+	maps := []map[string]string{nil, {}, {"": ""},
+		{"k": `<a href="x">&amp;</a>`, "ctl\x00\x01\x1f\x7f": "tab\tnl\nbs\bff\f", "bad\xff": "\u2028\u2029", "é": "航班", `back\slash`: `"q"`},
+		{"a<b": "x>y", "amp": "r&d", "del": "\x7f", "nul": "\x00", "quote": `"`, "bs": `\`, "high": "\x80"}}
+	for _, c := range changes() {
+		msg, schd, err := contract.Encoder{Zone: shanghai}.Records(c)
+		require.NoError(t, err)
+		maps = append(maps, msg.Headers, schd.Headers)
+	}
+	for _, doc := range sampleDocs(t) {
+		times, err := contract.Times(doc, shanghai)
+		require.NoError(t, err)
+		maps = append(maps, times)
+	}
+	for _, m := range maps {
+		want, err := json.Marshal(m)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(contract.StringMapJSON(m)))
+	}
+}

@@ -210,9 +210,9 @@ func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType 
 		return err
 	}
 	c := &Change{Row: row, Canonical: canonical, MsgID: w.MsgID, Now: w.Now, Outbox: []OutboxRow{
-		{Target: TargetFlightState, Pkey: key, Payload: statePayload, Headers: mustJSON(headers), MsgID: w.MsgID, At: w.Now},
-		{Target: TargetMsg, Pkey: key, Payload: ev.Value, Headers: mustJSON(ev.Headers), MsgID: w.MsgID, At: w.Now},
-		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: mustJSON(st.Headers), MsgID: w.MsgID, At: w.Now},
+		{Target: TargetFlightState, Pkey: key, Payload: statePayload, Headers: contract.StringMapJSON(headers), MsgID: w.MsgID, At: w.Now},
+		{Target: TargetMsg, Pkey: key, Payload: ev.Value, Headers: contract.StringMapJSON(ev.Headers), MsgID: w.MsgID, At: w.Now},
+		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: contract.StringMapJSON(st.Headers), MsgID: w.MsgID, At: w.Now},
 	}}
 	if err := w.Sink.Change(ctx, c); err != nil {
 		return fmt.Errorf("writing flight %d: %w", row.FLID, err)
