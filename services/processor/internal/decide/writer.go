@@ -76,11 +76,13 @@ func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Do
 		doc = flight.KeepFLOPVerbatim(cur.Doc, doc)
 	}
 	doc = flight.Derive(doc, flid, kids)
-	delete(w.dirty, flid)        // its MAFL is fresh now
-	canonical := doc.Canonical() // encoded once: compared, then stored
-	if cur.Active() && bytes.Equal(cur.Doc.Canonical(), canonical) {
+	delete(w.dirty, flid) // its MAFL is fresh now
+	// The stored document is compared value by value, not by its encoding:
+	// encoding it too cost as much as a payload (docs/performance.md, R-J1).
+	if cur.Active() && sameDoc(cur.Doc, doc) {
 		return false, nil
 	}
+	canonical := doc.Canonical() // encoded once: stored, and embedded in the three payloads
 	version := int64(1)
 	before := flight.Doc{}
 	evType := contract.EventCreated
@@ -245,6 +247,11 @@ func changedKeys(before, after flight.Doc) []string {
 	sort.Strings(out)
 	return out
 }
+
+// sameDoc reports whether two documents have the same canonical JSON
+// (their strings are UTF-8: messages are checked on the way in, stored
+// documents come out of JSON).
+func sameDoc(a, b flight.Doc) bool { return sameValue(map[string]any(a), map[string]any(b)) }
 
 // sameValue reports whether two document values encode to the same JSON:
 // strings, objects and lists are compared directly (a per-key encoding of
