@@ -956,20 +956,7 @@ func vmHWM(pid int) (int64, error) {
 
 // stop ends a target's process with SIGTERM (as an orderly shutdown: it
 // releases its lease) and waits until it is gone.
-func (s *stack) stop(target string) {
-	s.t.Helper()
-	s.mu.Lock()
-	p := s.procs[target]
-	s.mu.Unlock()
-	require.NotNil(s.t, p)
-	p.stopped.Store(true)
-	require.NoError(s.t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		s.t.Fatalf("%s did not exit within 30 s of SIGTERM", target)
-	}
-}
+func (s *stack) stop(target string) { s.end(target, syscall.SIGTERM) }
 
 // benchReport formats the run.
 type benchReport struct {

@@ -607,18 +607,22 @@ func (s *stack) exitNames() []string {
 }
 
 // kill sends SIGKILL to a target's process and waits until it is gone.
-func (s *stack) kill(target string) {
+func (s *stack) kill(target string) { s.end(target, syscall.SIGKILL) }
+
+// end sends sig to a target's process, which the test means to end, and
+// waits until it is gone.
+func (s *stack) end(target string, sig syscall.Signal) {
 	s.t.Helper()
 	s.mu.Lock()
 	p := s.procs[target]
 	s.mu.Unlock()
 	require.NotNil(s.t, p)
 	p.stopped.Store(true)
-	require.NoError(s.t, p.cmd.Process.Signal(syscall.SIGKILL))
+	require.NoError(s.t, p.cmd.Process.Signal(sig))
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
-		s.t.Fatalf("%s did not exit after SIGKILL", target)
+		s.t.Fatalf("%s did not exit within 30 s of %s", target, sig)
 	}
 }
 

@@ -65,31 +65,6 @@ func (b *testBundle) pendingCost(t *testing.T) int {
 		b.explainBuffers(t, mailboxRetryQuery, now, b.r.opt.Batch)
 }
 
-// addPending inserts n rows of target msg (keys cycling over 1,000 FLIDs)
-// and n marker intents for mailbox rows that exist, all due now.
-func (b *testBundle) addPending(t *testing.T, n int) {
-	t.Helper()
-	now := b.clock.Now()
-	b.exec(t, `INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at)
-		SELECT 'msg', (g % 1000)::text, convert_to(repeat('x', 400), 'UTF8'), '{"msgx-event-id":"e"}'::jsonb, g, $2, $2
-		FROM generate_series(1, $1) g`, n, now)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var first int64
-	require.NoError(t, b.mailbox.QueryRowContext(ctx, `SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&first))
-	tx, err := b.mailbox.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	for i := 0; i < n; i++ {
-		_, err := tx.ExecContext(ctx, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES ('<x/>', 'VALID')`)
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit())
-	b.exec(t, `INSERT INTO proc_state (msg_id, state, raw, kafka_offset, finished_at)
-		SELECT g, 'SUCCEEDED', '', 0, $3 FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, first+1, first+int64(n), now)
-	b.exec(t, `INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-		SELECT 'mailbox', g::text, g, $3, $3 FROM generate_series($1::bigint, $2::bigint) g`, first+1, first+int64(n), now)
-}
-
 // TestPendingQueryCost_R_J5_IndependentOfDeliveredHistory: with
 // autovacuum off on the outbox, 50,000 msg rows and 50,000 markers are
 // delivered by the relay's own drains; finding the next pending rows then
@@ -104,7 +79,7 @@ func TestPendingQueryCost_R_J5_IndependentOfDeliveredHistory(t *testing.T) {
 	fresh := setup(t)
 	fresh.exec(t, `ALTER TABLE outbox SET (autovacuum_enabled = false)`)
 	fresh.r.floors.listening(true)
-	fresh.addPending(t, waiting)
+	seedRelayWork(t, fresh, waiting)
 	freshCost := fresh.pendingCost(t)
 
 	b := setup(t)
@@ -113,7 +88,7 @@ func TestPendingQueryCost_R_J5_IndependentOfDeliveredHistory(t *testing.T) {
 	// The drains run as under a connected listener: every insert of this
 	// test commits before the drain that could pass it.
 	b.r.floors.listening(true)
-	b.addPending(t, delivered)
+	seedRelayWork(t, b, delivered)
 	cl := b.producer(t, b.kcfg.Topics.Msg)
 	for {
 		more, err := b.r.drainKafka(flushCtx(t), cl, TargetMsg)
@@ -137,7 +112,7 @@ func TestPendingQueryCost_R_J5_IndependentOfDeliveredHistory(t *testing.T) {
 		`SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'outbox'`).Scan(&dead))
 	t.Logf("outbox dead tuples after delivery (no vacuum): %d", dead)
 
-	b.addPending(t, waiting)
+	seedRelayWork(t, b, waiting)
 	historyCost := b.pendingCost(t)
 	t.Logf("buffers to find %d pending rows: fresh table %d, after %d delivered %d", waiting, freshCost, 2*delivered, historyCost)
 	require.LessOrEqual(t, historyCost, 2*freshCost+20,

@@ -74,24 +74,8 @@ func (m *Mailbox) UnmarkedIDs(ctx context.Context, after int64, limit int) ([]in
 	defer cancel()
 	where, args := m.unmarkedWhere(nil)
 	args = append(args, after, limit)
-	rows, err := m.db.QueryContext(ctx,
-		"SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", args...)
-	if err != nil {
-		return nil, fmt.Errorf("querying unmarked mailbox rows after %d: %w", after, err)
-	}
-	defer rows.Close()
-	ids := make([]int64, 0, limit)
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("reading unmarked mailbox row id: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading unmarked mailbox rows after %d: %w", after, err)
-	}
-	return ids, nil
+	return m.ids(ctx, "SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", args,
+		limit, fmt.Sprintf("after %d", after))
 }
 
 // UnmarkedIDsUpTo is UnmarkedIDs restricted to IDs at most upTo: its cost
@@ -102,10 +86,16 @@ func (m *Mailbox) UnmarkedIDsUpTo(ctx context.Context, after, upTo int64, limit 
 	defer cancel()
 	where, args := m.unmarkedWhere(nil)
 	args = append(args, after, upTo, limit)
-	rows, err := m.db.QueryContext(ctx,
-		"SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? AND CMINMSGS_ID <= ? ORDER BY CMINMSGS_ID LIMIT ?", args...)
+	return m.ids(ctx, "SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? AND CMINMSGS_ID <= ? ORDER BY CMINMSGS_ID LIMIT ?", args,
+		limit, fmt.Sprintf("in (%d, %d]", after, upTo))
+}
+
+// ids runs a query of unmarked IDs and reads them; what names the range in
+// errors.
+func (m *Mailbox) ids(ctx context.Context, query string, args []any, limit int, what string) ([]int64, error) {
+	rows, err := m.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("querying unmarked mailbox rows in (%d, %d]: %w", after, upTo, err)
+		return nil, fmt.Errorf("querying unmarked mailbox rows %s: %w", what, err)
 	}
 	defer rows.Close()
 	ids := make([]int64, 0, limit)
@@ -117,7 +107,7 @@ func (m *Mailbox) UnmarkedIDsUpTo(ctx context.Context, after, upTo int64, limit 
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading unmarked mailbox rows in (%d, %d]: %w", after, upTo, err)
+		return nil, fmt.Errorf("reading unmarked mailbox rows %s: %w", what, err)
 	}
 	return ids, nil
 }
