@@ -102,7 +102,7 @@ func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Do
 	}
 	w.noteChild(cur, master, doc.String("FLNO"))
 	row := Flight{FLID: flid, State: "ACTIVE", Version: version, OpDay: opDay, Master: master, Doc: doc}
-	return true, w.emit(ctx, row, canonical, evType, changedKeys(before, doc))
+	return true, w.emit(ctx, row, canonical, evType, ChangedKeys(before, doc))
 }
 
 // noteChild marks the masters whose child set a write changed: the old
@@ -231,8 +231,9 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// changedKeys lists the top-level elements that differ between two documents.
-func changedKeys(before, after flight.Doc) []string {
+// ChangedKeys lists the top-level elements that differ between two
+// documents, sorted: the Changed field of a flight's event.
+func ChangedKeys(before, after flight.Doc) []string {
 	out := []string{}
 	for k, v := range after {
 		if bv, ok := before[k]; !ok || !sameValue(bv, v) {

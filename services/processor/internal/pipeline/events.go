@@ -3,10 +3,8 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	"msgexchange/services/internal/contract"
-	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
 )
 
@@ -37,31 +35,10 @@ const (
 	EventDeleted = contract.EventDeleted
 )
 
-func eventID(flid, version int64) string { return contract.EventID(flid, version) }
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("encoding event: %v", err)) // only plain data is encoded
 	}
 	return b
-}
-
-// changedKeys lists the top-level elements that differ between two documents.
-func changedKeys(before, after flight.Doc) []string {
-	out := []string{}
-	seen := map[string]bool{}
-	for k, v := range after {
-		seen[k] = true
-		if bv, ok := before[k]; !ok || string(mustJSON(bv)) != string(mustJSON(v)) {
-			out = append(out, k)
-		}
-	}
-	for k := range before {
-		if !seen[k] {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

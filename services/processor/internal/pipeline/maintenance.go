@@ -16,6 +16,7 @@ import (
 	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
+	"msgexchange/services/processor/internal/decide"
 )
 
 // Defaults of the maintenance options, used where Options leave them zero.
@@ -745,7 +746,7 @@ func (m *sweptMaster) refresh(ctx context.Context, tx pgx.Tx, zone *time.Locatio
 		day = m.opDay.Format(time.DateOnly)
 	}
 	change := contract.Change{FLID: m.flid, StateVersion: version, EventType: EventUpdated, OperationDay: day,
-		Changed: changedKeys(m.doc, doc), Reason: historySweepReason, OccurredAt: now, Flight: doc, FlightJSON: canonical}
+		Changed: decide.ChangedKeys(m.doc, doc), Reason: historySweepReason, OccurredAt: now, Flight: doc, FlightJSON: canonical}
 	ev, st, err := contract.Encoder{Zone: zone}.Records(change)
 	if err != nil {
 		return err
