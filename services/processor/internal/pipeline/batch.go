@@ -55,7 +55,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -201,41 +200,15 @@ func (e *Engine) prepareBatch(ctx context.Context, heads []*head) []*batchMsg {
 // be part of a batch (its decoding needs a retry, or decide does not
 // handle it).
 func (e *Engine) prepareOne(m *batchMsg) bool {
-	h := m.h
-	if strings.TrimSpace(h.Raw) == "" {
-		m.state, m.class, m.reason = StateDead, ClassMalformed, "raw message missing"
-		return true
+	r := e.read(m.ctx, m.h)
+	if r.retry != nil {
+		return false
 	}
-	if err := e.guard(m.ctx, h.MsgID, "decoding", func() (err error) {
-		m.msg, err = sis.DecodeText(h.Raw)
-		return err
-	}); err != nil {
-		var de *sis.Error
-		var f *failure
-		if errors.As(err, &f) || (errors.As(err, &de) && de.Class == sis.ClassCodec) {
-			return false
-		}
-		m.state, m.class, m.reason = StateDead, ClassMalformed, err.Error()
-		return true
-	}
-	m.meta = &metaCols{SNDR: m.msg.Meta.SNDR, TYPE: m.msg.Meta.TYPE, STYP: m.msg.Meta.STYP, SEQN: m.msg.Meta.SEQN, DTTM: m.msg.Meta.DTTM}
-	if e.opt.IgnoreTypes[m.msg.Meta.TYPE] {
-		m.state, m.reason = StateSkipped, "ignored type "+m.msg.Meta.TYPE+" (pipeline.ignore-types)"
-		return true
-	}
-	if err := e.guard(m.ctx, h.MsgID, "classifying", func() (err error) {
-		m.cls, err = sis.Classify(m.msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
-		return err
-	}); err != nil {
-		var de *sis.Error
-		var f *failure
-		switch {
-		case errors.As(err, &f):
-			return false
-		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
-			m.state, m.class, m.reason = StateDead, ClassMalformed, err.Error()
-		default:
-			m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, err.Error()+parkedSuffix, true
+	m.msg, m.meta, m.cls = r.msg, r.meta, r.cls
+	if r.state != "" {
+		m.state, m.class, m.reason, m.parked = r.state, r.class, r.reason, r.parked
+		if r.parked {
+			m.reason += parkedSuffix
 		}
 		return true
 	}

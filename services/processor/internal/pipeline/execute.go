@@ -32,43 +32,16 @@ type skipError = decide.Skip
 // Decoding and handling run inside guard: a panic there is this message's
 // failure (R-H1), its transaction rolls back, and the pipeline goes on.
 func (e *Engine) execute(ctx context.Context, h *head) error {
-	if strings.TrimSpace(h.Raw) == "" {
-		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, "raw message missing")
+	r := e.read(ctx, h)
+	switch {
+	case r.retry != nil:
+		return r.retry
+	case r.parked:
+		return e.parkUnsupported(ctx, h.MsgID, r.meta, r.reason) // not retried: see unsupported.go
+	case r.state != "":
+		return e.finishNonBusiness(ctx, h.MsgID, r.meta, r.state, r.class, r.reason)
 	}
-	var msg *sis.Message
-	if err := e.guard(ctx, h.MsgID, "decoding", func() (err error) {
-		msg, err = sis.DecodeText(h.Raw)
-		return err
-	}); err != nil {
-		var de *sis.Error
-		var f *failure
-		switch {
-		case errors.As(err, &f):
-			return f
-		case errors.As(err, &de) && de.Class == sis.ClassCodec:
-			return &failure{class: ClassCodec, reason: err.Error()}
-		}
-		return e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassMalformed, err.Error())
-	}
-	meta := &metaCols{SNDR: msg.Meta.SNDR, TYPE: msg.Meta.TYPE, STYP: msg.Meta.STYP, SEQN: msg.Meta.SEQN, DTTM: msg.Meta.DTTM}
-	if e.opt.IgnoreTypes[msg.Meta.TYPE] {
-		return e.finishNonBusiness(ctx, h.MsgID, meta, StateSkipped, "", "ignored type "+msg.Meta.TYPE+" (pipeline.ignore-types)")
-	}
-	var cls sis.Classification
-	if err := e.guard(ctx, h.MsgID, "classifying", func() (err error) {
-		cls, err = sis.Classify(msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
-		return err
-	}); err != nil {
-		var de *sis.Error
-		var f *failure
-		switch {
-		case errors.As(err, &f):
-			return f
-		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
-			return e.finishNonBusiness(ctx, h.MsgID, meta, StateDead, ClassMalformed, err.Error())
-		}
-		return e.parkUnsupported(ctx, h.MsgID, meta, err.Error()) // not retried: see unsupported.go
-	}
+	msg, meta, cls := r.msg, r.meta, r.cls
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
 	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
@@ -131,6 +104,67 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 		return retry
 	}
 	return err
+}
+
+// reading is what reading a message decided before any handler runs:
+// decoding it, the ignore list, classifying it. The one message path
+// (execute) and a batch (prepareOne) both act on it, so their outcomes
+// cannot drift apart (R-J1).
+type reading struct {
+	msg  *sis.Message
+	meta *metaCols
+	cls  sis.Classification
+	// retry is set when decoding or classifying must be tried again
+	// (CODEC_ERROR, a panic): the message's attempt fails.
+	retry *failure
+	// state is set when the message ends here — DEAD MALFORMED, SKIPPED
+	// (an ignored type), DEAD UNSUPPORTED (parked, without parkedSuffix in
+	// reason) — with its class and reason.
+	state, class, reason string
+	parked               bool
+}
+
+// read decodes and classifies h's message, each under the panic guard.
+func (e *Engine) read(ctx context.Context, h *head) reading {
+	var r reading
+	if strings.TrimSpace(h.Raw) == "" {
+		r.state, r.class, r.reason = StateDead, ClassMalformed, "raw message missing"
+		return r
+	}
+	if err := e.guard(ctx, h.MsgID, "decoding", func() (err error) {
+		r.msg, err = sis.DecodeText(h.Raw)
+		return err
+	}); err != nil {
+		var de *sis.Error
+		switch {
+		case errors.As(err, &r.retry):
+		case errors.As(err, &de) && de.Class == sis.ClassCodec:
+			r.retry = &failure{class: ClassCodec, reason: err.Error()}
+		default:
+			r.state, r.class, r.reason = StateDead, ClassMalformed, err.Error()
+		}
+		return r
+	}
+	m := r.msg.Meta
+	r.meta = &metaCols{SNDR: m.SNDR, TYPE: m.TYPE, STYP: m.STYP, SEQN: m.SEQN, DTTM: m.DTTM}
+	if e.opt.IgnoreTypes[m.TYPE] {
+		r.state, r.reason = StateSkipped, "ignored type "+m.TYPE+" (pipeline.ignore-types)"
+		return r
+	}
+	if err := e.guard(ctx, h.MsgID, "classifying", func() (err error) {
+		r.cls, err = sis.Classify(r.msg, sis.IdentityOptions{IncludeDayBoundary: e.opt.IncludeDayBoundary})
+		return err
+	}); err != nil {
+		var de *sis.Error
+		switch {
+		case errors.As(err, &r.retry):
+		case errors.As(err, &de) && de.Class == sis.ClassMalformed:
+			r.state, r.class, r.reason = StateDead, ClassMalformed, err.Error()
+		default:
+			r.state, r.class, r.reason, r.parked = StateDead, ClassUnsupported, err.Error(), true
+		}
+	}
+	return r
 }
 
 // bindIdentity binds the identity key to msgID in the message's own
