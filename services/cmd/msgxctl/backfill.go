@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -17,7 +18,7 @@ func backfillCommand() *command {
 			name:     "abandoned",
 			synopsis: "[--limit N] [--after ID]",
 			summary:  "abandoned backfills: processed messages whose mailbox row was missing, so never marked",
-			setup: func(fs *flag.FlagSet) runFunc {
+			setup: func(fs *pflag.FlagSet) runFunc {
 				limit := fs.Int("limit", 100, "maximum rows (the server caps it at 1000)")
 				after := fs.Int64("after", 0, "only rows with a larger outbox ID (the next page starts after the last ID shown)")
 				return func(ctx context.Context, a *app, args []string) error {
@@ -47,8 +48,8 @@ func (a *app) backfillAbandoned(ctx context.Context, req *controlv1.ListAbandone
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetEntries()) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no abandoned backfills")

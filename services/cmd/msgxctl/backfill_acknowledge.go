@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -17,7 +18,7 @@ func backfillAcknowledgeCommand() *command {
 		name:     "acknowledge",
 		synopsis: "ID... --operator NAME --reason TEXT",
 		summary:  "close abandoned backfills (outbox IDs as 'backfill abandoned' shows them): they leave the abandoned count; audited",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			operator := fs.String("operator", "", "who acknowledges (required; recorded in the audit)")
 			reason := fs.String("reason", "", "why (required; recorded in the audit)")
 			return func(ctx context.Context, a *app, args []string) error {
@@ -55,8 +56,8 @@ func (a *app) backfillAcknowledge(ctx context.Context, req *controlv1.Acknowledg
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	fmt.Fprintf(a.stdout, "acknowledged %d abandoned backfill(s) (audit %d)\n", resp.GetAcknowledged(), resp.GetAuditId())
 	if len(resp.GetAcknowledgedIds()) > 0 {

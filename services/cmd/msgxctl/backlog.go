@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -14,7 +15,7 @@ func backlogCommand() *command {
 	return &command{
 		name:    "backlog",
 		summary: "processing backlog: messages per state, oldest unfinished message and its age",
-		setup: func(*flag.FlagSet) runFunc {
+		setup: func(*pflag.FlagSet) runFunc {
 			return func(ctx context.Context, a *app, args []string) error {
 				if err := exactArgs(args); err != nil {
 					return err
@@ -36,8 +37,8 @@ func (a *app) backlog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	c := resp.GetCounts()
 	tw := newTable(a.stdout)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
+
+	"github.com/spf13/pflag"
 
 	"msgexchange/services/internal/sis"
 )
@@ -29,7 +30,7 @@ func decodeCommand() *command {
 		name:     "decode",
 		synopsis: "FILE... [--day-boundary] [--text]",
 		summary:  "decode SIS files offline: one JSON object per file (META, classification, lossless document or error)",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			day := fs.Bool("day-boundary", false, "include the DTTM day in the identity key (identity.include-day-boundary)")
 			text := fs.Bool("text", false, "decode each file as the processor decodes a stored mailbox text: UTF-8, the XML declaration's encoding ignored (for a message exported from the mailbox); default: bytes, read as the declaration says")
 			return func(_ context.Context, a *app, args []string) error {

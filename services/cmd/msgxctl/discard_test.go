@@ -61,7 +61,7 @@ func TestMsgxctl_R_F2_R_D4_OutboxDiscardAndBackfillAcknowledge(t *testing.T) {
 		r := b.run(t, "-json", "outbox", "discard", "--target", "coutmsgs", "--operator", "alice", "--reason", "requests withdrawn")
 		require.Equal(t, 0, r.code, r.stderr)
 		v := decodeJSON(t, r.stdout)
-		require.Equal(t, []any{"901"}, v["discarded_ids"])
+		require.Equal(t, []any{float64(901)}, v["discarded_ids"])
 		require.Equal(t, "DISCARDED", state(901))
 	})
 	t.Run("Acknowledge", func(t *testing.T) {

@@ -1,8 +1,8 @@
 // Command msgxctl is the operators' command-line client of the msgexchange
 // control plane (R-F2): every control-plane call as a command, with aligned
-// tables for people and -json (protojson) for scripts.
+// tables for people and -o json|yaml for scripts (R-N3).
 //
-//	msgxctl [-addr HOST:PORT] [-token-file F | -token T] [-ca F [-cert F -key F] [-server-name N]] [-json] [-timeout D] COMMAND ...
+//	msgxctl [--context NAME] [--addr HOST:PORT] [--token-file F | --token T] [--ca F [--cert F --key F] [--server-name N]] [-o table|json|yaml] [--timeout D] COMMAND ...
 //	msgxctl message get 42 --raw
 //	msgxctl message list --state pending,failed --limit 5
 //	msgxctl message dead 42 --operator alice --reason "blocks the FIFO; AODB resends it"
@@ -27,15 +27,24 @@
 // when it differs from the -addr host. Exit status: 0 success, 1 failure
 // (the reason on stderr), 2 usage error.
 //
-// Structure: one file per command group (message.go, backlog.go, ...), each
-// returning a *command tree; registry.go lists the groups and dispatches.
-// Adding a command group means adding its file and one line to commands().
+// Flags go anywhere on the line ("msgxctl backlog -o json" as well as
+// "msgxctl -o json backlog"); the single-dash spellings of the earlier
+// msgxctl ("-addr", "-json", "-state dead") are still read as the long
+// flags they name. -o json and -o yaml print every field under its proto
+// name with numbers as numbers and embedded JSON documents as documents.
 //
-// Why the standard flag package and not a CLI framework such as cobra: the
-// command tree is two levels deep and small; the standard package accepts
-// both -flag and --flag, the same syntax as the services' own flags
-// (-config.file), while cobra's pflag treats -addr as a cluster of short
-// flags; and it keeps the binary free of dependencies. The few things a
-// framework would add — a registry, help text, flags after positional
-// arguments — are about a hundred lines in registry.go.
+// Named contexts (address, token file, TLS files) live in
+// $XDG_CONFIG_HOME/msgxctl/config.yaml (else ~/.config/msgxctl/config.yaml,
+// or --config, $MSGXCTL_CONFIG): "msgxctl config set-context prod --addr H
+// --token-file F --ca F", "msgxctl config use-context prod", "--context
+// NAME" for one call. A flag beats the environment, which beats the
+// context. "msgxctl completion bash|zsh|fish|powershell" prints the shell
+// completion script; "msgxctl version" the build.
+//
+// Structure: one file per command group (message.go, backlog.go, ...), each
+// returning a *command tree whose leaves register their flags on a pflag
+// set; registry.go lists the groups and turns the tree into cobra
+// commands, which give help, completion and flags after positional
+// arguments. Adding a command group means adding its file and one line to
+// commands().
 package main

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -18,7 +19,7 @@ func flightCommand() *command {
 			name:     "get",
 			synopsis: "FLID",
 			summary:  "authoritative state of one flight, with its full document",
-			setup: func(*flag.FlagSet) runFunc {
+			setup: func(*pflag.FlagSet) runFunc {
 				return func(ctx context.Context, a *app, args []string) error {
 					if err := exactArgs(args, "FLID"); err != nil {
 						return err
@@ -45,8 +46,8 @@ func (a *app) flightGet(ctx context.Context, flid int64) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	f := resp.GetFlight()
 	tw := newTable(a.stdout)

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 
+	"github.com/spf13/pflag"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -19,7 +19,7 @@ func healthCommand() *command {
 		name:     "health",
 		synopsis: "[--service NAME]",
 		summary:  "gRPC health status of the control plane; exit status 1 unless SERVING",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			service := fs.String("service", "", `service to check, e.g. msgx.control.v1.AdminService ("" = the server as a whole)`)
 			return func(ctx context.Context, a *app, args []string) error {
 				if err := exactArgs(args); err != nil {
@@ -42,8 +42,8 @@ func (a *app) health(ctx context.Context, service string) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		err = a.printJSON(resp)
+	if a.structured() {
+		err = a.printStructured(resp)
 	} else {
 		name := service
 		if name == "" {

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -19,7 +20,7 @@ func leaseCommand() *command {
 			{
 				name:    "list",
 				summary: "every lease: holder, expiry, time remaining and the fencing token of ended terms (a live term's token goes only to its holder)",
-				setup: func(*flag.FlagSet) runFunc {
+				setup: func(*pflag.FlagSet) runFunc {
 					return func(ctx context.Context, a *app, args []string) error {
 						if err := exactArgs(args); err != nil {
 							return err
@@ -32,7 +33,7 @@ func leaseCommand() *command {
 				name:     "force-release",
 				synopsis: "NAME --operator O --reason R",
 				summary:  "end a lease's term now, whoever holds it (audited); the holder stops at its next renewal or fenced write and the next acquirer gets a new token",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					operator := fs.String("operator", "", "who force-releases, recorded in the lease audit (required)")
 					reason := fs.String("reason", "", "why, recorded in the lease audit (required)")
 					return func(ctx context.Context, a *app, args []string) error {
@@ -68,8 +69,8 @@ func (a *app) leaseList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetLeases()) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no leases: no instance has acquired one yet")
@@ -117,8 +118,8 @@ func (a *app) leaseForceRelease(ctx context.Context, req *controlv1.ForceRelease
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	au := resp.GetAudit()
 	if resp.GetWasHeld() {

@@ -64,7 +64,7 @@ func TestMsgxctl_R_F1_R_F2_Lease(t *testing.T) {
 	require.Len(t, leases, 2)
 	p := leases[1].(map[string]any)
 	require.Equal(t, "processor", p["name"])
-	require.Equal(t, "1", p["token"])
+	require.Equal(t, float64(1), p["token"])
 	require.Equal(t, false, p["held"])
 	require.Equal(t, "0s", p["remaining"])
 

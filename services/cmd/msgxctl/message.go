@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -18,7 +19,7 @@ func messageCommand() *command {
 			name:     "get",
 			synopsis: "ID [--raw]",
 			summary:  "processing state of one mailbox message (its proc_state row)",
-			setup: func(fs *flag.FlagSet) runFunc {
+			setup: func(fs *pflag.FlagSet) runFunc {
 				raw := fs.Bool("raw", false, "also print the raw XML as received")
 				return func(ctx context.Context, a *app, args []string) error {
 					if err := exactArgs(args, "ID"); err != nil {
@@ -46,8 +47,8 @@ func (a *app) messageGet(ctx context.Context, id int64, raw bool) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	m := resp.GetMessage()
 	tw := newTable(a.stdout)

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -17,7 +18,7 @@ func messageDeadCommand() *command {
 		name:     "dead",
 		synopsis: "ID --operator NAME --reason TEXT",
 		summary:  "end an unfinished message (PENDING, FAILED, APPLIED; e.g. a stuck head) as DEAD(OPERATOR); audited, then backfilled like any DEAD message",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			operator := fs.String("operator", "", "who ends the message (required; recorded in the audit and the message's reason)")
 			reason := fs.String("reason", "", "why (required; recorded in the audit and the message's reason)")
 			return func(ctx context.Context, a *app, args []string) error {
@@ -51,8 +52,8 @@ func (a *app) messageDead(ctx context.Context, req *controlv1.EndMessageRequest)
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	m, au := resp.GetMessage(), resp.GetAudit()
 	was := enumName(au.GetPreviousState(), "MESSAGE_STATE_")

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
@@ -19,7 +19,7 @@ func messageListCommand() *command {
 		name:     "list",
 		synopsis: "[--state S[,S]] [--class C[,C]] [--from T] [--to T] [--limit N] [--after ID]",
 		summary:  "mailbox messages by state, error class and receive time, in ID order (e.g. --state pending: the head and what waits behind it)",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			states := fs.String("state", "", "states, comma-separated: pending, failed, applied, succeeded, skipped, dead (default every state)")
 			classes := fs.String("class", "", "error classes, comma-separated: malformed, codec_error, unsupported, infra, protocol, exhausted, operator, or none for no class (default any)")
 			from := fs.String("from", "", "only messages received at or after this time (RFC 3339; registered_at where the mailbox gave no time)")
@@ -102,8 +102,8 @@ func (a *app) messageList(ctx context.Context, req *controlv1.ListMessagesReques
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetMessages()) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no messages match")

@@ -60,10 +60,10 @@ func TestMsgxctl_R_H3_MessageList(t *testing.T) {
 		msgs := v["messages"].([]any)
 		require.Len(t, msgs, 1)
 		m := msgs[0].(map[string]any)
-		require.Equal(t, "44", m["msg_id"])
+		require.Equal(t, float64(44), m["msg_id"])
 		require.Equal(t, "MESSAGE_STATE_FAILED", m["state"])
 		require.Equal(t, "", m["raw"], "never the raw XML")
-		require.Equal(t, "0", v["next_after_msg_id"])
+		require.Equal(t, float64(0), v["next_after_msg_id"])
 	})
 	t.Run("UsageErrors", func(t *testing.T) {
 		t.Parallel()

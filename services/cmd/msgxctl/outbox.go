@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -21,7 +22,7 @@ func outboxCommand() *command {
 			name:     "list",
 			synopsis: "[--target T] [--state S] [--limit N] [--after ID]",
 			summary:  "outbox rows in ID order without payloads; --state dead is the dead-letter queue",
-			setup: func(fs *flag.FlagSet) runFunc {
+			setup: func(fs *pflag.FlagSet) runFunc {
 				target := fs.String("target", "", "only rows of this target (flight-state, msg, schd, mailbox, coutmsgs)")
 				state := fs.String("state", "", "only rows in this state: pending, sent, dead, abandoned or discarded")
 				limit := fs.Int("limit", 100, "maximum rows (the server caps it at 1000)")
@@ -60,8 +61,8 @@ func (a *app) outboxList(ctx context.Context, req *controlv1.ListOutboxRequest) 
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetEntries()) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no outbox rows match")

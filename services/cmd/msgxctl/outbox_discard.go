@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -16,7 +17,7 @@ func outboxDiscardCommand() *command {
 		name:     "discard",
 		synopsis: "(--id N ... | --target T) --operator NAME --reason TEXT",
 		summary:  "end DEAD outbox rows nobody needs (DISCARDED, never delivered; a discarded marker finishes its backfill); audited",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			sel := addRowSelection(fs, "discard",
 				"DEAD outbox row `ID` to discard; repeat the flag for several rows (exclusive with --target)",
 				"discard every DEAD row of this target (flight-state, msg, schd, mailbox, coutmsgs)",
@@ -45,8 +46,8 @@ func (a *app) outboxDiscard(ctx context.Context, req *controlv1.DiscardOutboxReq
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	fmt.Fprintf(a.stdout, "discarded %d outbox row(s) (audit %d)\n", resp.GetDiscarded(), resp.GetAuditId())
 	if len(resp.GetDiscardedIds()) > 0 {

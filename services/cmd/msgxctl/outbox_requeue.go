@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -17,7 +18,7 @@ func outboxRequeueCommand() *command {
 		name:     "requeue",
 		synopsis: "(--id N ... | --target T) [--state S] --operator NAME --reason TEXT",
 		summary:  "put DEAD outbox rows (or, with --state abandoned, abandoned backfills) back to PENDING; audited",
-		setup: func(fs *flag.FlagSet) runFunc {
+		setup: func(fs *pflag.FlagSet) runFunc {
 			sel := addRowSelection(fs, "re-queue",
 				"outbox row `ID` to re-queue; repeat the flag for several rows (exclusive with --target)",
 				"re-queue every row of this target in --state (flight-state, msg, schd, mailbox, coutmsgs)",
@@ -56,8 +57,8 @@ func (a *app) outboxRequeue(ctx context.Context, req *controlv1.RequeueOutboxReq
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	fmt.Fprintf(a.stdout, "requeued %d outbox row(s) (audit %d)\n", resp.GetRequeued(), resp.GetAuditId())
 	if len(resp.GetRequeuedIds()) > 0 {

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // rowSelection holds the flags every audited action on outbox rows takes:
@@ -21,7 +22,7 @@ type rowSelection struct {
 
 // addRowSelection registers the selection flags on fs; the help texts say
 // what the action does to the rows.
-func addRowSelection(fs *flag.FlagSet, verb, idHelp, targetHelp, operatorHelp string) *rowSelection {
+func addRowSelection(fs *pflag.FlagSet, verb, idHelp, targetHelp, operatorHelp string) *rowSelection {
 	s := &rowSelection{verb: verb}
 	fs.Func("id", idHelp, func(v string) error {
 		id, err := strconv.ParseInt(v, 10, 64)

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -19,7 +20,7 @@ func projectionCommand() *command {
 				name:     "rebuild",
 				synopsis: "--operator NAME --reason TEXT",
 				summary:  "rebuild the whole Redis projection from PostgreSQL and remove stale keys (the projector completes it)",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					operator := fs.String("operator", "", "who rebuilds (required; recorded)")
 					reason := fs.String("reason", "", "why (required; recorded)")
 					return func(ctx context.Context, a *app, args []string) error {
@@ -37,7 +38,7 @@ func projectionCommand() *command {
 				name:     "status",
 				synopsis: "GENERATION",
 				summary:  "one projection rebuild: who asked, what it enqueued, how far the dispatcher delivered it",
-				setup: func(*flag.FlagSet) runFunc {
+				setup: func(*pflag.FlagSet) runFunc {
 					return func(ctx context.Context, a *app, args []string) error {
 						if err := exactArgs(args, "GENERATION"); err != nil {
 							return err
@@ -65,8 +66,8 @@ func (a *app) projectionRebuild(ctx context.Context, req *controlv1.RebuildProje
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	r := resp.GetRebuild()
 	_, err = fmt.Fprintf(a.stdout, "projection rebuild %d enqueued: %d flight(s) (%d active, %d deleted), max msg_id %d\n"+
@@ -87,8 +88,8 @@ func (a *app) projectionStatus(ctx context.Context, generation int64) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	r := resp.GetRebuild()
 	d := r.GetDelivery()

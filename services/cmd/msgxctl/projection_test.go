@@ -32,8 +32,8 @@ func TestMsgxctl_R_F2_R_E4_ProjectionRebuild(t *testing.T) {
 		r := b.run(t, "-json", "projection", "rebuild", "--operator", "bob", "--reason", "again")
 		require.Equal(t, 0, r.code, r.stderr)
 		v := decodeJSON(t, r.stdout)["rebuild"].(map[string]any)
-		require.Equal(t, "2", v["generation"])
-		require.Equal(t, "1", v["active"])
+		require.Equal(t, float64(2), v["generation"])
+		require.Equal(t, float64(1), v["active"])
 		require.Equal(t, "bob", v["operator"])
 	})
 	t.Run("StatusTable", func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestMsgxctl_R_F2_R_E4_ProjectionRebuild(t *testing.T) {
 		r := b.run(t, "-json", "projection", "status", "2")
 		require.Equal(t, 0, r.code, r.stderr)
 		d := decodeJSON(t, r.stdout)["rebuild"].(map[string]any)["delivery"].(map[string]any)
-		require.Equal(t, "1", d["pending"])
+		require.Equal(t, float64(1), d["pending"])
 		require.Equal(t, "OUTBOX_STATE_PENDING", d["manifest_state"])
 	})
 	t.Run("StatusNotFound", func(t *testing.T) {

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
@@ -26,7 +26,7 @@ func replayCommand() *command {
 				name:     "preview",
 				synopsis: replaySelectorSynopsis,
 				summary:  "list the messages a replay would match, each replayable or not with the reason; changes nothing",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					sel := bindSelectorFlags(fs)
 					return func(ctx context.Context, a *app, args []string) error {
 						s, err := sel.build(args)
@@ -41,7 +41,7 @@ func replayCommand() *command {
 				name:     "execute",
 				synopsis: replaySelectorSynopsis + " --operator NAME --reason TEXT",
 				summary:  "record a replay of the replayable matched messages; the processor applies it at its next step",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					sel := bindSelectorFlags(fs)
 					operator := fs.String("operator", "", "who replays (required, recorded in the audit)")
 					reason := fs.String("reason", "", "why (required, recorded in the audit)")
@@ -61,7 +61,7 @@ func replayCommand() *command {
 				name:     "status",
 				synopsis: "ID",
 				summary:  "one replay request: PENDING until the processor applied it, then DONE with what it replayed and refused",
-				setup: func(*flag.FlagSet) runFunc {
+				setup: func(*pflag.FlagSet) runFunc {
 					return func(ctx context.Context, a *app, args []string) error {
 						if err := exactArgs(args, "ID"); err != nil {
 							return err
@@ -84,7 +84,7 @@ type selectorFlags struct {
 	limit             *int
 }
 
-func bindSelectorFlags(fs *flag.FlagSet) *selectorFlags {
+func bindSelectorFlags(fs *pflag.FlagSet) *selectorFlags {
 	return &selectorFlags{
 		classes: fs.String("class", "", "error classes, comma-separated: codec_error, unsupported, infra, exhausted (others only show as not replayable)"),
 		from:    fs.String("from", "", "start of the time range (RFC 3339, inclusive) of finished_at, or updated_at for FAILED messages"),
@@ -159,8 +159,8 @@ func (a *app) replayPreview(ctx context.Context, sel *controlv1.ReplaySelector) 
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetMessages()) > 0 {
 		if err := a.candidateTable(resp.GetMessages()); err != nil {
@@ -186,8 +186,8 @@ func (a *app) replayExecute(ctx context.Context, req *controlv1.ExecuteReplayReq
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	r := resp.GetRequest()
 	fmt.Fprintf(a.stdout, "replay request %d recorded (%s): %d message(s): %s\n",
@@ -216,8 +216,8 @@ func (a *app) replayStatus(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	r := resp.GetRequest()
 	tw := newTable(a.stdout)

@@ -31,9 +31,9 @@ func TestMsgxctl_R_F2_R_F1_Replay(t *testing.T) {
 			"--from", testNow.Add(-time.Hour).Format(time.RFC3339), "--to", testNow.Format(time.RFC3339))
 		require.Equal(t, 0, r.code, r.stderr)
 		v := decodeJSON(t, r.stdout)
-		require.Equal(t, "1", v["count"])
+		require.Equal(t, float64(1), v["count"])
 		msgs := v["messages"].([]any)
-		require.Equal(t, "42", msgs[0].(map[string]any)["msg_id"])
+		require.Equal(t, float64(42), msgs[0].(map[string]any)["msg_id"])
 	})
 	t.Run("UsageErrors", func(t *testing.T) {
 		for _, args := range [][]string{
@@ -71,7 +71,7 @@ func TestMsgxctl_R_F2_R_F1_Replay(t *testing.T) {
 		require.Equal(t, 0, j.code, j.stderr)
 		req := decodeJSON(t, j.stdout)["request"].(map[string]any)
 		require.Equal(t, "REPLAY_REQUEST_STATE_PENDING", req["state"])
-		require.Equal(t, []any{"42"}, req["msg_ids"])
+		require.Equal(t, []any{float64(42)}, req["msg_ids"])
 
 		again := b.run(t, "replay", "execute", "42", "--operator", "bob", "--reason", "twice")
 		require.Equal(t, 1, again.code)

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -23,7 +24,7 @@ func requestCommand() *command {
 				name:     "rqfd",
 				synopsis: "--stdb X --stde Y --operator O --reason R",
 				summary:  "ask the AODB for the daily flight data of a window (answered by SCHD RESP); expires the open request of the same window",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					stdb := fs.String("stdb", "", "window start, passed to the AODB verbatim (required)")
 					stde := fs.String("stde", "", "window end, passed to the AODB verbatim (required)")
 					operator, reason := auditFlags(fs)
@@ -44,7 +45,7 @@ func requestCommand() *command {
 				name:     "rqrd",
 				synopsis: "--type RTYP --operator O --reason R",
 				summary:  "ask the AODB for one reference data type (answered by <RTYP> RESP); expires the open request of the same type",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					rtyp := fs.String("type", "", "reference type: SLST GLST BLST CLST TLST ABDG CHLT PLST AIRC REGN AIRL ARPT CITY COUL REGL ABNR DLYL HLTR ORGN STTS FLTL VIPL VIPS (required)")
 					operator, reason := auditFlags(fs)
 					return func(ctx context.Context, a *app, args []string) error {
@@ -64,7 +65,7 @@ func requestCommand() *command {
 				name:     "list",
 				synopsis: "[--state S] [--limit N]",
 				summary:  "outbound requests, newest first",
-				setup: func(fs *flag.FlagSet) runFunc {
+				setup: func(fs *pflag.FlagSet) runFunc {
 					state := fs.String("state", "", "only requests in this state: registered, sent, waiting, done or expired")
 					limit := fs.Int("limit", 100, "maximum requests (the server caps it at 1000)")
 					return func(ctx context.Context, a *app, args []string) error {
@@ -91,7 +92,7 @@ func requestCommand() *command {
 }
 
 // auditFlags registers --operator and --reason, recorded with a request.
-func auditFlags(fs *flag.FlagSet) (operator, reason *string) {
+func auditFlags(fs *pflag.FlagSet) (operator, reason *string) {
 	return fs.String("operator", "", "who asks, recorded with the request (required)"),
 		fs.String("reason", "", "why, recorded with the request (required)")
 }
@@ -122,8 +123,8 @@ func (a *app) requestSend(ctx context.Context, call func(controlv1.RequestServic
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	r := resp.GetRequest()
 	tw := newTable(a.stdout)
@@ -155,8 +156,8 @@ func (a *app) requestList(ctx context.Context, req *controlv1.ListRequestsReques
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printJSON(resp)
+	if a.structured() {
+		return a.printStructured(resp)
 	}
 	if len(resp.GetRequests()) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no requests match")

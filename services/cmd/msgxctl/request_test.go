@@ -37,11 +37,11 @@ func TestMsgxctl_R_F2_R_D5_RequestCommands(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	v := decodeJSON(t, r.stdout)
 	req := v["request"].(map[string]any)
-	require.Equal(t, "2", req["id"])
+	require.Equal(t, float64(2), req["id"])
 	require.Equal(t, "REQUEST_TYPE_RQFD", req["type"])
 	require.Equal(t, "20260302", req["stdb"])
 	require.Equal(t, "000002", req["seqn"])
-	require.Equal(t, "0", v["superseded_id"])
+	require.Equal(t, float64(0), v["superseded_id"])
 
 	r = b.run(t, "request", "rqrd", "--operator", "carol", "--reason", "again", "--type", "GLST")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -67,7 +67,7 @@ func TestMsgxctl_R_F2_R_D5_RequestCommands(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	list := decodeJSON(t, r.stdout)["requests"].([]any)
 	require.Len(t, list, 1)
-	require.Equal(t, "3", list[0].(map[string]any)["id"])
+	require.Equal(t, float64(3), list[0].(map[string]any)["id"])
 }
 
 // TestMsgxctl_R_D5_RequestCommandErrors: missing flags are usage errors
@@ -84,7 +84,7 @@ func TestMsgxctl_R_D5_RequestCommandErrors(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "RQFDMissingFlags", args: []string{"request", "rqfd", "--stdb", "a"}, wantCode: 2,
-			wantStderr: "msgxctl request rqfd: missing --operator, --reason, --stde; see 'msgxctl request rqfd -h'"},
+			wantStderr: "msgxctl request rqfd: missing --operator, --reason, --stde; see 'msgxctl request rqfd --help'"},
 		{name: "RQRDMissingType", args: []string{"request", "rqrd", "--operator", "o", "--reason", "r"}, wantCode: 2,
 			wantStderr: "missing --type"},
 		{name: "RQRDUnknownType", args: []string{"request", "rqrd", "--type", "SCHD", "--operator", "o", "--reason", "r"}, wantCode: 1,

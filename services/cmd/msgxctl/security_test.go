@@ -66,5 +66,5 @@ func TestMsgxctl_R_H9_TLSClientCertificateAndTokenFile(t *testing.T) {
 
 	r = b.runEnv(t, env, append(tlsArgs, "-token-file", filepath.Join(dir, "missing"), "backlog")...)
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "check -token-file")
+	require.Contains(t, r.stderr, "check --token-file")
 }
