@@ -52,3 +52,37 @@ func TestRetry_UntilSuccessOrContextEnd(t *testing.T) {
 	cancel(stop)
 	require.ErrorIs(t, Retry(ctx, New(time.Hour, time.Hour), func() error { return errors.New("down") }, nil), stop)
 }
+
+func TestSchedule_JitterStaysWithinTheCapAndSpreads(t *testing.T) {
+	t.Parallel()
+	fixed := func(v float64) func() float64 { return func() float64 { return v } }
+	s := Schedule{First: time.Second, Max: time.Minute, Jitter: 0.5}
+	// The lowest draw keeps the whole wait, the highest takes half of it off.
+	s.Rand = fixed(0)
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, []time.Duration{s.Delay(0), s.Delay(2), s.Delay(3)})
+	require.Equal(t, time.Minute, s.Delay(40), "capped, never overflowing")
+	s.Rand = fixed(0.999999)
+	require.InDelta(t, float64(500*time.Millisecond), float64(s.Delay(1)), float64(time.Millisecond))
+	require.InDelta(t, float64(30*time.Second), float64(s.Delay(1000)), float64(time.Millisecond))
+
+	// With real randomness every wait lies in [d/2, d] and they differ.
+	s.Rand = nil
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 50; i++ {
+		d := s.Delay(10)
+		require.GreaterOrEqual(t, d, 30*time.Second)
+		require.LessOrEqual(t, d, time.Minute)
+		seen[d] = true
+	}
+	require.Greater(t, len(seen), 1, "jitter spreads the waits")
+}
+
+func TestSchedule_StartWalksAndResets(t *testing.T) {
+	t.Parallel()
+	b := Schedule{First: time.Millisecond, Max: 3 * time.Millisecond}.Start()
+	require.Equal(t, time.Millisecond, b.Next())
+	require.Equal(t, 2*time.Millisecond, b.Next())
+	require.Equal(t, 3*time.Millisecond, b.Next())
+	b.Reset()
+	require.Equal(t, time.Millisecond, b.Next())
+}

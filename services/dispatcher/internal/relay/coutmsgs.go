@@ -291,7 +291,7 @@ func (r *Relay) coutmsgsFailed(ctx context.Context, c coutmsgsRow, cause error) 
 			return nil
 		})
 	}
-	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
+	next := now.Add(r.delay(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
 	r.log.Warn("inserting outbound request failed; will retry", "outbox_id", c.id, "request_id", c.pkey, "attempt", attempts, "next_attempt_at", next, "err", cause)
 	if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET attempts=$2, last_error=$3, next_attempt_at=$4, retry=true WHERE id=$1`, c.id, attempts, cause.Error(), next); err != nil {
 		return fmt.Errorf("recording outbound request failure: %w", err)

@@ -328,7 +328,7 @@ func (r *Relay) failure(ctx context.Context, target string, o outboxRow, cause e
 		r.log.Error("outbox row is DEAD (dead-letter)", "target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "err", msg)
 		return settlement{id: o.ID, state: "DEAD", lastError: &msg}
 	}
-	next := now.Add(backoff(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
+	next := now.Add(r.delay(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
 	return settlement{id: o.ID, state: "PENDING", lastError: &msg, next: &next}
 }
 

@@ -374,7 +374,7 @@ func (r *Relay) mailboxFailure(ctx context.Context, id, msgID int64, attempts in
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeGaveUp)))
 		return mailboxSettlement{id: id, state: "DEAD", outcome: OutcomeGaveUp, lastError: &msg}
 	}
-	next := now.Add(backoff(attempts, r.opt.BackfillBackoffMin, r.opt.BackfillBackoffMax))
+	next := now.Add(r.delay(attempts, r.opt.BackfillBackoffMin, r.opt.BackfillBackoffMax))
 	r.log.Warn("writing marker failed; will retry", "msg_id", msgID, "attempt", attempts, "next_attempt_at", next, "err", cause)
 	return mailboxSettlement{id: id, state: "PENDING", lastError: &msg, next: &next}
 }

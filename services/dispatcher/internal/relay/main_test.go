@@ -57,13 +57,15 @@ type testBundle struct {
 }
 
 // testOptions are the relay options of every bundle: small attempt limits
-// so that DEAD is reached in a few steps.
+// so that DEAD is reached in a few steps, and a jitter source that takes
+// nothing off, so that next attempts are exact.
 func testOptions() Options {
 	return Options{
 		Batch: 500, MaxAttempts: 3, BackoffMin: time.Second, BackoffMax: 4 * time.Second,
 		ProcessedValue: "PROCESSED", BackfillMaxAttempts: 3,
 		BackfillBackoffMin: 30 * time.Second, BackfillBackoffMax: 15 * time.Minute,
 		SchdFlushPeriod: 3 * time.Second, SchdFlushLimit: 500,
+		Rand: func() float64 { return 0 }, // no jitter: exact next attempts
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
@@ -64,6 +65,9 @@ type Options struct {
 	SchdFlushPeriod time.Duration
 	// SchdFlushLimit is the most records one schd flush produces.
 	SchdFlushLimit int
+	// Rand is the randomness of the retry jitter (libs/backoff); nil is
+	// math/rand. Tests inject a fixed source.
+	Rand func() float64
 }
 
 // Relay owns the loops. It keeps no handle on PostgreSQL that can write:
@@ -290,10 +294,9 @@ func (r *Relay) nextDue(ctx context.Context, target string) time.Duration {
 	return max(10*time.Millisecond, min(d, 5*time.Second))
 }
 
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
+// delay is the wait after a row's attempt-th failure: libs/backoff's
+// capped exponential schedule from lo to hi with its default jitter, so the
+// rows of many instances retrying one dependency do not come back at once.
+func (r *Relay) delay(attempt int, lo, hi time.Duration) time.Duration {
+	return backoff.Schedule{First: lo, Max: hi, Jitter: backoff.DefaultJitter, Rand: r.opt.Rand}.Delay(attempt)
 }

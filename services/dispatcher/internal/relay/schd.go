@@ -179,21 +179,23 @@ SET state = 'SENT', sent_at = $4,
 FROM unnest($1::bigint[], $2::bigint[], $3::boolean[]) AS b(id, latest, superseded)
 WHERE o.id = b.id AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END`
 
-// schdBackOff records a failed flush on every row $1 of the batch still
-// PENDING: one more attempt, the next one after min(backoff-min *
-// 2^(attempts-1), backoff-max), or DEAD when the attempts run out. Every
-// row joins the retry lane, so that the fresh lane's floor passes it.
+// schdBackOffRead locks the rows $1 of a failed flush still PENDING and
+// reads their attempts, from which each row's next attempt follows
+// (Relay.delay). The state is tested through CASE, as in schdMarkSent.
+const schdBackOffRead = `
+SELECT o.id, o.attempts FROM outbox o
+WHERE o.id = ANY($1::bigint[]) AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END
+ORDER BY o.id FOR UPDATE`
+
+// schdBackOff records a failed flush on the rows $1: one more attempt,
+// the error, and each row's new state and next attempt ($2, $3). Every row
+// joins the retry lane, so that the fresh lane's floor passes it.
 const schdBackOff = `
 UPDATE outbox o
-SET attempts = o.attempts + 1,
-    last_error = $3,
-    retry = true,
-    state = CASE WHEN o.attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END,
-    next_attempt_at = CASE WHEN o.attempts + 1 >= $4 THEN o.next_attempt_at
-        ELSE $2::timestamptz + LEAST($5::bigint * power(2, LEAST(o.attempts, 40)), $6::bigint) * interval '1 microsecond' END
-FROM unnest($1::bigint[]) AS b(id)
-WHERE o.id = b.id AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END
-RETURNING o.id, o.state`
+SET attempts = o.attempts + 1, last_error = $4, retry = true,
+    state = b.state, next_attempt_at = COALESCE(b.next, o.next_attempt_at)
+FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS b(id, state, next)
+WHERE o.id = b.id`
 
 // FlushOnce runs one schd flush at the clock's now: it takes the FLIDs whose
 // latest pending row is due (at most SchdFlushLimit, oldest first), produces
@@ -346,12 +348,33 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
 	}
 	var changed []change
 	err := s.r.db(TargetSchd).InTx(uctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(uctx, schdBackOff, ids, now, cause.Error(), s.r.opt.MaxAttempts,
-			s.r.opt.BackoffMin.Microseconds(), s.r.opt.BackoffMax.Microseconds())
+		rows, err := tx.Query(uctx, schdBackOffRead, ids)
 		if err != nil {
 			return err
 		}
-		changed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[change])
+		type locked struct {
+			ID       int64
+			Attempts int
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[locked])
+		if err != nil {
+			return err
+		}
+		changed = changed[:0]
+		bids := make([]int64, len(found))
+		states := make([]string, len(found))
+		next := make([]*time.Time, len(found))
+		for i, l := range found {
+			bids[i], states[i] = l.ID, "PENDING"
+			if attempts := l.Attempts + 1; attempts >= s.r.opt.MaxAttempts {
+				states[i] = "DEAD"
+			} else {
+				at := now.Add(s.r.delay(attempts, s.r.opt.BackoffMin, s.r.opt.BackoffMax))
+				next[i] = &at
+			}
+			changed = append(changed, change{ID: l.ID, State: states[i]})
+		}
+		_, err = tx.Exec(uctx, schdBackOff, bids, states, next, cause.Error())
 		return err
 	})
 	if err != nil {
