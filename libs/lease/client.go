@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -99,12 +100,31 @@ func (c *GRPCClient) Close() error {
 // plane with the bearer token on every call (R-F3; none when token is
 // empty). Config.DialOptions adds TLS and token files.
 func DialOptions(token string) []grpc.DialOption {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: token}))
 	}
 	return opts
 }
+
+// Reconnection to the control plane. gRPC's default backoff grows to 120 s,
+// so that after an outage of half a minute a holder whose term ran out
+// waited another 15 s for its next connection attempt, idle, while the
+// control plane was back. A lease client's calls are few and small: it
+// tries again within ReconnectMaxDelay, and gives a connection attempt
+// MinConnectTimeout — enough for a TLS handshake on a slow path, far less
+// than a term.
+const (
+	ReconnectBaseDelay = 100 * time.Millisecond
+	ReconnectMaxDelay  = 2 * time.Second
+	MinConnectTimeout  = 3 * time.Second
+)
+
+// reconnect is the dial option of every lease client (R-M2).
+var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: ReconnectBaseDelay, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectMaxDelay},
+	MinConnectTimeout: MinConnectTimeout,
+})
 
 // Acquire calls LeaseService.Acquire.
 func (c *GRPCClient) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Grant, error) {

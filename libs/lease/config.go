@@ -103,7 +103,7 @@ func (c *Config) DialOptions(fallbackToken string) ([]grpc.DialOption, error) {
 		}
 		transport = credentials.NewTLS(tcfg)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport), reconnect}
 	secure := c.TLS.On()
 	switch {
 	case c.TokenFile != "":

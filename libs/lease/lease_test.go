@@ -79,8 +79,8 @@ func TestFenceError_MapsSQLState(t *testing.T) {
 
 func TestDialOptions_CarryBearerToken(t *testing.T) {
 	t.Parallel()
-	require.Len(t, DialOptions(""), 1)
-	require.Len(t, DialOptions("t"), 2)
+	require.Len(t, DialOptions(""), 2, "transport and reconnection")
+	require.Len(t, DialOptions("t"), 3, "and the token")
 	md, err := bearer{token: "s3cret"}.GetRequestMetadata(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "Bearer s3cret", md["authorization"])

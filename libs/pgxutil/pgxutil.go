@@ -26,6 +26,17 @@ type Config struct {
 	// otherwise block the takeover forever (R-B8). 0 leaves the server's
 	// (or the URL's) setting. Default 10s.
 	IdleInTxTimeout time.Duration `yaml:"idle_in_tx_timeout"`
+	// StatementTimeout is the session's statement_timeout: PostgreSQL
+	// cancels a statement that runs this long (SQLSTATE 57014), so that no
+	// call waits on a wedged statement forever (R-M1, R-M2). 0 leaves the
+	// server's setting. Default 60s.
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// LockTimeout is the session's lock_timeout: a statement that waits
+	// this long for a lock fails (SQLSTATE 55P03) instead of waiting
+	// silently — a row lock held by a stuck session then shows as a logged,
+	// retried failure, not a stalled FIFO (R-M2). A transaction may lower it
+	// for itself (SET LOCAL). 0 leaves the server's setting. Default 10s.
+	LockTimeout time.Duration `yaml:"lock_timeout"`
 }
 
 // DefaultIdleInTxTimeout is the default of Config.IdleInTxTimeout: no
@@ -33,8 +44,17 @@ type Config struct {
 // gone by the time its lease has expired.
 const DefaultIdleInTxTimeout = 10 * time.Second
 
-// RegisterFlags registers <prefix>url, <prefix>max-conns and
-// <prefix>idle-in-tx-timeout.
+// Defaults of Config.StatementTimeout and Config.LockTimeout: far above
+// any statement or lock wait of normal operation (milliseconds; a cleanup
+// batch or a projection rebuild's read takes seconds), far below "forever".
+const (
+	DefaultStatementTimeout = 60 * time.Second
+	DefaultLockTimeout      = 10 * time.Second
+)
+
+// RegisterFlags registers <prefix>url, <prefix>max-conns,
+// <prefix>idle-in-tx-timeout, <prefix>statement-timeout and
+// <prefix>lock-timeout.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.URL, prefix+"url", "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", "PostgreSQL connection URL (the system's own database)")
 	c.MaxConns = 10
@@ -44,6 +64,10 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.IdleInTxTimeout, prefix+"idle-in-tx-timeout", DefaultIdleInTxTimeout,
 		"idle_in_transaction_session_timeout of every connection: a session idle inside a transaction this long is ended and its locks released (backstop for a paused lease holder; keep it at most the lease TTL; 0 keeps the server's setting)")
+	fs.DurationVar(&c.StatementTimeout, prefix+"statement-timeout", DefaultStatementTimeout,
+		"statement_timeout of every connection: a statement running this long is cancelled and fails (0 keeps the server's setting)")
+	fs.DurationVar(&c.LockTimeout, prefix+"lock-timeout", DefaultLockTimeout,
+		"lock_timeout of every connection: a statement waiting this long for a lock fails and is retried, instead of stalling silently behind a stuck session (0 keeps the server's setting)")
 }
 
 // Validate reports a missing URL.
@@ -54,8 +78,14 @@ func (c *Config) Validate() error {
 	if _, err := pgxpool.ParseConfig(c.URL); err != nil {
 		return fmt.Errorf("postgres.url: %w", err)
 	}
-	if c.IdleInTxTimeout < 0 {
-		return fmt.Errorf("postgres.idle-in-tx-timeout %v: must not be negative (0 keeps the server's setting), e.g. 10s", c.IdleInTxTimeout)
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+		eg  string
+	}{{"idle-in-tx-timeout", c.IdleInTxTimeout, "10s"}, {"statement-timeout", c.StatementTimeout, "60s"}, {"lock-timeout", c.LockTimeout, "10s"}} {
+		if d.v < 0 {
+			return fmt.Errorf("postgres.%s %v: must not be negative (0 keeps the server's setting), e.g. %s", d.key, d.v, d.eg)
+		}
 	}
 	return nil
 }
@@ -70,6 +100,8 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 		pc.MaxConns = c.MaxConns
 	}
 	SetIdleInTxTimeout(pc, c.IdleInTxTimeout)
+	setTimeout(pc, "statement_timeout", c.StatementTimeout)
+	setTimeout(pc, "lock_timeout", c.LockTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres pool: %w", err)
@@ -89,6 +121,13 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 // it is in force from the first statement and survives reconnects. d <= 0
 // changes nothing.
 func SetIdleInTxTimeout(pc *pgxpool.Config, d time.Duration) {
+	setTimeout(pc, "idle_in_transaction_session_timeout", d)
+}
+
+// setTimeout sets the session timeout parameter name of every connection
+// of pc to d, in the startup message like SetIdleInTxTimeout; d <= 0
+// changes nothing.
+func setTimeout(pc *pgxpool.Config, name string, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -96,7 +135,7 @@ func SetIdleInTxTimeout(pc *pgxpool.Config, d time.Duration) {
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}
-	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(int64(ms), 10)
+	pc.ConnConfig.RuntimeParams[name] = strconv.FormatInt(int64(ms), 10)
 }
 
 // InTx runs fn in a transaction and commits it when fn returns nil.

@@ -85,45 +85,8 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 		current *row // set when another holder's term is live
 		denied  bool
 	)
-	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
-		var err error
-		got, newTerm, prev, current, denied = nil, false, nil, nil, false
-		if prev, err = lockRow(qctx, tx, name); err != nil {
-			return err
-		}
-		if prev.boundElsewhere(holder, c.Principal) {
-			denied, current = true, prev
-			_, err = audit(qctx, tx, c, name, actionDenied, holder, prev.token, "", "acquire of a live term bound to another principal")
-			return err
-		}
-		var r row
-		err = tx.QueryRow(qctx, acquireSQL, name, holder, req.GetTtl().AsDuration().Microseconds(), c.Principal).Scan(
-			&r.name, &r.holder, &r.principal, &r.token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.releasedAt, &r.now, &newTerm)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// The row is locked by this transaction: prev is current, unless
-			// it was inserted concurrently after the lock was tried.
-			if current = prev; current != nil {
-				return nil
-			}
-			current, err = lockRow(qctx, tx, name)
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("acquiring lease %s: %w", name, err)
-		}
-		got = &r
-		if !newTerm {
-			return nil
-		}
-		if prev != nil && prev.releasedAt == nil {
-			reason := fmt.Sprintf("term ran out at %s without release; next term token %d by %s",
-				prev.expiresAt.UTC().Format(time.RFC3339Nano), r.token, holder)
-			if _, err := audit(qctx, tx, c, name, actionExpire, prev.holder, prev.token, "", reason); err != nil {
-				return err
-			}
-		}
-		_, err = audit(qctx, tx, c, name, actionAcquire, holder, r.token, "", "")
-		return err
+	err := s.acquireTx(ctx, c, name, holder, req.GetTtl().AsDuration(), func(g *row, n bool, p, cur *row, d bool) {
+		got, newTerm, prev, current, denied = g, n, p, cur, d
 	})
 	if err != nil {
 		return nil, s.queryError("acquiring lease", err, "lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer)
@@ -166,12 +129,19 @@ func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
 	var (
-		expires time.Time
 		lost    bool
 		denied  bool
 		current *row
 	)
-	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+	expires, renewed, err := s.renewOneTrip(ctx, c, name, holder, token, req.GetTtl().AsDuration())
+	if err != nil {
+		return nil, s.queryError("renewing lease", err, "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
+	}
+	if renewed {
+		return &controlv1.RenewLeaseResponse{ExpiresAt: timestamppb.New(expires)}, nil
+	}
+	// Refused: find out why, and audit it.
+	err = s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
 		var err error
 		lost, denied = false, false
 		if current, err = lockRow(qctx, tx, name); err != nil {
@@ -229,34 +199,41 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
 	var (
-		released, denied bool
-		current          *row
+		denied  bool
+		current *row
 	)
-	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
-		var err error
-		released, denied = false, false
-		if current, err = lockRow(qctx, tx, name); err != nil {
-			return err
-		}
-		if current.boundElsewhere(holder, c.Principal) {
-			denied = true
-			_, err = audit(qctx, tx, c, name, actionDenied, holder, token, "", "release of a live term bound to another principal")
-			return err
-		}
-		var n string
-		err = tx.QueryRow(qctx, releaseSQL, name, holder, token, c.Principal).Scan(&n)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("releasing lease %s: %w", name, err)
-		}
-		released = true
-		_, err = audit(qctx, tx, c, name, actionRelease, holder, token, "", "")
-		return err
-	})
+	released, err := s.releaseOneTrip(ctx, c, name, holder, token)
 	if err != nil {
 		return nil, s.queryError("releasing lease", err, "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
+	}
+	if !released {
+		// Nothing released: the term is over, or bound to another principal.
+		err = s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+			var err error
+			released, denied = false, false
+			if current, err = lockRow(qctx, tx, name); err != nil {
+				return err
+			}
+			if current.boundElsewhere(holder, c.Principal) {
+				denied = true
+				_, err = audit(qctx, tx, c, name, actionDenied, holder, token, "", "release of a live term bound to another principal")
+				return err
+			}
+			var n string
+			err = tx.QueryRow(qctx, releaseSQL, name, holder, token, c.Principal).Scan(&n)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("releasing lease %s: %w", name, err)
+			}
+			released = true
+			_, err = audit(qctx, tx, c, name, actionRelease, holder, token, "", "")
+			return err
+		})
+		if err != nil {
+			return nil, s.queryError("releasing lease", err, "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
+		}
 	}
 	if denied {
 		return nil, s.denied("release", name, holder, c, current)

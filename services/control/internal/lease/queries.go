@@ -82,8 +82,7 @@ func scanRow(r pgx.Row) (*row, error) {
 
 // setLockTimeout bounds every lock wait of tx.
 func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
-	ms := max((d+time.Millisecond-1)/time.Millisecond, 1)
-	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", ms)); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, lockTimeoutSetting(d)); err != nil {
 		return fmt.Errorf("setting lock timeout: %w", err)
 	}
 	return nil

@@ -1,0 +1,104 @@
+package lease_test
+
+import (
+	"context"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	leaseapi "msgexchange/libs/lease"
+	"msgexchange/libs/testutil/faultproxy"
+	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
+	"msgexchange/services/control/internal/controltest"
+	"msgexchange/services/control/internal/interceptor"
+	"msgexchange/services/control/internal/lease"
+)
+
+// TestLease_R_M2_TermHeldWith350msAddedToEveryPostgreSQLRoundTrip: with
+// the production lease settings (TTL 10 s, the elector's defaults) and
+// 350 ms added to every round trip between the control plane and
+// PostgreSQL, a term is acquired and then held through more than two TTLs
+// without a single failed renewal: a renewal is one round trip, an
+// acquisition two, so a slow database slows the calls down by a round trip
+// or two instead of timing every one of them out.
+func TestLease_R_M2_TermHeldWith350msAddedToEveryPostgreSQLRoundTrip(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := controltest.MigratedPool(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
+	u.Host = proxy.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, pool.Ping(ctx))
+	proxy.Latency(t, 350*time.Millisecond, 0)
+
+	logger := testLogger(t)
+	creds, err := interceptor.NewCredentials("", allRolesToken)
+	require.NoError(t, err)
+	addr := controltest.ServeWith(t, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), interceptor.NewAuth(creds, logger).Unary()),
+	}, func(srv *grpc.Server) {
+		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lease.DefaultLockTimeout))
+	})
+	client, err := leaseapi.Dial(addr, allRolesToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	counting := &countingClient{Client: client}
+	elector, err := leaseapi.NewElector(counting, leaseapi.Options{Logger: logger})
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, elector.Options().TTL, "the production TTL")
+
+	terms := make(chan context.Context, 4)
+	runElector(t, elector, "processor", "host-a/1/aa", func(ctx context.Context, _ int64) error {
+		terms <- ctx
+		<-ctx.Done()
+		return nil
+	})
+	var term context.Context
+	select {
+	case term = <-terms:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no term within 20s with 350 ms per PostgreSQL round trip")
+	}
+	hold := 2*elector.Options().TTL + time.Second
+	select {
+	case <-term.Done():
+		t.Fatalf("the term ended after %d renewals (%d failed): %v", counting.renewals.Load(), counting.failed.Load(), context.Cause(term))
+	case <-time.After(hold):
+	}
+	require.Zero(t, counting.failed.Load(), "failed renewals")
+	require.GreaterOrEqual(t, counting.renewals.Load(), int64(5), "renewed every ttl/3")
+	t.Logf("held %s with %d renewals, slowest %s", hold, counting.renewals.Load(), time.Duration(counting.slowest.Load()))
+}
+
+// countingClient counts Renew calls, their failures and the slowest.
+type countingClient struct {
+	leaseapi.Client
+	renewals, failed, slowest atomic.Int64
+}
+
+func (c *countingClient) Renew(ctx context.Context, name, holder string, token int64, ttl time.Duration) (time.Time, error) {
+	began := time.Now()
+	exp, err := c.Client.Renew(ctx, name, holder, token, ttl)
+	took := int64(time.Since(began))
+	for {
+		cur := c.slowest.Load()
+		if took <= cur || c.slowest.CompareAndSwap(cur, took) {
+			break
+		}
+	}
+	c.renewals.Add(1)
+	if err != nil {
+		c.failed.Add(1)
+	}
+	return exp, err
+}
