@@ -22,7 +22,8 @@ type Config struct {
 	// TokenFile, whose credentials name their principal and role (R-H9).
 	AuthToken config.Secret `yaml:"auth_token"`
 	// TokenFile is the file of the control plane's credentials, one
-	// "principal:role:token" a line (role service, read or operate; see
+	// "principal:role:token" a line (role service, read or operate; a
+	// service bound to its lease names as "service=NAMES"; see
 	// docs/security.md), re-read every TokenReloadInterval so that tokens
 	// rotate without a restart. Default none.
 	TokenFile string `yaml:"token_file"`
@@ -58,7 +59,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 		c.AuthToken = config.Secret(s)
 		return nil
 	})
-	fs.StringVar(&c.TokenFile, prefix+"token-file", "", "file of the control plane's credentials, one principal:role:token a line (roles service, read, operate; several tokens may be valid at once); re-read while running")
+	fs.StringVar(&c.TokenFile, prefix+"token-file", "", "file of the control plane's credentials, one principal:role:token a line (roles service, read, operate; service=LEASE,PREFIX/* binds a service to its lease names; several tokens may be valid at once); re-read while running")
 	fs.DurationVar(&c.TokenReloadInterval, prefix+"token-reload-interval", 5*time.Second, "how often "+prefix+"token-file is re-read, so that tokens rotate without a restart")
 	fs.BoolVar(&c.InsecureNoAuth, prefix+"insecure-no-auth", false, "allow neither "+prefix+"auth-token nor "+prefix+"token-file, i.e. no authentication (development only)")
 	c.TLS.RegisterFlags(prefix+"tls.", fs)

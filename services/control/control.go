@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"msgexchange/libs/clock"
@@ -35,6 +36,34 @@ const ServiceName = "control-grpc"
 
 // readyTimeout bounds the PostgreSQL ping of Ready.
 const readyTimeout = 3 * time.Second
+
+// Limits of the gRPC server (R-K6). They bound what one caller can make
+// the control plane hold; every legitimate call stays far below them.
+const (
+	// MaxRecvMsgSize is the largest request message accepted; a larger one
+	// is refused with RESOURCE_EXHAUSTED before it is decoded. The largest
+	// legitimate request, a re-queue of admin.MaxRequeueIDs outbox IDs
+	// (at most 10 bytes each) with the longest operator and reason, is
+	// about 110 KiB.
+	MaxRecvMsgSize = 256 << 10
+	// MaxConcurrentStreams is the number of calls one connection may have
+	// in flight; a service or msgxctl has one or two.
+	MaxConcurrentStreams = 64
+)
+
+// keepaliveEnforcement refuses clients that ping more often than every 10
+// s (a ping flood is answered with GOAWAY); pings between calls are
+// allowed, for lease clients that hold a connection across renewals.
+var keepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
+
+// keepaliveServer closes connections without a call for 15 minutes, and
+// pings a silent connection after 2 minutes, dropping it when the ping is
+// not answered within 20 s (a peer that vanished without closing).
+var keepaliveServer = keepalive.ServerParameters{
+	MaxConnectionIdle: 15 * time.Minute,
+	Time:              2 * time.Minute,
+	Timeout:           20 * time.Second,
+}
 
 // Deps are the control plane's injected dependencies.
 type Deps struct {
@@ -104,6 +133,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("creating control-plane metrics: %w", err)
 	}
 	opts := []grpc.ServerOption{
+		// Authentication first, from the headers, before any request body
+		// is read (R-K6).
+		grpc.InTapHandle(auth.Tap()),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
+		grpc.KeepaliveParams(keepaliveServer),
 		// Observe runs outermost so that refused calls are logged and
 		// counted too; Guard next, so that a panic anywhere inside,
 		// authentication included, becomes an Internal error with a stable

@@ -3,6 +3,7 @@ package control_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -24,7 +25,12 @@ import (
 	"msgexchange/services/control/internal/controltest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dbURL := os.Getenv(childDBEnv); dbURL != "" {
+		os.Exit(serveChild(dbURL))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testToken is the control plane's token in every test bundle.
 const testToken = "s3cret-token-for-tests"

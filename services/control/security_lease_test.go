@@ -65,3 +65,45 @@ func TestLease_R_H9_TakeoverWithListedHolderRefused(t *testing.T) {
 	require.ErrorIs(t, err, leaseapi.ErrHeld)
 	require.NotContains(t, err.Error(), "token")
 }
+
+// TestLease_R_K7_CredentialBoundToItsLeaseNames: the token file binds the
+// dispatcher's credential to the leases "dispatcher/*"; with it, Acquire,
+// Renew and Release of the processor's lease are PERMISSION_DENIED and
+// audited as denied under the dispatcher's principal (before, the
+// dispatcher's token took lease processor for an hour), while its own
+// leases work.
+func TestLease_R_K7_CredentialBoundToItsLeaseNames(t *testing.T) {
+	t.Parallel()
+	var tokens string
+	b := setup(t, withTokenFile(t, &tokens))
+	dispatcher := b.leaseClient(t, "dispatcher")
+
+	g, err := dispatcher.Acquire(plainCtx(t), "dispatcher/msg", "host-d/1/aa", time.Minute)
+	require.NoError(t, err)
+	_, err = dispatcher.Renew(plainCtx(t), "dispatcher/msg", "host-d/1/aa", g.Token, time.Minute)
+	require.NoError(t, err)
+
+	api := controlv1.NewLeaseServiceClient(b.conn)
+	resp, err := api.Acquire(as(t, "dispatcher"), &controlv1.AcquireLeaseRequest{Name: "processor", Holder: "host-d/1/aa", Ttl: durationpb.New(time.Hour)})
+	require.Error(t, err, "the dispatcher's credential took lease processor with token %d", resp.GetToken())
+	requireCode(t, codes.PermissionDenied, err)
+	require.Contains(t, err.Error(), "principal dispatcher may hold only dispatcher/*")
+	_, err = api.Renew(as(t, "dispatcher"), &controlv1.RenewLeaseRequest{Name: "processor", Holder: "host-d/1/aa", Token: 1, Ttl: durationpb.New(time.Hour)})
+	requireCode(t, codes.PermissionDenied, err)
+	_, err = api.Release(as(t, "dispatcher"), &controlv1.ReleaseLeaseRequest{Name: "processor", Holder: "host-d/1/aa", Token: 1})
+	requireCode(t, codes.PermissionDenied, err)
+	_, err = api.Acquire(as(t, "dispatcher"), &controlv1.AcquireLeaseRequest{Name: "dispatcherX", Holder: "h", Ttl: durationpb.New(time.Minute)})
+	requireCode(t, codes.PermissionDenied, err)
+
+	var denied, held int
+	require.NoError(t, b.pool.QueryRow(plainCtx(t), `SELECT count(*) FROM lease_audit
+		WHERE action = 'denied' AND principal = 'dispatcher' AND name IN ('processor', 'dispatcherX')`).Scan(&denied))
+	require.Equal(t, 4, denied, "every refused call is audited")
+	require.NoError(t, b.pool.QueryRow(plainCtx(t), `SELECT count(*) FROM lease WHERE name = 'processor'`).Scan(&held))
+	require.Zero(t, held, "the processor's lease was never created")
+
+	// An unbound service line (a token file of before the binding) still
+	// holds any lease.
+	_, err = b.leaseClient(t, "ingest").Acquire(plainCtx(t), "ingest-scanner", "host-i/1/aa", time.Minute)
+	require.NoError(t, err)
+}

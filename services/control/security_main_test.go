@@ -16,13 +16,14 @@ import (
 	"msgexchange/services/control"
 )
 
-// The credentials of tokenFileLines: two service principals and two
-// operators.
+// The credentials of tokenFileLines: three service principals (the
+// dispatcher's bound to its leases) and two operators.
 var principalTokens = map[string]string{
-	"processor": "processor-token-0123456789abcdef012345",
-	"ingest":    "ingest-token-0123456789abcdef0123456789",
-	"viewer":    "viewer-token-0123456789abcdef0123456789",
-	"alice":     "alice-token-0123456789abcdef01234567890",
+	"processor":  "processor-token-0123456789abcdef012345",
+	"dispatcher": "dispatcher-token-0123456789abcdef012345",
+	"ingest":     "ingest-token-0123456789abcdef0123456789",
+	"viewer":     "viewer-token-0123456789abcdef0123456789",
+	"alice":      "alice-token-0123456789abcdef01234567890",
 }
 
 // tokenFileLines is the token file of withTokenFile.
@@ -30,6 +31,7 @@ func tokenFileLines() string {
 	return "# control-plane credentials\n" +
 		"processor:service:" + principalTokens["processor"] + "\n" +
 		"ingest:service:" + principalTokens["ingest"] + "\n" +
+		"dispatcher:service=dispatcher/*:" + principalTokens["dispatcher"] + "\n" +
 		"viewer:read:" + principalTokens["viewer"] + "\n" +
 		"alice:operate:" + principalTokens["alice"] + "\n"
 }

@@ -508,7 +508,8 @@ func TestChart_R_H9_GeneratedTokensAreRandomAndKeptAcrossUpgrades(t *testing.T) 
 			var wantKeys, wantLines []string
 			for _, p := range mode.principals {
 				wantKeys = append(wantKeys, "service-"+p)
-				wantLines = append(wantLines, p+":service:"+tokens["service-"+p])
+				leases := map[string]string{"ingest": "ingest-scanner", "processor": "processor", "dispatcher": "dispatcher/*", "all-in-one": "*"}[p]
+				wantLines = append(wantLines, p+":service="+leases+":"+tokens["service-"+p])
 			}
 			wantKeys = append(wantKeys, "operator-alice", "tokens")
 			wantLines = append(wantLines, "alice:operate:"+tokens["operator-alice"])

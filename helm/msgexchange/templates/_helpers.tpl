@@ -139,6 +139,11 @@ lease.token-file.
 {{- if eq .Values.deploymentMode "AllInOne" }}all-in-one{{ else }}ingest processor dispatcher{{ end }}
 {{- end }}
 
+{{/* The lease names a service principal may hold (R-K7), as its token-file line lists them: ingest its scanner, the processor its lease, the dispatcher one per target, all-in-one every lease. Takes the principal. */}}
+{{- define "msgexchange.serviceLeases" -}}
+{{- get (dict "ingest" "ingest-scanner" "processor" "processor" "dispatcher" "dispatcher/*" "all-in-one" "*") . }}
+{{- end }}
+
 {{/* The principal of a target's lease client; empty for a target that holds no lease. Takes (dict "ctx" $ "target" name). */}}
 {{- define "msgexchange.servicePrincipal" -}}
 {{- if eq .target "all" }}all-in-one{{ else if has .target (list "ingest" "processor" "dispatcher") }}{{ .target }}{{ end }}

@@ -81,6 +81,25 @@ type Caller struct {
 	// Peer is the remote address of the connection ("10.1.2.3:51234"),
 	// as the transport saw it.
 	Peer string
+	// Leases are the lease names a service credential may hold, each a
+	// name or a prefix ending in "*" ("dispatcher/*"); nil means any
+	// lease (an unscoped credential: the development token, a token file
+	// line without names).
+	Leases []string
+}
+
+// MayHoldLease reports whether the caller's credential may acquire, renew
+// or release lease name (R-K7).
+func (c Caller) MayHoldLease(name string) bool {
+	if c.Leases == nil {
+		return true
+	}
+	for _, l := range c.Leases {
+		if p, ok := strings.CutSuffix(l, "*"); ok && strings.HasPrefix(name, p) || l == name {
+			return true
+		}
+	}
+	return false
 }
 
 type (

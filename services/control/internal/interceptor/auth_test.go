@@ -72,7 +72,8 @@ func TestAuth_R_F3_Check(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := NewAuth(tc.creds, logging.Discard()).check(tc.ctx, tc.method)
+			md, _ := metadata.FromIncomingContext(tc.ctx)
+			_, err := NewAuth(tc.creds, logging.Discard()).check(tc.ctx, tc.method, md)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				return
@@ -103,12 +104,12 @@ func TestAuth_R_H9_RolesDecide(t *testing.T) {
 	// the credential has the method's role.
 	for token, methods := range allowed {
 		for _, method := range methods {
-			ctx, err := a.check(incoming("Bearer "+token), method)
+			ctx, err := checkCtx(a, incoming("Bearer "+token), method)
 			require.NoError(t, err, "%s %s", principals[token], method)
 			require.Equal(t, principals[token], caller.From(ctx).Principal)
 		}
 		for method, need := range methodRoles {
-			_, err := a.check(incoming("Bearer "+token), method)
+			_, err := checkCtx(a, incoming("Bearer "+token), method)
 			if rolesOf(token).Has(need) {
 				require.NoError(t, err, "%s %s", principals[token], method)
 				continue
@@ -118,12 +119,12 @@ func TestAuth_R_H9_RolesDecide(t *testing.T) {
 		}
 	}
 	for _, m := range []string{controlv1.LeaseService_Acquire_FullMethodName, controlv1.LeaseService_Renew_FullMethodName, controlv1.LeaseService_Release_FullMethodName} {
-		_, err := a.check(incoming("Bearer "+operateToken), m)
+		_, err := checkCtx(a, incoming("Bearer "+operateToken), m)
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "operators never take a lease term: %s", m)
 	}
-	_, err = a.check(incoming("Bearer "+svcToken), controlv1.LeaseService_List_FullMethodName)
+	_, err = checkCtx(a, incoming("Bearer "+svcToken), controlv1.LeaseService_List_FullMethodName)
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "the service credential calls only the term methods")
-	_, err = a.check(incoming("Bearer "+operateToken), "/msgx.control.v1.AdminService/Unlisted")
+	_, err = checkCtx(a, incoming("Bearer "+operateToken), "/msgx.control.v1.AdminService/Unlisted")
 	require.Equal(t, codes.PermissionDenied, status.Code(err))
 	require.Contains(t, err.Error(), "no role grants it")
 }
@@ -167,4 +168,10 @@ func methodNames(ms []grpc.MethodDesc) []string {
 		out = append(out, m.MethodName)
 	}
 	return out
+}
+
+// checkCtx runs a's check on the metadata of ctx, as the interceptors do.
+func checkCtx(a *Auth, ctx context.Context, method string) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return a.check(ctx, method, md)
 }

@@ -31,6 +31,7 @@ const DevelopmentToken = "dev-token"
 type credential struct {
 	principal string
 	roles     caller.Roles
+	leases    []string // nil: any lease
 	digest    [sha256.Size]byte
 }
 
@@ -119,10 +120,12 @@ func (c *Credentials) Principals() []string {
 	return out
 }
 
-// Lookup returns the principal and roles of token. Every credential is
-// compared, in constant time over fixed-size digests, so that neither the
-// position of a match nor the token's length shows in the time taken.
-func (c *Credentials) Lookup(token string) (principal string, roles caller.Roles, ok bool) {
+// Lookup returns the caller token proves: principal, roles and the lease
+// names it may hold (the Peer is the caller's to fill in). Every
+// credential is compared, in constant time over fixed-size digests, so
+// that neither the position of a match nor the token's length shows in the
+// time taken.
+func (c *Credentials) Lookup(token string) (who caller.Caller, ok bool) {
 	got := sha256.Sum256([]byte(token))
 	match := -1
 	all := append(append([]credential(nil), c.fixed...), *c.set.Load()...)
@@ -132,9 +135,10 @@ func (c *Credentials) Lookup(token string) (principal string, roles caller.Roles
 		}
 	}
 	if match < 0 {
-		return "", 0, false
+		return caller.Caller{}, false
 	}
-	return all[match].principal, all[match].roles, true
+	m := all[match]
+	return caller.Caller{Principal: m.principal, Roles: m.roles, Leases: m.leases}, true
 }
 
 // ParseTokenFile parses a token file: one credential a line,
@@ -144,6 +148,13 @@ func (c *Credentials) Lookup(token string) (principal string, roles caller.Roles
 // principal may have several lines (rotation: the old and the new token
 // are both valid until the old line is removed). Errors name the line,
 // never its token.
+//
+// A service credential names the leases it may hold (R-K7):
+// "dispatcher:service=dispatcher/*:token" may hold only leases whose name
+// starts with "dispatcher/", "processor:service=processor:token" only the
+// lease "processor"; several names are separated by commas. A service line
+// without names may hold any lease (token files written before R-K7 keep
+// working; docs/security.md asks to bind every service).
 func ParseTokenFile(data []byte) ([]credential, error) {
 	var (
 		creds []credential
@@ -165,9 +176,14 @@ func ParseTokenFile(data []byte) ([]credential, error) {
 		if err := principalError(principal); err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
 		}
-		roles, ok := caller.ParseRole(role)
+		role, leaseList, scoped := strings.Cut(role, "=")
+		roles, ok := caller.ParseRole(strings.TrimSpace(role))
 		if !ok {
 			errs = append(errs, fmt.Errorf("line %d: role %q: want service, read or operate", n, role))
+		}
+		leases, err := parseLeaseScope(strings.TrimSpace(role), leaseList, scoped)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
 		}
 		switch {
 		case token == DevelopmentToken:
@@ -182,7 +198,7 @@ func ParseTokenFile(data []byte) ([]credential, error) {
 			errs = append(errs, fmt.Errorf("line %d: the token of line %d again; every credential needs its own token", n, prev))
 		}
 		seen[d] = n
-		creds = append(creds, credential{principal: principal, roles: roles, digest: d})
+		creds = append(creds, credential{principal: principal, roles: roles, leases: leases, digest: d})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -191,6 +207,27 @@ func ParseTokenFile(data []byte) ([]credential, error) {
 		return nil, ErrNoCredentials
 	}
 	return creds, nil
+}
+
+// parseLeaseScope parses the lease names after "service=": names of 1 to
+// 200 characters without spaces, commas or colons, a trailing "*" making a
+// prefix. Only the service role holds leases.
+func parseLeaseScope(role, list string, scoped bool) ([]string, error) {
+	if !scoped {
+		return nil, nil
+	}
+	if caller.Role(role) != caller.Service {
+		return nil, fmt.Errorf("role %s=%s: only the service role names leases", role, list)
+	}
+	leases := []string{}
+	for _, l := range strings.Split(list, ",") {
+		l = strings.TrimSpace(l)
+		if l == "" || len(l) > 200 || strings.ContainsAny(l, " \t:") || strings.Contains(strings.TrimSuffix(l, "*"), "*") {
+			return nil, fmt.Errorf("lease name %q: want a name or a prefix ending in *, without spaces or colons, e.g. service=dispatcher/*", l)
+		}
+		leases = append(leases, l)
+	}
+	return leases, nil
 }
 
 // principalError checks a principal name: 1 to 100 ASCII letters, digits

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,7 +76,7 @@ func TestCredentials_R_H9_ReloadRotatesWithoutRestart(t *testing.T) {
 	path := writeTokens(t, "alice:operate:"+operateToken+"\n")
 	creds, err := NewCredentials(path, "")
 	require.NoError(t, err)
-	_, _, ok := creds.Lookup(readerToken)
+	_, ok := creds.Lookup(readerToken)
 	require.False(t, ok)
 
 	changed, err := creds.Reload()
@@ -87,7 +88,8 @@ func TestCredentials_R_H9_ReloadRotatesWithoutRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, changed)
 	for _, tok := range []string{operateToken, readerToken} {
-		p, roles, ok := creds.Lookup(tok)
+		c, ok := creds.Lookup(tok)
+		p, roles := c.Principal, c.Roles
 		require.True(t, ok)
 		require.Equal(t, "alice", p)
 		require.Equal(t, "read,operate", roles.String())
@@ -96,13 +98,13 @@ func TestCredentials_R_H9_ReloadRotatesWithoutRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("alice:operate:"+readerToken+"\n"), 0o600))
 	_, err = creds.Reload()
 	require.NoError(t, err)
-	_, _, ok = creds.Lookup(operateToken)
+	_, ok = creds.Lookup(operateToken)
 	require.False(t, ok, "the removed token is refused")
 
 	require.NoError(t, os.WriteFile(path, []byte("alice:operate:short\n"), 0o600))
 	_, err = creds.Reload()
 	require.ErrorContains(t, err, "shorter than")
-	_, _, ok = creds.Lookup(readerToken)
+	_, ok = creds.Lookup(readerToken)
 	require.True(t, ok, "a broken file keeps the previous credentials")
 	require.Equal(t, []string{"alice"}, creds.Principals())
 }
@@ -113,10 +115,50 @@ func TestCredentials_FixedTokenHasEveryRole(t *testing.T) {
 	t.Parallel()
 	creds, err := NewCredentials("", "dev-token")
 	require.NoError(t, err)
-	p, roles, ok := creds.Lookup("dev-token")
+	c, ok := creds.Lookup("dev-token")
+	p, roles := c.Principal, c.Roles
 	require.True(t, ok)
 	require.Equal(t, FixedPrincipal, p)
 	require.Equal(t, "service,read,operate", roles.String())
 	_, err = NewCredentials("", "")
 	require.ErrorIs(t, err, ErrNoCredentials)
+}
+
+// TestParseTokenFile_R_K7_LeaseNames: a service line names the leases its
+// credential may hold (names and prefixes ending in *), which the caller
+// carries; a line without names holds any lease; only the service role
+// names leases, and a malformed name refuses the file.
+func TestParseTokenFile_R_K7_LeaseNames(t *testing.T) {
+	t.Parallel()
+	creds, err := ParseTokenFile([]byte("dispatcher:service=dispatcher/*:" + svcToken +
+		"\nprocessor:service = processor, processor-admin :" + operateToken + "\ningest:service:" + readerToken + "\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"dispatcher/*"}, creds[0].leases)
+	require.Equal(t, []string{"processor", "processor-admin"}, creds[1].leases)
+	require.Nil(t, creds[2].leases)
+
+	c, err := NewCredentials(writeFile(t, "dispatcher:service=dispatcher/*:"+svcToken+"\n"), "")
+	require.NoError(t, err)
+	who, ok := c.Lookup(svcToken)
+	require.True(t, ok)
+	for name, want := range map[string]bool{"dispatcher/msg": true, "dispatcher/": true, "processor": false, "dispatcherX": false} {
+		require.Equal(t, want, who.MayHoldLease(name), name)
+	}
+
+	for _, tc := range []struct{ name, line, want string }{
+		{"ReadWithLeases", "alice:read=processor:" + readerToken, "only the service role names leases"},
+		{"EmptyName", "p:service=:" + svcToken, `lease name ""`},
+		{"InnerStar", "p:service=a*b:" + svcToken, `lease name "a*b"`},
+	} {
+		_, err := ParseTokenFile([]byte(tc.line))
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+}
+
+// writeFile writes a token file and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
 }

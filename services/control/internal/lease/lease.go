@@ -78,6 +78,9 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 	}
 	c := caller.From(ctx)
 	name, holder := req.GetName(), req.GetHolder()
+	if !c.MayHoldLease(name) {
+		return nil, s.outOfScope(ctx, "acquire", name, holder, c)
+	}
 	var (
 		got     *row
 		newTerm bool
@@ -128,6 +131,9 @@ func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*
 	}
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	if !c.MayHoldLease(name) {
+		return nil, s.outOfScope(ctx, "renew", name, holder, c)
+	}
 	var (
 		lost    bool
 		denied  bool
@@ -198,6 +204,9 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 	}
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	if !c.MayHoldLease(name) {
+		return nil, s.outOfScope(ctx, "release", name, holder, c)
+	}
 	var (
 		denied  bool
 		current *row
@@ -242,6 +251,26 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 		s.logger.Info("lease released", "lease", name, "holder", holder, "token", token, "principal", c.Principal, "peer", c.Peer)
 	}
 	return &controlv1.ReleaseLeaseResponse{Released: released}, nil
+}
+
+// outOfScope audits, logs and returns the PERMISSION_DENIED of a call for
+// a lease the caller's credential is not bound to (R-K7): the token file
+// names the leases each service principal may hold, so that one service's
+// token cannot take another's lease.
+func (s *Server) outOfScope(ctx context.Context, op, name, holder string, c caller.Caller) error {
+	reason := fmt.Sprintf("%s by principal %s, whose credential may hold only %s", op, c.Principal, strings.Join(c.Leases, ", "))
+	err := s.inTx(ctx, func(qctx context.Context, tx pgx.Tx) error {
+		_, err := audit(qctx, tx, c, name, actionDenied, holder, 0, "", reason)
+		return err
+	})
+	if err != nil {
+		return s.queryError("recording a refused lease call", err, "lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer)
+	}
+	s.logger.Warn("lease call refused: the credential is not bound to this lease", "op", op, "lease", name, "holder", holder,
+		"principal", c.Principal, "peer", c.Peer, "leases", c.Leases)
+	return status.Errorf(codes.PermissionDenied,
+		"lease %s: principal %s may hold only %s (the token file binds each service credential to its lease names)",
+		name, c.Principal, strings.Join(c.Leases, ", "))
 }
 
 // denied logs and returns the PERMISSION_DENIED of a call naming the
