@@ -11,7 +11,8 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
-// flightCommand is the "flight" group: authoritative flight state.
+// flightCommand is the "flight" group: authoritative flight state and a
+// flight's trail (flight_trail.go).
 func flightCommand() *command {
 	return &command{
 		name: "flight",
@@ -31,7 +32,7 @@ func flightCommand() *command {
 					return a.flightGet(ctx, flid)
 				}
 			},
-		}},
+		}, flightTrailCommand()},
 	}
 }
 

@@ -30,6 +30,8 @@ var methodRoles = map[string]caller.Role{
 	controlv1.AdminService_DiscardOutbox_FullMethodName:          caller.Operate,
 	controlv1.AdminService_AcknowledgeBackfills_FullMethodName:   caller.Operate,
 
+	controlv1.InspectService_GetFlightTrail_FullMethodName: caller.Read,
+
 	controlv1.ReplayService_Preview_FullMethodName:          caller.Read,
 	controlv1.ReplayService_GetReplayRequest_FullMethodName: caller.Read,
 	controlv1.ReplayService_Execute_FullMethodName:          caller.Operate,
