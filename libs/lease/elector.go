@@ -55,6 +55,7 @@ type Elector struct {
 	opt     Options
 	log     *slog.Logger
 	holding *holding
+	answers answers
 }
 
 // NewElector returns an Elector using client, or an error when the options
@@ -95,6 +96,7 @@ func NewElector(client Client, opt Options) (*Elector, error) {
 		return nil, errors.Join(errs...)
 	}
 	e := &Elector{client: client, opt: opt, log: opt.Logger, holding: newHolding()}
+	e.answers.answered()
 	if opt.Meter != nil {
 		if err := e.holding.register(opt.Meter); err != nil {
 			return nil, err
@@ -185,6 +187,9 @@ func (e *Elector) acquire(ctx context.Context, name, holder string, log *slog.Lo
 		cctx, cancel := context.WithTimeout(ctx, e.opt.CallTimeout)
 		g, err := e.client.Acquire(cctx, name, holder, e.opt.TTL)
 		cancel()
+		if err == nil || errors.Is(err, ErrHeld) {
+			e.answers.answered()
+		}
 		switch {
 		case err == nil:
 			log.Info("lease acquired; active", "token", g.Token, "expires_at", g.ExpiresAt)
@@ -274,6 +279,9 @@ func (e *Elector) renew(tctx context.Context, cancel context.CancelCauseFunc, na
 		cctx, ccancel := context.WithTimeout(tctx, min(e.opt.CallTimeout, time.Until(deadline)))
 		_, err := e.client.Renew(cctx, name, holder, token, e.opt.TTL)
 		ccancel()
+		if err == nil || errors.Is(err, ErrLost) {
+			e.answers.answered()
+		}
 		switch {
 		case err == nil:
 			deadline = sent.Add(e.opt.TTL - e.opt.SafetyMargin)

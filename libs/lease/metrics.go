@@ -73,3 +73,14 @@ func (h *holding) hold(name string) (done func()) {
 		}
 	}
 }
+
+// running is the number of Run calls in progress.
+func (h *holding) running() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.runs {
+		n += c
+	}
+	return n
+}

@@ -121,9 +121,10 @@ type Deps struct {
 
 // Service is a running dispatcher.
 type Service struct {
-	r    *relay.Relay
-	pool *pgxpool.Pool
-	mb   *sql.DB
+	r     *relay.Relay
+	pool  *pgxpool.Pool
+	mb    *sql.DB
+	lease readier // nil without an elector that tells
 }
 
 // New builds the dispatcher.
@@ -146,19 +147,30 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox}, nil
+	svc := &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox}
+	svc.lease, _ = deps.Elector.(readier)
+	return svc, nil
 }
 
 // Services returns the notification listener and one loop per target.
 func (s *Service) Services() []*lifecycle.Service { return s.r.Services() }
 
-// Ready reports whether PostgreSQL and the mailbox answer.
+// readier is an Elector that tells whether the control plane answers its
+// lease calls (lease.Elector.Ready).
+type readier interface{ Ready() error }
+
+// Ready reports whether PostgreSQL and the mailbox answer, and the control
+// plane answers the lease calls: without them every target lost its term
+// or cannot take one, and nothing is delivered (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
 	}
 	if err := s.mb.PingContext(ctx); err != nil {
 		return fmt.Errorf("pinging mailbox: %w", err)
+	}
+	if s.lease != nil {
+		return s.lease.Ready()
 	}
 	return nil
 }

@@ -215,11 +215,29 @@ const (
 	faultBroker   = "broker-restart"
 )
 
+// Hang kinds (R-M1): the server's processes are stopped with SIGSTOP —
+// its connections stay open, nothing answers — until every dependent
+// instance reports not-ready (at most hangReadyWithin) and at least
+// hangFor has passed, longer than the services' call deadlines and their
+// lease's local deadline (8 s); then continued with SIGCONT. Processing
+// must resume by itself within hangRecoverWithin.
+const (
+	faultHangPostgres = "hang-postgres"
+	faultHangMariaDB  = "hang-mariadb"
+	faultHangRedis    = "hang-redis"
+	faultHangBroker   = "hang-broker"
+
+	hangFor           = 10 * time.Second
+	hangReadyWithin   = 10 * time.Second
+	hangRecoverWithin = 30 * time.Second
+)
+
 // chaosFaultKinds is every kind the schedule draws from.
 var chaosFaultKinds = []string{
 	"kill-control", "kill-processor", "kill-dispatcher", "kill-ingest", "kill-projector",
 	"stop-processor", "stop-dispatcher", "stop-ingest",
 	faultPostgres, faultMariaDB, faultRedis, faultBroker,
+	faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker,
 }
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
@@ -231,6 +249,11 @@ var readinessDeps = map[string][]string{
 	faultMariaDB:  {"dispatcher", "ingest"},
 	faultRedis:    {"projector"},
 	faultBroker:   {"projector"},
+
+	faultHangPostgres: {"processor", "dispatcher", "control"},
+	faultHangMariaDB:  {"dispatcher", "ingest"},
+	faultHangRedis:    {"projector"},
+	faultHangBroker:   {"projector"},
 }
 
 // chaosFault is one scheduled fault: its kind and the number of marked
@@ -249,6 +272,10 @@ type faultResult struct {
 	Victim   string
 	Backlog  int      // unmarked rows when it struck
 	Problems []string // what the fault found (no takeover, no not-ready, …)
+	// Recovery is, for a hang, the time from SIGCONT until every instance
+	// was ready again and the pipeline marked rows again (or had none
+	// left); 0 for other kinds.
+	Recovery time.Duration
 }
 
 func (r faultResult) String() string {
@@ -285,6 +312,8 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		e.startInstance(victim)
 	case "stop":
 		res.Victim = e.pause(role, problem)
+	case "hang":
+		res.Recovery = e.hang(f.Kind, role, problem)
 	default:
 		e.serverFault(f.Kind, problem)
 	}
@@ -341,13 +370,7 @@ func (e *chaosEnv) pause(role string, problem func(string, ...any)) string {
 	// Let the new active instance work while the zombie is frozen: wait
 	// until a few more rows are marked (bounded; at the end of the stream
 	// there may be none left).
-	marked := func() int {
-		var n int
-		if e.mailbox.QueryRow(`SELECT COUNT(*) FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&n) != nil {
-			return -1
-		}
-		return n
-	}
+	marked := e.markedRows
 	before := marked()
 	e.poll(15*time.Second, func() bool {
 		u, err := e.unmarked()
@@ -380,34 +403,11 @@ func (e *chaosEnv) serverFault(kind string, problem func(string, ...any)) {
 		problem("crashing: %v", err)
 		return
 	}
-	var watch []string
-	for _, target := range readinessDeps[kind] {
-		for _, n := range instancesOf(target) {
-			if e.alive(n) {
-				watch = append(watch, n)
-			}
-		}
-	}
-	notReady := map[string]bool{}
-	e.poll(15*time.Second, func() bool {
-		for _, n := range watch {
-			if ok, _ := e.ready(n); !ok {
-				notReady[n] = true
-			}
-		}
-		return len(notReady) == len(watch)
-	})
+	still := e.waitNotReady(e.dependents(kind), 15*time.Second)
 	if e.isBroken() {
 		return
 	}
-	var still []string
-	for _, n := range watch {
-		if !notReady[n] {
-			still = append(still, n)
-		}
-	}
 	if len(still) > 0 {
-		sort.Strings(still)
 		problem("%s still reported ready 15s after the server went down", strings.Join(still, ", "))
 	}
 	if err := start(); err != nil {
@@ -423,6 +423,110 @@ func (e *chaosEnv) serverFault(kind string, problem func(string, ...any)) {
 			problem("projection not rebuilt after Redis lost it: %v", err)
 		}
 	}
+}
+
+// hang pauses one server (SIGSTOP of all its processes), keeps it paused
+// until every dependent instance reports not-ready (a finding after
+// hangReadyWithin) and hangFor has passed, continues it, and returns how
+// long processing took to resume: every instance ready again and more
+// rows marked (or none left unmarked). A recovery slower than
+// hangRecoverWithin is a finding.
+func (e *chaosEnv) hang(kind, server string, problem func(string, ...any)) time.Duration {
+	var pause, resume func() error
+	switch server {
+	case "postgres":
+		pause, resume = e.pgSrv.Pause, e.pgSrv.Resume
+	case "mariadb":
+		pause, resume = e.mariaSrv.Pause, e.mariaSrv.Resume
+	case "redis":
+		pause, resume = e.redisSrv.Pause, e.redisSrv.Resume
+	case "broker":
+		pause, resume = e.broker.Pause, e.broker.Resume
+	}
+	if err := pause(); err != nil {
+		problem("pausing: %v", err)
+		return 0
+	}
+	paused := time.Now()
+	watch := e.dependents(kind)
+	if still := e.waitNotReady(watch, hangReadyWithin); len(still) > 0 {
+		problem("%s still reported ready %s after the server stopped answering", strings.Join(still, ", "), hangReadyWithin)
+	}
+	if rest := hangFor - time.Since(paused); rest > 0 && !e.isBroken() {
+		e.poll(rest, func() bool { return false })
+	}
+	if err := resume(); err != nil {
+		problem("resuming: %v", err)
+		return 0
+	}
+	resumed := time.Now()
+	markedBefore := e.markedRows()
+	recovered := e.poll(hangRecoverWithin+10*time.Second, func() bool {
+		for _, in := range chaosInstances {
+			if ok, _ := e.ready(in.name); !ok {
+				return false
+			}
+		}
+		u, err := e.unmarked()
+		m := e.markedRows()
+		return (m > markedBefore) || (err == nil && u == 0)
+	})
+	took := time.Since(resumed)
+	if e.isBroken() {
+		return took
+	}
+	if !recovered || took > hangRecoverWithin {
+		problem("processing resumed %s after the server answered again (limit %s)", took.Round(100*time.Millisecond), hangRecoverWithin)
+	}
+	return took
+}
+
+// markedRows counts the marked mailbox rows, -1 when unreadable.
+func (e *chaosEnv) markedRows() int {
+	var n int
+	if e.mailbox.QueryRow(`SELECT COUNT(*) FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&n) != nil {
+		return -1
+	}
+	return n
+}
+
+// dependents are the running instances that must report not-ready while
+// the server of kind is gone or hangs.
+func (e *chaosEnv) dependents(kind string) []string {
+	var watch []string
+	for _, target := range readinessDeps[kind] {
+		for _, n := range instancesOf(target) {
+			if e.alive(n) {
+				watch = append(watch, n)
+			}
+		}
+	}
+	return watch
+}
+
+// waitNotReady waits until each of watch has reported not-ready at least
+// once and returns, sorted, those that had not within timeout.
+func (e *chaosEnv) waitNotReady(watch []string, timeout time.Duration) []string {
+	notReady := map[string]bool{}
+	e.poll(timeout, func() bool {
+		for _, n := range watch {
+			if ok, _ := e.ready(n); !ok {
+				notReady[n] = true
+			}
+		}
+		return len(notReady) == len(watch)
+	})
+	if e.isBroken() {
+		return nil
+	}
+	var still []string
+	for _, n := range watch {
+		if !notReady[n] {
+			still = append(still, n)
+		}
+	}
+	sort.Strings(still)
+	return still
 }
 
 // waitProjectionCaughtUp waits until Redis holds, for every flight, at

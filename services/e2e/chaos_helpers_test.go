@@ -41,7 +41,7 @@ type chaosParams struct {
 // once.
 const (
 	chaosDefaultMessages = 480
-	chaosDefaultFaults   = 12
+	chaosDefaultFaults   = 16
 	// chaosDefaultSeed is the bounded run's schedule when MSGX_CHAOS_SEED is
 	// unset: `make test` replays one known schedule, so a CI result says
 	// something about the change and not about the draw; `make chaos` draws
@@ -1077,6 +1077,27 @@ func compareOutcome(w *chaosWorkload, ref, got *chaosOutcome, v *chaosVerdict) {
 	}
 	v.Other = append(v.Other, got.DeadOutbox...)
 	v.Redeliveries = got.Redeliveries
+}
+
+// recoverySummary is "kind max d, …" over the hang faults in kind order:
+// the slowest recovery of each hang kind, or "" without one.
+func recoverySummary(results []faultResult) string {
+	worst := map[string]time.Duration{}
+	for _, r := range results {
+		if strings.HasPrefix(r.Fault.Kind, "hang-") {
+			worst[r.Fault.Kind] = max(worst[r.Fault.Kind], r.Recovery)
+		}
+	}
+	keys := make([]string, 0, len(worst))
+	for k := range worst {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %s", k, worst[k].Round(100*time.Millisecond))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // faultSummary is "kind×n, …" in kind order.

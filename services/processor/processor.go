@@ -189,6 +189,7 @@ type Deps struct {
 type Service struct {
 	engine *pipeline.Engine
 	pool   *pgxpool.Pool
+	lease  readier // nil without an elector that tells
 }
 
 // New builds the processor.
@@ -234,16 +235,27 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{engine: eng, pool: deps.Postgres}, nil
+	svc := &Service{engine: eng, pool: deps.Postgres}
+	svc.lease, _ = deps.Elector.(readier)
+	return svc, nil
 }
 
 // Services returns the inbox registrar, the executor and the ack consumer.
 func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
 
-// Ready reports whether PostgreSQL answers.
+// readier is an Elector that tells whether the control plane answers its
+// lease calls (lease.Elector.Ready).
+type readier interface{ Ready() error }
+
+// Ready reports whether PostgreSQL answers and the control plane answers
+// the lease calls: without them the processor lost its term or cannot
+// take one, and does no work (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
+	}
+	if s.lease != nil {
+		return s.lease.Ready()
 	}
 	return nil
 }
