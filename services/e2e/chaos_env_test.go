@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/private"
@@ -227,17 +230,34 @@ const (
 	faultHangRedis    = "hang-redis"
 	faultHangBroker   = "hang-broker"
 
+	// faultProjectorUnacked kills the projector between its poll and its
+	// acknowledgement (R-M6): Redis is paused, so the projector polls
+	// flight-state records it cannot write; it is SIGKILLed with them in
+	// hand, Redis continues and the projector restarts. Its offsets must
+	// not have been committed: the restarted projector must project
+	// those records again, or their acknowledgements never come and the
+	// run ends with messages unmarked and Redis behind PostgreSQL.
+	faultProjectorUnacked = "unacked-projector"
+
 	hangFor           = 10 * time.Second
 	hangReadyWithin   = 10 * time.Second
 	hangRecoverWithin = 30 * time.Second
 )
 
-// chaosFaultKinds is every kind the schedule draws from.
-var chaosFaultKinds = []string{
+// chaosCleanKinds are the kinds of the bounded run: a process dies or
+// pauses, a server crashes and restarts.
+var chaosCleanKinds = []string{
 	"kill-control", "kill-processor", "kill-dispatcher", "kill-ingest", "kill-projector",
 	"stop-processor", "stop-dispatcher", "stop-ingest",
 	faultPostgres, faultMariaDB, faultRedis, faultBroker,
+}
+
+// chaosGreyKinds are the hangs and the projector killed with records in
+// hand (R-M1, R-M6), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
+// (`make chaos` sets it).
+var chaosGreyKinds = []string{
 	faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker,
+	faultProjectorUnacked,
 }
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
@@ -314,6 +334,9 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		res.Victim = e.pause(role, problem)
 	case "hang":
 		res.Recovery = e.hang(f.Kind, role, problem)
+	case "unacked":
+		res.Victim = "projector"
+		e.killProjectorUnacked(problem)
 	default:
 		e.serverFault(f.Kind, problem)
 	}
@@ -480,6 +503,69 @@ func (e *chaosEnv) hang(kind, server string, problem func(string, ...any)) time.
 	}
 	return took
 }
+
+// killProjectorUnacked pauses Redis, waits until the projector's consumer
+// group is behind the flight-state topic (records produced that it has
+// not committed) and gives it a moment to poll them — it then waits on
+// Redis with them in hand — SIGKILLs it, continues Redis and restarts the
+// projector. Without records behind (the stream ran dry), it is a plain
+// kill.
+func (e *chaosEnv) killProjectorUnacked(problem func(string, ...any)) {
+	if err := e.redisSrv.Pause(); err != nil {
+		problem("pausing Redis: %v", err)
+		return
+	}
+	behind := e.poll(15*time.Second, func() bool {
+		n, err := e.projectorLag()
+		return err == nil && n > 0
+	})
+	if behind {
+		e.poll(time.Second, func() bool { return false }) // the projector polls them
+	}
+	if e.alive("projector") {
+		e.kill("projector")
+	} else {
+		problem("projector had exited on its own before the kill")
+	}
+	if err := e.redisSrv.Resume(); err != nil {
+		problem("resuming Redis: %v", err)
+	}
+	e.startInstance("projector")
+}
+
+// projectorLag is how many flight-state records the projector's consumer
+// group has not committed.
+func (e *chaosEnv) projectorLag() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(e.kafkaOpts()...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topic := e.kafka.Topics.FlightState
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := adm.FetchOffsets(ctx, projectorGroup)
+	if err != nil {
+		return 0, err
+	}
+	var lag int64
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(topic, o.Partition); ok {
+			at = c.At
+		}
+		lag += max(o.Offset-at, 0)
+	})
+	return lag, nil
+}
+
+// projectorGroup is the projector's consumer group (its default).
+const projectorGroup = "msgx-projector"
 
 // markedRows counts the marked mailbox rows, -1 when unreadable.
 func (e *chaosEnv) markedRows() int {

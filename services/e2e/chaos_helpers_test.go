@@ -35,13 +35,14 @@ type chaosParams struct {
 	Messages int   // mailbox rows, the snapshot included
 	Faults   int   // faults, all while messages are still flowing
 	Seed     int64 // drives the workload and the fault schedule
+	Kinds    []string
 }
 
 // Defaults of the bounded run that `make test` executes: every fault kind
 // once.
 const (
 	chaosDefaultMessages = 480
-	chaosDefaultFaults   = 16
+	chaosDefaultFaults   = 12
 	// chaosDefaultSeed is the bounded run's schedule when MSGX_CHAOS_SEED is
 	// unset: `make test` replays one known schedule, so a CI result says
 	// something about the change and not about the draw; `make chaos` draws
@@ -67,7 +68,10 @@ const (
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
 	t.Helper()
-	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: chaosDefaultSeed}
+	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: chaosDefaultSeed, Kinds: chaosCleanKinds}
+	if os.Getenv("MSGX_CHAOS_GREY") == "1" {
+		p.Kinds = append(append([]string(nil), chaosCleanKinds...), chaosGreyKinds...)
+	}
 	if s := os.Getenv("MSGX_CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {

@@ -58,8 +58,8 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	testutil.Integration(t)
 	p := chaosParamsFromEnv(t)
 	w := buildChaosWorkload(rand.New(rand.NewPCG(uint64(p.Seed), 1)), p.Messages)
-	sched := buildChaosSchedule(rand.New(rand.NewPCG(uint64(p.Seed), 2)), p.Messages, p.Faults)
-	replay := fmt.Sprintf("MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_FAULTS=%d", p.Seed, p.Messages, p.Faults)
+	sched := buildChaosSchedule(rand.New(rand.NewPCG(uint64(p.Seed), 2)), p.Messages, p.Faults, p.Kinds)
+	replay := fmt.Sprintf("MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_FAULTS=%d MSGX_CHAOS_GREY=%s", p.Seed, p.Messages, p.Faults, os.Getenv("MSGX_CHAOS_GREY"))
 	plan := make([]string, len(sched))
 	for i, f := range sched {
 		plan[i] = fmt.Sprintf("%s@%d", f.Kind, f.At)

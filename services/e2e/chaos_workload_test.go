@@ -284,14 +284,14 @@ func (w *chaosWorkload) kinds() string {
 // Fault j strikes once (j+1)·n/(k+1) mailbox rows are marked, give or take
 // a third of the gap, so faults are spread evenly over the whole stream
 // and never bunch; the last strikes before the stream ends. The schedule
-// depends on the seed, n and k only: the same seed replays it.
-func buildChaosSchedule(rng *rand.Rand, n, k int) []chaosFault {
+// depends on the seed, n, k and the kinds only: the same seed replays it.
+func buildChaosSchedule(rng *rand.Rand, n, k int, faultKinds []string) []chaosFault {
 	kinds := make([]string, 0, k)
-	for len(kinds)+len(chaosFaultKinds) <= k {
-		kinds = append(kinds, chaosFaultKinds...)
+	for len(kinds)+len(faultKinds) <= k {
+		kinds = append(kinds, faultKinds...)
 	}
 	for len(kinds) < k {
-		kinds = append(kinds, chaosFaultKinds[rng.IntN(len(chaosFaultKinds))])
+		kinds = append(kinds, faultKinds[rng.IntN(len(faultKinds))])
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	gap := float64(n) / float64(k+1)
