@@ -210,8 +210,11 @@ func (s *Service) CompatAddr() string {
 	return s.server.addr.Load().(string)
 }
 
-// Ready reports whether the mailbox table can be read and the Kafka
-// producer reaches a broker.
+// Ready reports whether the mailbox table can be read: what the compat
+// entry, the one thing an ingest pod's Service sends it, needs. The brokers
+// are not asked: a Kafka outage stops the scanner's produces, which resume
+// when the brokers return, but must not take the compat entry out of
+// service (R-N1).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.mailbox.Ping(ctx); err != nil {
 		return fmt.Errorf("checking ingest mailbox: %w", err)
@@ -219,16 +222,10 @@ func (s *Service) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	client := s.client
 	s.mu.Unlock()
-	if client == nil {
-		if s.deps.Elector != nil {
-			return nil // standby: the compat entry serves; the scanner waits for its lease
-		}
+	if client == nil && s.deps.Elector == nil {
 		return ErrNotStarted
 	}
-	if err := client.Ping(ctx); err != nil {
-		return fmt.Errorf("checking ingest kafka producer: %w", err)
-	}
-	return nil
+	return nil // with an elector, a standby's compat entry serves; the scanner waits for its lease
 }
 
 // wakeScanner asks for a round now; a pending request already covers it.

@@ -62,6 +62,12 @@ type Config struct {
 	Zone string `yaml:"zone"`
 	// Board tunes the web flight board.
 	Board BoardConfig `yaml:"board"`
+	// StallLimit is how long a Kafka loop may stay stalled — fenced by a
+	// member with the same static ID that it could not get around, its
+	// group session or fetches refused by the brokers — before the process
+	// ends so that its supervisor restarts it (R-L8); the process reports
+	// not ready from the first refusal. Default 1m.
+	StallLimit time.Duration `yaml:"stall_limit"`
 }
 
 // BoardConfig is the web flight board's default window: the flights
@@ -128,6 +134,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Zone, prefix+"zone", "Asia/Shanghai", "airport time zone (IANA name) in which SIS flight times (SODT) are read: the from/to filters of GET /all/flights and the flight board's window")
 	fs.DurationVar(&c.Board.Past, prefix+"board.past", 2*time.Hour, "the flight board shows flights scheduled from this long before now (airport time); a board URL may ask for another with ?past=")
 	fs.DurationVar(&c.Board.Ahead, prefix+"board.ahead", 12*time.Hour, "the flight board shows flights scheduled up to this long after now (airport time); a board URL may ask for another with ?ahead=")
+	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", time.Minute, "longest a Kafka loop may stay stalled (fenced, its group session or fetches refused by the brokers) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable broker is not a stall")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
 
@@ -148,6 +155,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("projector.session-timeout: %s must be at least 1s (default 10s)", c.SessionTimeout))
+	}
+	if c.StallLimit < time.Second {
+		errs = append(errs, fmt.Errorf("projector.stall-limit: %s must be at least 1s (default 1m)", c.StallLimit))
 	}
 	if c.RebuildWait <= 0 {
 		errs = append(errs, fmt.Errorf("projector.rebuild-wait: %s must be positive (default 10m)", c.RebuildWait))

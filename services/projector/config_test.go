@@ -30,8 +30,9 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		Consistency: projector.ConsistencyConfig{
 			OnStartup: true, Interval: time.Hour, DailySampleRatio: 0.01, MinSample: 100, Settle: time.Minute,
 		},
-		Zone:  "Asia/Shanghai",
-		Board: projector.BoardConfig{Past: 2 * time.Hour, Ahead: 12 * time.Hour},
+		Zone:       "Asia/Shanghai",
+		Board:      projector.BoardConfig{Past: 2 * time.Hour, Ahead: 12 * time.Hour},
+		StallLimit: time.Minute,
 	}, c)
 	require.NoError(t, c.Validate())
 
@@ -50,8 +51,9 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 		Consistency: projector.ConsistencyConfig{
 			Interval: 6 * time.Hour, DailySampleRatio: 0.5, MinSample: 7, Settle: 10 * time.Second,
 		},
-		Zone:  "Europe/Zurich",
-		Board: projector.BoardConfig{Past: 30 * time.Minute, Ahead: 3 * time.Hour},
+		Zone:       "Europe/Zurich",
+		Board:      projector.BoardConfig{Past: 30 * time.Minute, Ahead: 3 * time.Hour},
+		StallLimit: time.Minute,
 	}, c)
 }
 

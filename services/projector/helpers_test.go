@@ -42,6 +42,7 @@ const (
 type testBundle struct {
 	t        *testing.T
 	kcfg     kafka.Config
+	cluster  *kafkatest.Cluster
 	prefix   string
 	rdb      *redis.Client
 	pgURL    string
@@ -59,7 +60,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	b := &testBundle{t: t, kcfg: kafkatest.DefaultConfig()}
 	b.prefix = redistest.NewPrefix(t)
-	kafkatest.NewCluster(t, &b.kcfg)
+	b.cluster = kafkatest.NewCluster(t, &b.kcfg)
 	var err error
 	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()})
 	require.NoError(t, err)

@@ -15,8 +15,10 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/projector/internal/board"
 	"msgexchange/services/projector/internal/consumer"
+	"msgexchange/services/projector/internal/freshness"
 	"msgexchange/services/projector/internal/httpapi"
 	"msgexchange/services/projector/internal/pgsource"
 	"msgexchange/services/projector/internal/rebuild"
@@ -46,6 +48,12 @@ const (
 	recoveryPageSize = 2000
 	recoveryLockTTL  = 30 * time.Second
 )
+
+// freshnessInterval is the time between two probes of the projection's
+// currency (R-N1): about the least age the flight list reports while the
+// projector keeps up. Each probe lists the topic's end offsets and the
+// group's committed offsets, two small requests.
+const freshnessInterval = time.Second
 
 // Deps are the projector's injected dependencies. All are required.
 type Deps struct {
@@ -83,6 +91,10 @@ type Service struct {
 	http      *httpapi.Handler
 	boardLoop *lifecycle.Service
 	board     *board.Handler
+	freshness *freshness.Tracker
+	freshLp   *lifecycle.Service
+	// loops are the progress of the Kafka loops (R-L8).
+	loops []*progress.Tracker
 }
 
 // New validates cfg and deps and builds the projector. Nothing connects
@@ -125,6 +137,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		SessionTimeout: cfg.SessionTimeout,
 		InstanceID:     cfg.memberID(),
 		OnApplied:      bc.Notify,
+		StallLimit:     cfg.StallLimit,
 	}, deps.Kafka, st, deps.Logger, deps.Clock, deps.Meter)
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
@@ -135,6 +148,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		KafkaTimeout:   cfg.KafkaTimeout,
 		SessionTimeout: cfg.SessionTimeout,
 		InstanceID:     cfg.memberID(),
+		StallLimit:     cfg.StallLimit,
 	}, deps.Kafka, rebuild.NewHandler(st, deps.Logger.With("component", rebuild.ServiceName), deps.Clock, rebuild.Options{
 		Wait:          cfg.RebuildWait,
 		Poll:          rebuildPoll,
@@ -159,14 +173,26 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
+	fresh, err := freshness.New(c, st, deps.Clock, deps.Logger, deps.Meter, freshness.Options{
+		Interval: freshnessInterval, Timeout: cfg.KafkaTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
+	if err := progress.RegisterMetrics(deps.Meter, c.Progress(), rb.Progress()); err != nil {
+		return nil, fmt.Errorf("creating projector: %w", err)
+	}
 	svc := &Service{
+		freshness: fresh,
+		freshLp:   fresh.Service(),
+		loops:     []*progress.Tracker{c.Progress(), rb.Progress()},
 		store:     st,
 		recovery:  rec.Service(),
 		consumer:  c,
 		rebuild:   rb,
 		rebuildLp: rb.Service(),
 		loop:      c.Service(),
-		http:      httpapi.New(st, deps.Logger, httpapi.Options{Timeout: cfg.RedisTimeout, Zone: zone}),
+		http:      httpapi.New(st, deps.Logger, httpapi.Options{Timeout: cfg.RedisTimeout, Zone: zone, Age: fresh.Age}),
 		boardLoop: bc.Service(),
 		board: board.NewHandler(bc, deps.Logger, board.HandlerOptions{
 			Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout,
@@ -194,7 +220,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 }
 
 // Services returns the projector's long-running loops: the consumer
-// (lifecycle name "projector-consumer"), the projection rebuild loop
+// (lifecycle name "projector-consumer"), the probe of the projection's
+// age ("projector-freshness", R-N1), the projection rebuild loop
 // ("projector-rebuild", R-E4), which completes the control plane's
 // rebuilds in Redis, the watchdog ("projector-recovery", R-H5), which
 // rebuilds a projection Redis lost from PostgreSQL, the consistency
@@ -203,7 +230,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 // Redis only while a board is open. The HTTP routes are served by the
 // process's HTTP server through RegisterRoutes.
 func (s *Service) Services() []*lifecycle.Service {
-	out := []*lifecycle.Service{s.loop, s.rebuildLp, s.recovery}
+	out := []*lifecycle.Service{s.loop, s.freshLp, s.rebuildLp, s.recovery}
 	if s.sentinel != nil {
 		out = append(out, s.sentinel)
 	}
@@ -221,9 +248,16 @@ func (s *Service) RegisterRoutes(mux *http.ServeMux) {
 	s.board.Register(mux)
 }
 
-// Ready reports nil when Redis answers and holds the whole projection
-// (not while a lost one is being rebuilt from PostgreSQL, R-H5), and the
-// Kafka clients of the consumer and the rebuild loop reach the cluster.
+// Ready reports nil when this projector can serve what its Service sends
+// it — Redis answers and holds the whole projection (not while a lost one is
+// being rebuilt from PostgreSQL, R-H5) — and its Kafka loops are not
+// stalled (fenced, refused by the brokers, R-L8). An unreachable broker
+// does not make it unready: the flight list, the board and the flight
+// lookups read Redis only, and say how old the projection is (R-N1).
 func (s *Service) Ready(ctx context.Context) error {
-	return errors.Join(s.store.CheckComplete(ctx), s.consumer.Ping(ctx), s.rebuild.Ping(ctx))
+	return errors.Join(s.store.CheckComplete(ctx), progress.Check(s.loops...))
 }
+
+// ProjectionAge returns how old the projection is (R-N1); ok is false
+// until an instance recorded when it was last current.
+func (s *Service) ProjectionAge() (time.Duration, bool) { return s.freshness.Age() }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/httpserver"
@@ -205,38 +204,17 @@ func (a *app) init(ctx context.Context) error {
 		return err
 	}
 	if a.needs("kafka") && cfg.Kafka.CreateTopics {
-		if err := a.ensureTopics(ctx); err != nil {
-			return err
-		}
+		// In the background: a process started during a Kafka outage
+		// serves what does not need Kafka instead of exiting (R-N1).
+		tc := kafka.NewTopicCreator(cfg.Kafka, a.log, 100*time.Millisecond, topicRetryMax)
+		a.services = append(a.services, tc.Service())
 	}
 	return a.initServices()
 }
 
-// ensureTopics creates the topics, waiting for the brokers to answer.
-func (a *app) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(a.cfg.Kafka.ClientOpts(a.log, "admin")...)
-	if err != nil {
-		return fmt.Errorf("creating kafka admin client: %w", err)
-	}
-	defer cl.Close()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = kafka.EnsureTopics(tctx, cl, a.cfg.Kafka.ReplicationFactor, a.cfg.Kafka.Specs())
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("creating kafka topics: %w", err)
-		}
-		a.log.Warn("kafka not ready; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
+// topicRetryMax caps the wait between attempts to create the topics while
+// the brokers do not answer.
+const topicRetryMax = 10 * time.Second
 
 func (a *app) add(s interface {
 	Services() []*lifecycle.Service

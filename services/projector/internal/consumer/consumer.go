@@ -2,9 +2,9 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/projector/internal/store"
 )
 
@@ -72,7 +73,14 @@ type Config struct {
 	// ones), before its acks. It runs on the consumer loop and must not
 	// block.
 	OnApplied func()
+	// StallLimit is how long the loop may stay stalled (a permanent group
+	// or fetch error, R-L8) before it ends its service, and so the process,
+	// for the supervisor to restart it; zero means 1 minute.
+	StallLimit time.Duration
 }
+
+// defaultStallLimit is StallLimit's default.
+const defaultStallLimit = time.Minute
 
 // Consumer is the flight-state consumer loop.
 type Consumer struct {
@@ -83,10 +91,15 @@ type Consumer struct {
 	base    *slog.Logger // for the Kafka client, which adds its own component
 	clock   clock.Clock
 	metrics *metrics
+	// progress says whether the loop can make progress (R-L8).
+	progress *progress.Tracker
 
 	mu     sync.Mutex
 	client *kgo.Client
 	lagReg metric.Registration
+	// instanceID is the static member ID the client joined with:
+	// cfg.InstanceID, or a new one derived from it after a fencing.
+	instanceID string
 }
 
 // New builds the consumer. The Kafka client is created when the service
@@ -96,14 +109,19 @@ func New(cfg Config, kcfg kafka.Config, st Store, logger *slog.Logger, clk clock
 	if err != nil {
 		return nil, err
 	}
+	if cfg.StallLimit <= 0 {
+		cfg.StallLimit = defaultStallLimit
+	}
 	return &Consumer{
-		cfg:     cfg,
-		kafka:   kcfg,
-		store:   st,
-		logger:  logger.With("component", ServiceName),
-		base:    logger,
-		clock:   clk,
-		metrics: m,
+		cfg:        cfg,
+		kafka:      kcfg,
+		store:      st,
+		logger:     logger.With("component", ServiceName),
+		base:       logger,
+		clock:      clk,
+		metrics:    m,
+		progress:   progress.New(ServiceName, clk),
+		instanceID: cfg.InstanceID,
 	}, nil
 }
 
@@ -112,16 +130,17 @@ func (c *Consumer) Service() *lifecycle.Service {
 	return lifecycle.NewService(ServiceName, c.starting, c.running, c.stopping)
 }
 
-// Ping reports whether the Kafka cluster answers the consumer's client.
-func (c *Consumer) Ping(ctx context.Context) error {
-	cl := c.currentClient()
-	if cl == nil {
-		return errors.New("kafka client not started: the projector consumer is not running")
-	}
-	if err := cl.Ping(ctx); err != nil {
-		return fmt.Errorf("pinging kafka: %w", err)
-	}
-	return nil
+// Progress is the loop's progress (R-L8): stalled while the broker refuses
+// its group membership or its fetches for a reason waiting does not cure.
+// An unreachable broker is not a stall: the projection in Redis still
+// serves (R-N1).
+func (c *Consumer) Progress() *progress.Tracker { return c.progress }
+
+// InstanceID returns the static member ID the consumer joined with last.
+func (c *Consumer) InstanceID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.instanceID
 }
 
 func (c *Consumer) currentClient() *kgo.Client {
@@ -130,7 +149,37 @@ func (c *Consumer) currentClient() *kgo.Client {
 	return c.client
 }
 
-func (c *Consumer) starting(ctx context.Context) error {
+func (c *Consumer) starting(context.Context) error {
+	// Nothing here needs the brokers: a projector started during a Kafka
+	// outage serves the projection Redis holds and joins the group once
+	// the brokers answer (R-N1). The topics are created by the process's
+	// background topic creation.
+	cl, err := c.newClient(c.InstanceID())
+	if err != nil {
+		return err
+	}
+	reg, err := c.metrics.registerLag(func(ctx context.Context) float64 {
+		cur := c.currentClient() // a rejoin replaces the client
+		if cur == nil {
+			return math.NaN()
+		}
+		lctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
+		defer cancel()
+		return groupLag(lctx, kadm.NewClient(cur), c.cfg.Group)
+	})
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	c.mu.Lock()
+	c.client, c.lagReg = cl, reg
+	c.mu.Unlock()
+	return nil
+}
+
+// newClient creates the flight-state client, a static group member under
+// instanceID when it is set.
+func (c *Consumer) newClient(instanceID string) (*kgo.Client, error) {
 	opts := append(c.kafka.ClientOpts(c.base, "projector"),
 		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.ConsumeTopics(c.kafka.Topics.FlightState),
@@ -150,6 +199,8 @@ func (c *Consumer) starting(ctx context.Context) error {
 			c.logger.Info("flight-state partitions revoked", "partitions", revoked)
 		}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+			// A member that joined the group makes progress again.
+			c.progress.Progressed()
 			c.logger.Info("flight-state partitions assigned", "partitions", assigned)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
@@ -163,36 +214,38 @@ func (c *Consumer) starting(ctx context.Context) error {
 		opts = append(opts, kgo.SessionTimeout(c.cfg.SessionTimeout), kgo.HeartbeatInterval(c.cfg.SessionTimeout/10),
 			kgo.RebalanceTimeout(c.cfg.SessionTimeout+5*time.Second))
 	}
-	if c.cfg.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(c.cfg.InstanceID))
+	if instanceID != "" {
+		opts = append(opts, kgo.InstanceID(instanceID))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("creating kafka client: %w", err)
+		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
-	if c.kafka.CreateTopics {
-		tctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
-		err := kafka.EnsureTopics(tctx, cl, c.kafka.ReplicationFactor, c.kafka.Specs())
-		cancel()
-		if err != nil {
-			cl.Close()
-			return fmt.Errorf("ensuring topics: %w", err)
-		}
-	}
-	adm := kadm.NewClient(cl)
-	reg, err := c.metrics.registerLag(func(ctx context.Context) float64 {
-		lctx, cancel := context.WithTimeout(ctx, c.cfg.KafkaTimeout)
-		defer cancel()
-		return groupLag(lctx, adm, c.cfg.Group)
-	})
+	return cl, nil
+}
+
+// rejoin replaces a client fenced by another member with the same static
+// instance ID by one under a new ID derived from it (R-L8): the fenced
+// client would be refused on every join, while the new one joins at once
+// and the other member keeps its partitions. Nothing is lost: the fenced
+// member's uncommitted records are consumed again.
+func (c *Consumer) rejoin(old *kgo.Client, cause error) (*kgo.Client, error) {
+	c.mu.Lock()
+	from := c.instanceID
+	c.instanceID = kafka.RejoinInstanceID(c.cfg.InstanceID)
+	to := c.instanceID
+	c.mu.Unlock()
+	c.logger.Error("fenced: another projector joined the group with this static member ID; rejoining under a new one",
+		"group", c.cfg.Group, "instance_id", from, "new_instance_id", to, "err", cause)
+	old.Close()
+	cl, err := c.newClient(to)
 	if err != nil {
-		cl.Close()
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
-	c.client, c.lagReg = cl, reg
+	c.client = cl
 	c.mu.Unlock()
-	return nil
+	return cl, nil
 }
 
 func (c *Consumer) stopping(error) error {
@@ -223,11 +276,28 @@ func (c *Consumer) running(ctx context.Context) error {
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
-		var fetchErr error
+		var fetchErr, permanent error
 		fetches.EachError(func(topic string, partition int32, err error) {
 			fetchErr = err
+			if kafka.Permanent(err) {
+				permanent = err
+			}
 			c.logger.Warn("fetching flight-state records", "topic", topic, "partition", partition, "err", err)
 		})
+		if permanent != nil {
+			c.progress.Stalled(permanent)
+			if err := c.progress.Exceeded(c.cfg.StallLimit); err != nil {
+				return err
+			}
+			if kafka.Fenced(permanent) && c.cfg.InstanceID != "" {
+				cl.AllowRebalance()
+				var err error
+				if cl, err = c.rejoin(cl, permanent); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		recs := fetches.Records()
 		if len(recs) > 0 {
 			if err := c.handleBatch(ctx, cl, recs); err != nil {
@@ -235,6 +305,7 @@ func (c *Consumer) running(ctx context.Context) error {
 				// uncommitted.
 				return nil
 			}
+			c.progress.Progressed()
 			fetchBackoff = newBackoff(c.cfg.BackoffMax)
 		}
 		cl.AllowRebalance()

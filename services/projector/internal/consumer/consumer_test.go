@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,12 +17,12 @@ import (
 // broker, by the projector package's tests; this package tests its parts.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestConsumer_PingNeedsARunningClient(t *testing.T) {
+func TestConsumer_R_L8_StartsProgressingWithItsInstanceID(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Group: "g", MaxBatch: 10, BackoffMax: time.Second, RedisTimeout: time.Second, KafkaTimeout: time.Second},
+	c, err := New(Config{Group: "g", MaxBatch: 10, BackoffMax: time.Second, RedisTimeout: time.Second, KafkaTimeout: time.Second, InstanceID: "p1"},
 		kafkatest.DefaultConfig(), nil, logging.Discard(), clock.Real{}, noop.NewMeterProvider().Meter("t"))
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	require.ErrorContains(t, c.Ping(ctx), "not running")
+	require.NoError(t, c.Progress().Err())
+	require.Equal(t, "p1", c.InstanceID())
+	require.Equal(t, defaultStallLimit, c.cfg.StallLimit)
 }

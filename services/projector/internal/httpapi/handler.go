@@ -35,7 +35,16 @@ type Options struct {
 	// selecting pass; a selection larger than that is read from Redis a
 	// second time while it is streamed; default 4 MiB.
 	BufferBytes int
+	// Age, when set, tells how old the projection is (R-N1); every answer
+	// carries it as AgeHeader, in whole seconds, once it is known.
+	Age func() (time.Duration, bool)
 }
+
+// AgeHeader names the response header with the projection's age in whole
+// seconds: how long ago the projection last held every record of
+// msgx.flight-state. It grows while the projector lags or the brokers
+// cannot be reached, while the list keeps being served (R-N1).
+const AgeHeader = "X-Projection-Age"
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
@@ -67,8 +76,21 @@ func New(r Reader, logger *slog.Logger, opts Options) *Handler {
 
 // Register adds GET /all/flights and GET /flights/{flid} to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /all/flights", h.allFlights)
-	mux.HandleFunc("GET /flights/{flid}", h.flight)
+	mux.HandleFunc("GET /all/flights", h.withAge(h.allFlights))
+	mux.HandleFunc("GET /flights/{flid}", h.withAge(h.flight))
+}
+
+// withAge sets AgeHeader before next answers.
+func (h *Handler) withAge(next http.HandlerFunc) http.HandlerFunc {
+	if h.opts.Age == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if age, ok := h.opts.Age(); ok {
+			w.Header().Set(AgeHeader, strconv.FormatInt(int64(age/time.Second), 10))
+		}
+		next(w, r)
+	}
 }
 
 // errorResponse is the body of every error.

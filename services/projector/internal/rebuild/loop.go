@@ -2,7 +2,6 @@ package rebuild
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,8 +12,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"msgexchange/libs/backoff"
+	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/internal/flightstate"
 )
 
@@ -38,6 +39,9 @@ type LoopConfig struct {
 	// the flight-state consumer is (the groups differ, so the same ID
 	// serves both).
 	InstanceID string
+	// StallLimit is how long the loop may stay stalled (R-L8) before it
+	// ends its service and so the process; zero means 1 minute.
+	StallLimit time.Duration
 }
 
 // Loop consumes rebuild manifests and hands each to the Handler, one at a
@@ -51,8 +55,11 @@ type Loop struct {
 	rebuilt metric.Int64Counter
 	removed metric.Int64Counter
 
-	mu     sync.Mutex
-	client *kgo.Client
+	progress *progress.Tracker
+
+	mu         sync.Mutex
+	client     *kgo.Client
+	instanceID string
 }
 
 // NewLoop builds the loop; the Kafka client is created when it starts.
@@ -73,8 +80,11 @@ func NewLoop(cfg LoopConfig, kcfg kafka.Config, h *Handler, logger *slog.Logger,
 		rebuilt.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", string(o))))
 	}
 	removed.Add(context.Background(), 0)
+	if cfg.StallLimit <= 0 {
+		cfg.StallLimit = time.Minute
+	}
 	return &Loop{cfg: cfg, kafka: kcfg, handler: h, logger: logger.With("component", ServiceName), base: logger,
-		rebuilt: rebuilt, removed: removed}, nil
+		rebuilt: rebuilt, removed: removed, progress: progress.New(ServiceName, clock.Real{}), instanceID: cfg.InstanceID}, nil
 }
 
 // Service returns the loop's lifecycle service.
@@ -82,21 +92,27 @@ func (l *Loop) Service() *lifecycle.Service {
 	return lifecycle.NewService(ServiceName, l.starting, l.running, l.stopping)
 }
 
-// Ping reports whether the Kafka cluster answers the loop's client.
-func (l *Loop) Ping(ctx context.Context) error {
+// Progress is the loop's progress (R-L8): stalled while the broker refuses
+// its group membership for a reason waiting does not cure.
+func (l *Loop) Progress() *progress.Tracker { return l.progress }
+
+func (l *Loop) starting(context.Context) error {
 	l.mu.Lock()
-	cl := l.client
+	id := l.instanceID
 	l.mu.Unlock()
-	if cl == nil {
-		return errors.New("kafka client not started: the projector's rebuild loop is not running")
+	cl, err := l.newClient(id)
+	if err != nil {
+		return err
 	}
-	if err := cl.Ping(ctx); err != nil {
-		return fmt.Errorf("pinging kafka: %w", err)
-	}
+	l.mu.Lock()
+	l.client = cl
+	l.mu.Unlock()
 	return nil
 }
 
-func (l *Loop) starting(context.Context) error {
+// newClient creates the manifest client, a static group member under
+// instanceID when it is set. Creating it needs no broker.
+func (l *Loop) newClient(instanceID string) (*kgo.Client, error) {
 	opts := append(l.kafka.ClientOpts(l.base, "projector-rebuild"),
 		kgo.ConsumerGroup(l.cfg.Group),
 		kgo.ConsumeTopics(l.kafka.Topics.ProjectionControl),
@@ -105,22 +121,41 @@ func (l *Loop) starting(context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// The offset is committed only after the manifest was handled.
 		kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { l.progress.Progressed() }),
 	)
 	if l.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(l.cfg.SessionTimeout), kgo.HeartbeatInterval(l.cfg.SessionTimeout/10),
 			kgo.RebalanceTimeout(l.cfg.SessionTimeout+5*time.Second))
 	}
-	if l.cfg.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(l.cfg.InstanceID))
+	if instanceID != "" {
+		opts = append(opts, kgo.InstanceID(instanceID))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("creating kafka client: %w", err)
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// rejoin replaces a fenced client by one under a new static member ID
+// derived from the configured one, as the flight-state consumer does.
+func (l *Loop) rejoin(old *kgo.Client, cause error) (*kgo.Client, error) {
+	l.mu.Lock()
+	from := l.instanceID
+	l.instanceID = kafka.RejoinInstanceID(l.cfg.InstanceID)
+	to := l.instanceID
+	l.mu.Unlock()
+	l.logger.Error("fenced: another projector joined the group with this static member ID; rejoining under a new one",
+		"group", l.cfg.Group, "instance_id", from, "new_instance_id", to, "err", cause)
+	old.Close()
+	cl, err := l.newClient(to)
+	if err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	l.client = cl
 	l.mu.Unlock()
-	return nil
+	return cl, nil
 }
 
 func (l *Loop) stopping(error) error {
@@ -145,10 +180,27 @@ func (l *Loop) running(ctx context.Context) error {
 			return nil
 		}
 		failed := false
+		var permanent error
 		fetches.EachError(func(topic string, partition int32, err error) {
 			failed = true
+			if kafka.Permanent(err) {
+				permanent = err
+			}
 			l.logger.Warn("fetching projection rebuild manifests", "topic", topic, "partition", partition, "err", err)
 		})
+		if permanent != nil {
+			l.progress.Stalled(permanent)
+			if err := l.progress.Exceeded(l.cfg.StallLimit); err != nil {
+				return err
+			}
+			if kafka.Fenced(permanent) && l.cfg.InstanceID != "" {
+				var err error
+				if cl, err = l.rejoin(cl, permanent); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		recs := fetches.Records()
 		for _, r := range recs {
 			if err := l.handle(ctx, r); err != nil {

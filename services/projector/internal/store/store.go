@@ -105,6 +105,9 @@ type Store struct {
 	flightsKey  string
 	versionsKey string
 	lockKey     string
+	// currentKey holds when the projection last held everything the
+	// topic had (MarkCurrent).
+	currentKey string
 }
 
 // New returns a Store on rdb whose keys start with prefix (for example
@@ -121,6 +124,7 @@ func newStore(rdb *redis.Client, prefix string, script *redis.Script) *Store {
 		flightsKey:  prefix + "flights",
 		versionsKey: prefix + "flight-versions",
 		lockKey:     prefix + "projection-rebuild-lock",
+		currentKey:  prefix + "projection-current-at",
 	}
 }
 

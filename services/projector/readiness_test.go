@@ -1,0 +1,119 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"msgexchange/libs/progress"
+)
+
+// refuseRejoins makes the broker answer FENCED_INSTANCE_ID to every join
+// under an instance ID derived from id (a fenced member's new identity)
+// while refusing is set, so that the test sees the fenced member stalled
+// for as long as it wants, whatever the timing of the joins.
+func (b *testBundle) refuseRejoins(id string, refusing *atomic.Bool) {
+	b.cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.cluster.KeepControl()
+		jr := req.(*kmsg.JoinGroupRequest)
+		if !refusing.Load() || jr.InstanceID == nil || !strings.HasPrefix(*jr.InstanceID, id+"-") {
+			return nil, nil, false
+		}
+		resp := jr.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.FencedInstanceID.Code
+		return resp, nil, true
+	})
+}
+
+// TestReadiness_R_L8_FencedProjectorIsNotReadyThenRecovers runs two
+// projectors given one static member ID, as two pods with the same host
+// name: the second fences the first. The fenced one reports not ready
+// within 10 s and, once it may join again, rejoins under a new identity,
+// is ready again and projects new records, while the other one keeps
+// working.
+func TestReadiness_R_L8_FencedProjectorIsNotReadyThenRecovers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.InstanceID = "projector-0"
+	var refusing atomic.Bool
+	refusing.Store(true)
+	b.refuseRejoins(b.cfg.InstanceID, &refusing)
+
+	first, _ := b.start(b.rdb)
+	b.awaitReady(first)
+	b.produce(valueRecord(b.topic(), 1, 1))
+	require.Eventually(t, func() bool { return b.stored(1) != nil }, waitFor, tick)
+
+	second, _ := b.start(b.rdb) // same member ID: the broker fences the first
+	fencedAt := time.Now()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return errors.Is(first.Ready(ctx), progress.ErrStalled)
+	}, 10*time.Second, tick, "the fenced projector must be not ready within 10 s")
+	t.Logf("fenced projector not ready %s after the second joined", time.Since(fencedAt).Round(time.Millisecond))
+	b.awaitReady(second)
+
+	refusing.Store(false)
+	b.awaitReady(first)
+	b.produce(valueRecord(b.topic(), 2, 1), valueRecord(b.topic(), 3, 1), valueRecord(b.topic(), 4, 1))
+	require.Eventually(t, func() bool { return b.stored(2) != nil && b.stored(3) != nil && b.stored(4) != nil }, waitFor, tick)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	groups, err := b.adm.DescribeGroups(ctx, b.cfg.Group)
+	require.NoError(t, err)
+	var ids []string
+	for _, m := range groups[b.cfg.Group].Members {
+		if m.InstanceID != nil {
+			ids = append(ids, *m.InstanceID)
+		}
+	}
+	require.Len(t, ids, 2, "both projectors are members: %v", ids)
+	require.Contains(t, ids, "projector-0")
+	require.NotEqual(t, ids[0], ids[1])
+}
+
+// TestReadiness_R_L8_StalledLoopEndsItsServiceAfterTheLimit: a projector
+// that stays fenced longer than projector.stall-limit ends its consumer
+// service with the stall, which stops the process for its supervisor to
+// restart it.
+func TestReadiness_R_L8_StalledLoopEndsItsServiceAfterTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.InstanceID = "projector-1"
+	b.cfg.StallLimit = time.Second
+	var refusing atomic.Bool
+	refusing.Store(true)
+	b.refuseRejoins(b.cfg.InstanceID, &refusing)
+
+	first := b.newService(b.rdb)
+	consumerSvc := first.Services()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, consumerSvc.Start(context.Background()))
+	require.NoError(t, consumerSvc.AwaitRunning(ctx))
+	t.Cleanup(func() {
+		consumerSvc.StopAsync()
+		_ = consumerSvc.AwaitTerminated(context.Background())
+	})
+	b.produce(valueRecord(b.topic(), 1, 1)) // projected once the first joined
+	require.Eventually(t, func() bool { return b.stored(1) != nil }, waitFor, tick)
+	second, _ := b.start(b.rdb)
+	b.awaitReady(second)
+
+	select {
+	case <-consumerSvc.Done():
+	case <-ctx.Done():
+		t.Fatal("the stalled consumer did not end its service after the stall limit")
+	}
+	require.ErrorIs(t, consumerSvc.FailureCase(), progress.ErrStalled)
+	require.ErrorContains(t, consumerSvc.FailureCase(), "FENCED_INSTANCE_ID")
+}
