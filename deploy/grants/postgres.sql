@@ -84,7 +84,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ref_data           TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON season_schedule    TO msgx_processor;
 GRANT SELECT, INSERT, DELETE         ON season_flight      TO msgx_processor;
 GRANT SELECT, UPDATE, DELETE         ON req_track          TO msgx_processor; -- answers matched, timeouts, purge
-GRANT SELECT, UPDATE                 ON replay_request     TO msgx_processor; -- applies the control plane's requests
+GRANT SELECT                         ON replay_request     TO msgx_processor; -- applies the control plane's requests,
+GRANT UPDATE (state, applied_at, replayed, refused, refused_ids)
+                                     ON replay_request     TO msgx_processor; -- recording only the outcome: the audit
+                                                                              -- fields (who, why, what) stay as written (R-K7)
 GRANT INSERT                         ON replay_audit       TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON maintenance_run    TO msgx_processor;
 GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq
@@ -115,10 +118,17 @@ GRANT SELECT ON flight TO msgx_projector;
 -- append-only for it: INSERT and SELECT, never UPDATE or DELETE.
 GRANT SELECT, INSERT, UPDATE ON lease                TO msgx_control;
 GRANT SELECT, INSERT         ON lease_audit          TO msgx_control;
-GRANT SELECT, UPDATE         ON proc_state           TO msgx_control; -- end a message
-GRANT SELECT, INSERT, UPDATE ON outbox               TO msgx_control; -- backfill, rebuild, requests, requeue
+GRANT SELECT                 ON proc_state           TO msgx_control;
+GRANT UPDATE (state, error_class, reason, finished_at, updated_at, next_attempt_at, backfilled_at, backfill_outcome)
+                             ON proc_state           TO msgx_control; -- end a message, finish or reopen a backfill;
+                                                                      -- never the raw message or its identity (R-K7)
+GRANT SELECT, INSERT         ON outbox               TO msgx_control; -- backfill, rebuild, requests
+GRANT UPDATE (state, attempts, next_attempt_at, outcome, sent_at)
+                             ON outbox               TO msgx_control; -- requeue, discard: delivery columns only,
+                                                                      -- never a payload or its key (R-K7)
 GRANT SELECT, DELETE         ON snapshot_progress    TO msgx_control; -- an ended snapshot's progress
 GRANT SELECT                 ON flight               TO msgx_control;
+GRANT SELECT                 ON flight_history       TO msgx_control; -- a flight's archived versions (R-N9)
 GRANT SELECT, INSERT, UPDATE ON req_track            TO msgx_control;
 GRANT SELECT, INSERT         ON replay_request       TO msgx_control;
 GRANT SELECT                 ON replay_audit         TO msgx_control;

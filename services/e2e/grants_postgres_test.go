@@ -179,6 +179,9 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 	require.NoError(t, err)
 	_, err = controlv1.NewRequestServiceClient(conn).ListRequests(ctx, &controlv1.ListRequestsRequest{})
 	require.NoError(t, err)
+	trail, err := controlv1.NewInspectServiceClient(conn).GetFlightTrail(ctx, &controlv1.GetFlightTrailRequest{Flid: 15})
+	require.NoError(t, err)
+	require.NotEmpty(t, trail.GetEntries(), "flight 15's changes are in its trail")
 	leases, err := controlv1.NewLeaseServiceClient(conn).List(ctx, &controlv1.ListLeasesRequest{})
 	require.NoError(t, err)
 	require.NotEmpty(t, leases.GetLeases())
@@ -203,6 +206,11 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 			"DELETE FROM lease_audit",
 			"INSERT INTO replay_request (msg_ids, selector, operator, reason, requested_at) VALUES ('{1}', '{}', 'x', 'x', now())",
 			"UPDATE replay_audit SET reason = 'x'",
+			// The audit fields of a replay request are the control plane's
+			// record of who asked for what and why (R-K7).
+			"UPDATE replay_request SET operator = 'forged'",
+			"UPDATE replay_request SET reason = 'forged', selector = '{}'",
+			"UPDATE replay_request SET msg_ids = '{1}'",
 			"DELETE FROM message_end_audit",
 			"TRUNCATE outbox",
 			"SELECT version_id FROM goose_db_version",
@@ -236,6 +244,10 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 			"DELETE FROM replay_request",
 			"UPDATE flight SET doc = '{}'",
 			"DELETE FROM proc_state",
+			"UPDATE outbox SET payload = 'forged'",
+			"UPDATE outbox SET pkey = '1', target = 'msg'",
+			"UPDATE proc_state SET raw = 'forged'",
+			"UPDATE proc_state SET identity_key = 'forged'",
 			"INSERT INTO replay_audit (msg_id, request_id, operator, reason, previous_state, at) VALUES (1, 1, 'x', 'x', 'DEAD', now())",
 			"DROP TABLE outbox",
 			"CREATE TABLE msgx_probe (a int)",
@@ -245,5 +257,27 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 		for _, stmt := range stmts {
 			requirePGRefused(t, roles[target], stmt)
 		}
+	}
+	// What the column grants still allow: every column the code writes
+	// (WHERE false: the privilege is checked, nothing changes).
+	allowed := map[string][]string{
+		"processor": {
+			"UPDATE replay_request SET state = 'DONE', applied_at = now(), replayed = 0, refused = 0, refused_ids = '{}' WHERE false",
+		},
+		"control": {
+			"UPDATE outbox SET state = 'PENDING', attempts = 0, next_attempt_at = now(), outcome = NULL, sent_at = NULL WHERE false",
+			"UPDATE proc_state SET state = 'DEAD', error_class = 'OPERATOR', reason = 'x', finished_at = now(), updated_at = now(), " +
+				"next_attempt_at = NULL, backfilled_at = NULL, backfill_outcome = NULL WHERE false",
+			"SELECT state_version FROM flight_history WHERE false",
+		},
+	}
+	for target, stmts := range allowed {
+		c, err := pgx.Connect(ctx, roles[target])
+		require.NoError(t, err)
+		for _, stmt := range stmts {
+			_, err := c.Exec(ctx, stmt)
+			require.NoError(t, err, "%s: %s", target, stmt)
+		}
+		_ = c.Close(ctx)
 	}
 }
