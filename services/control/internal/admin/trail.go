@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -126,7 +127,7 @@ ORDER BY o.id DESC
 LIMIT $4`
 	rows, err := db.Query(ctx, q, trailTarget, strconv.FormatInt(flid, 10), before, limit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("querying the msg events of flight %d: %w", flid, err)
 	}
 	defer rows.Close()
 	var out []*controlv1.FlightTrailEntry
@@ -140,7 +141,7 @@ LIMIT $4`
 			msgState *string
 		)
 		if err := rows.Scan(&e.OutboxId, &payload, &msgID, &delivery, &sentAt, &msgState); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading a msg event of flight %d: %w", flid, err)
 		}
 		var ev trailEvent
 		if err := json.Unmarshal(payload, &ev); err != nil {
@@ -186,7 +187,7 @@ ORDER BY state_version DESC
 LIMIT $2`
 	rows, err := db.Query(ctx, q, flid, maxArchived)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("querying flight_history of flight %d: %w", flid, err)
 	}
 	defer rows.Close()
 	var out []*controlv1.ArchivedFlightVersion
@@ -198,7 +199,7 @@ LIMIT $2`
 			updated, archived time.Time
 		)
 		if err := rows.Scan(&v.StateVersion, &state, &opDay, &v.LastMsgId, &updated, &archived); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading flight_history of flight %d: %w", flid, err)
 		}
 		if v.State, err = flightStateFromDB(state); err != nil {
 			return nil, err
