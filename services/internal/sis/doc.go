@@ -84,9 +84,10 @@
 //     yet: an unknown or unsupported declared encoding (or one that
 //     contradicts the byte order mark), bytes invalid in the declared
 //     encoding, UTF-32, XML versions other than 1.0, or a DOCTYPE.
-//     Retryable: the fault is ours, so the message
-//     waits with backoff and can be replayed after a fix instead of being
-//     thrown away.
+//     Retryable after a fix: the fault is ours, so the processor parks the
+//     message DEAD(CODEC_ERROR) at its first attempt — a retry would fail
+//     the same way and hold the FIFO (R-K2) — and an operator replays it
+//     after a codec fix instead of it being thrown away.
 //   - [ClassUnsupported] — well-formed and legal, but a TYPE or TYPE/STYP
 //     pair this gateway does not handle: a TYPE not in the catalogue, a FLOP
 //     STYP not on the whitelist, or an STYP the TYPE does not have. Only

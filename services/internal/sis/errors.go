@@ -23,8 +23,9 @@ const (
 	// cannot read yet: an unknown or unsupported declared encoding, bytes
 	// that are invalid in the declared encoding, a document type
 	// declaration, or nesting deeper than the codec represents. The
-	// processor retries such a message with backoff; an operator can replay
-	// it once the codec is fixed.
+	// processor parks such a message DEAD(CODEC_ERROR) at its first attempt
+	// (a retry would fail the same way, R-K2); an operator replays it once
+	// the codec is fixed.
 	ClassCodec Class = "CODEC_ERROR"
 	// ClassUnsupported marks a well-formed, legal message whose TYPE or
 	// TYPE/STYP pair this gateway does not handle. Only [Classify] returns

@@ -7,13 +7,14 @@ package pipeline
 //
 //  1. prepare (no database): up to pipeline.batch open messages from the
 //     head, in msg_id order. Each is decoded and classified under the
-//     panic guard. Raw missing or MALFORMED, an ignored TYPE and an
-//     UNSUPPORTED classification are terminal outcomes decided here, like
+//     panic guard. Raw missing or MALFORMED, an ignored TYPE, a codec
+//     refusal (CODEC_ERROR) and an UNSUPPORTED classification are terminal
+//     outcomes decided here (the last two parked, R-K2), like
 //     the one message path decides them before any write. A head that
 //     failed before (a retry) runs alone, so that a crash during it is
 //     its own. The batch ends before the first message that is FAILED,
 //     carries an execution marker of its own, is at its limits (attempts,
-//     head deadline), whose decoding needs a retry (CODEC_ERROR, a panic),
+//     head deadline), whose decoding needs a retry (a panic),
 //     or that decide does not handle (daily snapshots with their own
 //     batch rules R-C6, season schedules, answers to requests): that
 //     message becomes the next head and runs alone.
@@ -208,7 +209,7 @@ func (e *Engine) prepareOne(m *batchMsg) bool {
 	if r.state != "" {
 		m.state, m.class, m.reason, m.parked = r.state, r.class, r.reason, r.parked
 		if r.parked {
-			m.reason += parkedSuffix
+			m.reason = parkedReason(r.class, r.reason)
 		}
 		return true
 	}
@@ -431,7 +432,7 @@ func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, hold
 		m.state, m.reason = StateSkipped, skip.Reason
 	case errors.As(herr, &unsup):
 		ov.Rollback(mark)
-		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, unsup.Reason+parkedSuffix, true
+		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, parkedReason(ClassUnsupported, unsup.Reason), true
 	default:
 		// A retryable failure, a panic, or an error of the handler: the
 		// message runs alone next and gets its outcome there.
@@ -576,12 +577,12 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 }
 
 // reportFinished counts and logs one message the batch finished, as the
-// one message path does (finishIn, markApplied, parkUnsupported).
+// one message path does (finishIn, markApplied, park).
 func (e *Engine) reportFinished(m *batchMsg) {
 	ctx := m.ctx
 	e.metrics.finished.Add(ctx, 1, stateAttr(m.state))
 	if m.parked {
-		e.metrics.failed.Add(ctx, 1, classAttr(ClassUnsupported))
+		e.metrics.failed.Add(ctx, 1, classAttr(m.class))
 	}
 	if m.state == StateApplied {
 		e.metrics.stage(ctx, StageApplied, m.registered, m.now)

@@ -166,7 +166,7 @@ func (h *harness) markerOf(id int64) string {
 func TestExecutor_R_H1_FailedAttemptIsCountedOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.insert(1, codecRaw)
+	h.insert(1, infraRaw)
 	h.step()
 	r := h.proc(1)
 	require.Equal(t, StateFailed, r.State)
@@ -180,7 +180,7 @@ func TestExecutor_R_H1_FailedAttemptIsCountedOnce(t *testing.T) {
 	require.True(t, progressed)
 	r = h.proc(1)
 	require.Equal(t, 2, r.Attempts, "one failure, one attempt: no crash counted on top")
-	require.Equal(t, ClassCodec, r.ErrorClass)
+	require.Equal(t, ClassInfra, r.ErrorClass)
 	require.True(t, r.ProcessingStartedAt.Equal(t0))
 }
 
@@ -192,7 +192,7 @@ func TestExecutor_R_H1_NextHeadMarkedByThePreviousCommit(t *testing.T) {
 	h := newHarness(t)
 	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G2", "b")))
-	h.insert(3, codecRaw)
+	h.insert(3, infraRaw)
 	h.step()
 	require.Equal(t, StateSucceeded, h.state(1))
 	require.Empty(t, h.markerOf(1))

@@ -37,7 +37,7 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 	case r.retry != nil:
 		return r.retry
 	case r.parked:
-		return e.parkUnsupported(ctx, h.MsgID, r.meta, r.reason) // not retried: see unsupported.go
+		return e.park(ctx, h.MsgID, r.meta, r.class, r.reason) // not retried: see unsupported.go
 	case r.state != "":
 		return e.finishNonBusiness(ctx, h.MsgID, r.meta, r.state, r.class, r.reason)
 	}
@@ -85,7 +85,11 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.Reason)
 		case errors.As(herr, &unsup):
 			_ = sp.Rollback(ctx)
-			return false, e.parkUnsupportedIn(ctx, tx, h.MsgID, meta, unsup.Reason)
+			return false, e.parkIn(ctx, tx, h.MsgID, meta, ClassUnsupported, unsup.Reason)
+		case errors.As(herr, &f) && f.class != ClassInfra:
+			// A handler's failure that a retry would repeat (R-K2).
+			_ = sp.Rollback(ctx)
+			return false, e.parkIn(ctx, tx, h.MsgID, meta, f.class, f.reason)
 		case errors.As(herr, &f):
 			retry = f
 			return false, herr
@@ -114,12 +118,12 @@ type reading struct {
 	msg  *sis.Message
 	meta *metaCols
 	cls  sis.Classification
-	// retry is set when decoding or classifying must be tried again
-	// (CODEC_ERROR, a panic): the message's attempt fails.
+	// retry is set when decoding or classifying must be tried again (a
+	// panic, INFRA): the message's attempt fails.
 	retry *failure
 	// state is set when the message ends here — DEAD MALFORMED, SKIPPED
-	// (an ignored type), DEAD UNSUPPORTED (parked, without parkedSuffix in
-	// reason) — with its class and reason.
+	// (an ignored type), DEAD CODEC_ERROR or UNSUPPORTED (parked, R-K2;
+	// reason without parkedReason's ending) — with its class and reason.
 	state, class, reason string
 	parked               bool
 }
@@ -139,7 +143,8 @@ func (e *Engine) read(ctx context.Context, h *head) reading {
 		switch {
 		case errors.As(err, &r.retry):
 		case errors.As(err, &de) && de.Class == sis.ClassCodec:
-			r.retry = &failure{class: ClassCodec, reason: err.Error()}
+			// The codec refuses it the same way at every attempt (R-K2).
+			r.state, r.class, r.reason, r.parked = StateDead, ClassCodec, err.Error(), true
 		default:
 			r.state, r.class, r.reason = StateDead, ClassMalformed, err.Error()
 		}

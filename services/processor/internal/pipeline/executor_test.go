@@ -93,9 +93,9 @@ func TestStep_R_B1_INV3_FIFOByMailboxIDEvenWhenRegisteredOutOfOrder(t *testing.T
 const codecRaw = `<?xml version="1.1" encoding="UTF-8"?><MSG/>`
 
 // TestStep_R_B3_DecodeOutcomes pins the error classes of R-B3: MALFORMED is
-// DEAD at once with its backfill intent; CODEC_ERROR is FAILED with backoff
-// and no intent; UNSUPPORTED is parked DEAD at its first attempt with its
-// intent (R-B9, see unsupported.go).
+// DEAD at once with its backfill intent; CODEC_ERROR and UNSUPPORTED are
+// parked DEAD at their first attempt with their intent (R-B9, R-K2, see
+// unsupported.go); only INFRA is FAILED with backoff and no intent.
 //
 // Validation 001§6 INV-8 "非业务型终态"; 002§8 "非业务型终态".
 func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
@@ -114,12 +114,14 @@ func TestStep_R_B3_DecodeOutcomes(t *testing.T) {
 		{"MissingMETA", `<MSG><FLOP><FLID>1</FLID></FLOP></MSG>`, StateDead, ClassMalformed, "META"},
 		{"MissingPayload", envelope(5, "FLOP", "STND", ""), StateDead, ClassMalformed, "missing payload"},
 		{"ReferenceWithoutRecords", envelope(5, "GLST", "ADD", "<RECS>1</RECS>"), StateDead, ClassMalformed, "missing payload"},
-		{"XMLVersion11", codecRaw, StateFailed, ClassCodec, "1.1"},
+		{"XMLVersion11", codecRaw, StateDead, ClassCodec, "1.1"},
 		{"NestingTooDeep", envelope(5, "GLST", "ADD", strings.Repeat("<GLST>", 130)+strings.Repeat("</GLST>", 130)), StateDead, ClassMalformed, "depth limit"}, // R-H2
-		{"Doctype", `<?xml version="1.0"?><!DOCTYPE MSG><MSG/>`, StateFailed, ClassCodec, "DOCTYPE"},
+		{"Doctype", `<?xml version="1.0"?><!DOCTYPE MSG><MSG/>`, StateDead, ClassCodec, "DOCTYPE"},
 		{"UnknownType", envelope(5, "ZZZZ", "ADD", "<ZZZZ>1</ZZZZ>"), StateDead, ClassUnsupported, "ZZZZ"},
 		{"FLOPSubtypeNotWhitelisted", flopMsg(5, "XXXX", flopRec(1, "<XXXX>1</XXXX>")), StateDead, ClassUnsupported, "XXXX"},
 		{"SCHSSubtypeUnknown", envelope(5, "SCHS", "ADD", "<SCHS><RECS>0</RECS></SCHS>"), StateDead, ClassUnsupported, "ADD"},
+		// For contrast: only a failure that can heal waits with backoff.
+		{"WriteRefused", infraRaw, StateFailed, ClassInfra, "write refused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +183,7 @@ func TestStep_R_B3_DeclaredEncodingOfTextIsIgnored(t *testing.T) {
 func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.insert(1, codecRaw)
+	h.insert(1, infraRaw)
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
 	var waits []time.Duration
 	for i := 0; i < 10 && h.state(1) != StateDead; i++ {
@@ -199,7 +201,7 @@ func TestStep_R_B5_PoisonAfterMaxAttempts(t *testing.T) {
 	require.Equal(t, ClassExhausted, r.ErrorClass)
 	require.Equal(t, 5, r.Attempts)
 	require.Contains(t, r.Reason, "5 attempts")
-	require.Contains(t, r.Reason, ClassCodec)
+	require.Contains(t, r.Reason, ClassInfra)
 	require.Equal(t, 1, h.mailboxRows(1))
 	require.Nil(t, r.NextAttemptAt)
 	h.drain()
@@ -212,13 +214,13 @@ func TestStep_R_B5_PoisonWhenAttemptsAlreadyAtMax(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.MaxAttempts = 3 })
 	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
-	h.exec(`UPDATE proc_state SET state='FAILED', attempts=3, error_class='CODEC_ERROR', next_attempt_at=$1 WHERE msg_id=1`, t0)
+	h.exec(`UPDATE proc_state SET state='FAILED', attempts=3, error_class='INFRA', next_attempt_at=$1 WHERE msg_id=1`, t0)
 	progressed, _ := h.step()
 	require.True(t, progressed)
 	r := h.proc(1)
 	require.Equal(t, StateDead, r.State)
 	require.Equal(t, ClassExhausted, r.ErrorClass)
-	require.Contains(t, r.Reason, ClassCodec)
+	require.Contains(t, r.Reason, ClassInfra)
 	require.Empty(t, h.refKeys("GLST"), "a poisoned message is not executed")
 	require.Equal(t, 1, h.mailboxRows(1))
 }
@@ -232,7 +234,7 @@ func TestStep_R_B5_PoisonWhenAttemptsAlreadyAtMax(t *testing.T) {
 func TestStep_R_B5_HeadDeadline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.insert(1, codecRaw)
+	h.insert(1, infraRaw)
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
 	h.step()
 	r := h.proc(1)
@@ -260,7 +262,7 @@ func TestStep_R_B5_HeadDeadline(t *testing.T) {
 	require.Equal(t, StateDead, r.State)
 	require.Equal(t, ClassExhausted, r.ErrorClass)
 	require.Contains(t, r.Reason, "head for longer than 10m0s")
-	require.Contains(t, r.Reason, ClassCodec)
+	require.Contains(t, r.Reason, ClassInfra)
 	require.Equal(t, 2, r.Attempts)
 	require.Equal(t, 1, h.mailboxRows(1))
 	h.drain()
@@ -304,7 +306,7 @@ func TestStep_R_B5_BackoffCapAppliedToNextAttempt(t *testing.T) {
 		o.Backoff = []time.Duration{2 * time.Minute}
 		o.BackoffCap = 60 * time.Second
 	})
-	h.insert(1, codecRaw)
+	h.insert(1, infraRaw)
 	h.step()
 	r := h.proc(1)
 	require.True(t, r.NextAttemptAt.Equal(t0.Add(time.Minute)), "next_attempt_at %s", r.NextAttemptAt)

@@ -94,7 +94,7 @@ func TestFence_R_B8_R_H6_EveryWritePathWithStaleTokenCommitsNothing(t *testing.T
 		{"HeadMarker", open(2, glst2, 0, nil), step},
 		{"Execution", open(2, glst2, 0, &mine), step},
 		{"NonBusinessTerminal", open(2, "not xml", 0, &mine), step},
-		{"Failure", open(2, codecRaw, 0, &mine), step},
+		{"Failure", open(2, infraRaw, 0, &mine), step},
 		{"CrashedExecution", open(2, glst2, 0, &gone), step},
 		{"Poison", open(2, glst2, 9, nil), step},
 		{"WithdrawMarker", open(2, glst2, 0, &mine), func(ctx context.Context) error {

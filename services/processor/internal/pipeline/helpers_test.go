@@ -69,6 +69,8 @@ func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, failingWriteSQL)
+	require.NoError(t, err)
 	clk := clock.NewFake(t0)
 	opt := defaultOptions()
 	opt.Logger = slog.New(slog.NewTextHandler(tLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -81,6 +83,24 @@ func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 	require.NoError(t, err)
 	return &harness{t: t, e: e, pool: pool, clk: clk}
 }
+
+// infraGate is the gate code whose write the test database refuses
+// (failingWriteSQL).
+const infraGate = "FAIL"
+
+// infraRaw is a well-formed GLST ADD whose write fails in the database on
+// every attempt: an INFRA failure, the only kind that waits at the head
+// with backoff (R-B3, R-K2). Its SEQN is used by no other test message, so
+// it is never a duplicate.
+var infraRaw = refMsg(990001, "GLST", "ADD", glst(infraGate, "refused"))
+
+// failingWriteSQL makes the test database refuse any write of gate
+// infraGate, the way a database refuses a statement it cannot run.
+const failingWriteSQL = `
+	CREATE FUNCTION test_refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'write refused by the test database'; END $$;
+	CREATE TRIGGER test_refuse_write BEFORE INSERT OR UPDATE ON ref_data
+		FOR EACH ROW WHEN (NEW.type = 'GLST' AND NEW.key = '` + infraGate + `') EXECUTE FUNCTION test_refuse_write()`
 
 // insert registers one inbox record (key = mailbox ID, value = raw XML).
 func (h *harness) insert(id int64, raw string) {

@@ -274,10 +274,10 @@ func TestReplay_R_F1_WhitelistRefusesAndLeavesOthersUntouched(t *testing.T) {
 func TestReplay_R_F1_AppliedByStep(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(1, codecRaw)
+	h.run(1, infraRaw)
 	require.Equal(t, StateFailed, h.state(1))
 	h.exhaust(1)
-	h.insert(2, codecRaw)
+	h.insert(2, infraRaw)
 	h.step()
 	require.Equal(t, StateFailed, h.state(2))
 	// The codec still cannot read 1: replayed, it is the head and fails
@@ -288,7 +288,7 @@ func TestReplay_R_F1_AppliedByStep(t *testing.T) {
 	require.Equal(t, "DONE", h.replayOutcome(req).State)
 	r := h.proc(1)
 	require.Equal(t, StateFailed, r.State)
-	require.Equal(t, ClassCodec, r.ErrorClass)
+	require.Equal(t, ClassInfra, r.ErrorClass)
 	require.Equal(t, 1, r.Attempts)
 	require.Equal(t, 1, h.proc(2).Attempts, "the later message was not retried meanwhile")
 }

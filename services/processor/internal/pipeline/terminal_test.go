@@ -28,7 +28,7 @@ func TestTerminal_R_B6_INV8_OneMailboxRowWithEveryTerminalState(t *testing.T) {
 	h.insert(5, schd(5, "DNLD", fltr(15, day23)))                                         // APPLIED
 	h.insert(6, flopMsg(6, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="TOO">WX</FDIV>`))) // DEAD(PROTOCOL)
 	h.insert(7, flopMsg(7, "STND", flopRec(99, "<STND>S1</STND>")))                       // SKIPPED (no flight)
-	h.insert(8, codecRaw)                                                                 // FAILED
+	h.insert(8, infraRaw)                                                                 // FAILED
 	h.insert(9, refMsg(9, "GLST", "ADD", glst("G2", "c")))                                // PENDING behind it
 	h.drain()
 

@@ -205,7 +205,7 @@ func TestValidation_INV7_MailboxClockNeverFinishesAMessage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			rec := &kgo.Record{Key: []byte("1"), Value: []byte(codecRaw)}
+			rec := &kgo.Record{Key: []byte("1"), Value: []byte(infraRaw)}
 			if received != nil {
 				rec.Headers = []kgo.RecordHeader{{Key: "msgx-received-at", Value: []byte(received.Format(time.RFC3339))}}
 			}
@@ -277,14 +277,14 @@ func TestValidation_PoisonEscalationAndReplayAreSerialised(t *testing.T) {
 	t.Run("ReplayPendingWhenThePoisoningStepRuns", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		h.insert(1, codecRaw)
+		h.insert(1, infraRaw)
 		h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
 		failUntil(t, h, 4) // the next Step's failure would be the fifth: DEAD(EXHAUSTED)
 		req := h.requestReplay(1)
 		h.step()
 		r := h.proc(1)
 		require.Equal(t, StateFailed, r.State, "replayed, not poisoned")
-		require.Equal(t, ClassCodec, r.ErrorClass)
+		require.Equal(t, ClassInfra, r.ErrorClass)
 		require.Equal(t, 1, r.Attempts)
 		require.Zero(t, h.count(`SELECT count(*) FROM outbox WHERE target='mailbox' AND msg_id=1`))
 		require.Equal(t, "DONE", h.replayOutcome(req).State)
@@ -296,7 +296,7 @@ func TestValidation_PoisonEscalationAndReplayAreSerialised(t *testing.T) {
 	t.Run("ReplayArrivesAfterThePoisoningStep", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		h.insert(1, codecRaw)
+		h.insert(1, infraRaw)
 		h.insert(2, refMsg(2, "GLST", "ADD", glst("G1", "a")))
 		failUntil(t, h, 4)
 		h.step()
