@@ -34,7 +34,8 @@ package pipeline
 //     batch, is SKIPPED duplicate-of, R-B4). A rejection, a skip or an
 //     unsupported outcome rolls the overlay back to where the message
 //     started (the savepoint of the one message path) and keeps only its
-//     terminal state. A retryable failure (or a panic) of a handler ends
+//     terminal state, without the identity: a message that applied nothing
+//     reserves no key (R-K3). A retryable failure (or a panic) of a handler ends
 //     the batch before that message: the overlay is rolled back to it and
 //     it runs alone next, where its attempt is counted with backoff.
 //  4. write, pipelined in one round trip: the decision's statements,
@@ -438,6 +439,10 @@ func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, hold
 		// message runs alone next and gets its outcome there.
 		return true, nil
 	}
+	if herr != nil {
+		// DEAD or SKIPPED: nothing applied, so no identity reserved (R-K3).
+		return false, nil
+	}
 	// Bound outside the handler's savepoint, as the one message path does.
 	bound[key] = id
 	*binds = append(*binds, batchBind{id: id, key: key})
@@ -491,7 +496,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 				UPDATE proc_state p SET state=v.state, error_class=v.cls, reason=v.reason, finished_at=v.at, updated_at=v.at,
 					next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
 					processing_started_at=COALESCE(p.processing_started_at, v.at),
-					identity_key=COALESCE(v.ik, p.identity_key),
+					identity_key=CASE WHEN v.state IN ('DEAD', 'SKIPPED') THEN NULL ELSE COALESCE(v.ik, p.identity_key) END,
 					sndr=COALESCE(NULLIF(v.sndr, ''), p.sndr), msg_type=COALESCE(NULLIF(v.typ, ''), p.msg_type),
 					msg_styp=COALESCE(NULLIF(v.styp, ''), p.msg_styp), seqn=COALESCE(NULLIF(v.seqn, ''), p.seqn),
 					dttm=COALESCE(NULLIF(v.dttm, ''), p.dttm)

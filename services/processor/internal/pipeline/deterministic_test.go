@@ -16,7 +16,7 @@ func doctypeRaw(id int64) string {
 		flopRec(15, "<STND>X9</STND>") + "</MSG>"
 }
 
-// TestHead_R_K2_DeterministicFailuresDoNotHoldTheHead: 1,000 messages the
+// TestHead_R_K2_DeterministicFailuresDoNotHoldTheHead: 500 messages the
 // codec refuses (DOCTYPE), then a good FLOP. Each refused message is
 // parked DEAD(CODEC_ERROR) at its first attempt, replayable by class, and
 // the FLOP is applied without the clock moving at all: no backoff, no
@@ -24,7 +24,7 @@ func doctypeRaw(id int64) string {
 // Both the one message path and batches.
 func TestHead_R_K2_DeterministicFailuresDoNotHoldTheHead(t *testing.T) {
 	t.Parallel()
-	const refused = 1000
+	const refused = 500
 	for name, batch := range map[string]int{"OneMessage": 0, "Batched": DefaultBatch} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -175,6 +175,8 @@ func (e *Engine) read(ctx context.Context, h *head) reading {
 // bindIdentity binds the identity key to msgID in the message's own
 // transaction (R-B4). It returns the other message holding the key, if any;
 // a retry of the same message finds its own binding and is no duplicate.
+// The binding commits only with an applied outcome: finishIn withdraws it
+// when the message ends DEAD or SKIPPED (R-K3).
 func (e *Engine) bindIdentity(ctx context.Context, tx pgx.Tx, msgID int64, key string) (int64, error) {
 	var other int64
 	err := tx.QueryRow(ctx, `SELECT msg_id FROM proc_state WHERE identity_key=$1 AND msg_id<>$2`, key, msgID).Scan(&other)

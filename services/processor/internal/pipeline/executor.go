@@ -488,7 +488,9 @@ func (e *Engine) finishNonBusiness(ctx context.Context, msgID int64, meta *metaC
 // finishIn writes a terminal state inside a given transaction: the outbox
 // row for the mailbox marker is inserted by the same statement that makes
 // the state terminal (INV-8). The reason, often quoting the message, is
-// clipped (R-H2).
+// clipped (R-H2). A message that ends DEAD or SKIPPED applied nothing, so
+// it gives up the identity it bound in this transaction (R-K3): a forged
+// or rejected message never suppresses the genuine one that comes later.
 func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *metaCols, state, class, reason string) error {
 	now := e.clock.Now()
 	var m metaCols
@@ -504,6 +506,7 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 		WITH u AS (
 			UPDATE proc_state SET state=$2, error_class=$3, reason=$4, finished_at=$5, updated_at=$5,
 				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
+				identity_key=CASE WHEN $2 IN ('DEAD', 'SKIPPED') THEN NULL ELSE identity_key END,
 				sndr=COALESCE(NULLIF($6, ''), sndr), msg_type=COALESCE(NULLIF($7, ''), msg_type),
 				msg_styp=COALESCE(NULLIF($8, ''), msg_styp), seqn=COALESCE(NULLIF($9, ''), seqn),
 				dttm=COALESCE(NULLIF($10, ''), dttm)

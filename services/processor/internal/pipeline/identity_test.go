@@ -137,3 +137,47 @@ func TestBindIdentity_R_B4_BindsOnceInTheMessageTransaction(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	require.Empty(t, h.proc(2).IdentityKey)
 }
+
+// TestIdentity_R_K3_ForgedMessageReservesNothing: a forged message with the
+// genuine message's identity and an unknown FLID arrives first and ends
+// SKIPPED (no such flight); a rejected one (DEAD PROTOCOL) likewise. Neither
+// keeps the identity, so the genuine message that arrives later is applied
+// and the flight updated, not SKIPPED duplicate-of. The one message path
+// and batches alike.
+func TestIdentity_R_K3_ForgedMessageReservesNothing(t *testing.T) {
+	t.Parallel()
+	for name, batch := range map[string]int{"OneMessage": 0, "Batched": DefaultBatch} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(o *Options) { o.Batch = batch })
+			h.run(1, schd(1, "DNLD", fltr(15, day23)))
+			// Both forged messages and the genuine one in one stream, so that
+			// with batches they are decided in one transaction.
+			h.insert(2, flopMsg(700, "STND", flopRec(999999, "<STND>X1</STND>")))                   // unknown FLID: SKIPPED
+			h.insert(3, flopMsg(701, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="TOO">WX</FDIV>`))) // rejected: DEAD(PROTOCOL)
+			h.insert(4, flopMsg(700, "STND", flopRec(15, "<STND>S1</STND>")))                       // genuine 700
+			h.insert(5, flopMsg(701, "FDIV", flopRec(15, `<FDIV DDES="HKG" DDIR="TO">WX</FDIV>`)))  // genuine 701
+			h.drain()
+
+			forged, rejected := h.proc(2), h.proc(3)
+			require.Equal(t, StateSkipped, forged.State, forged.Reason)
+			require.Equal(t, StateDead, rejected.State, rejected.Reason)
+			require.Equal(t, ClassProtocol, rejected.ErrorClass)
+			require.Empty(t, forged.IdentityKey, "a SKIPPED message reserves no identity")
+			require.Empty(t, rejected.IdentityKey, "a DEAD message reserves no identity")
+			for _, id := range []int64{4, 5} {
+				r := h.proc(id)
+				require.Equal(t, StateApplied, r.State, "message %d: %s", id, r.Reason)
+				require.NotContains(t, r.Reason, "duplicate-of")
+				require.NotEmpty(t, r.IdentityKey, "the applied message holds its identity")
+			}
+			f := h.flight(15)
+			require.Equal(t, "S1", f.Doc["STND"], "the genuine message updated the flight")
+			require.Equal(t, int64(5), f.LastMsgID)
+
+			// The identity is held from now on: a repeat is a duplicate.
+			h.run(6, flopMsg(700, "STND", flopRec(15, "<STND>S2</STND>")))
+			require.Equal(t, "duplicate-of:4", h.proc(6).Reason)
+		})
+	}
+}

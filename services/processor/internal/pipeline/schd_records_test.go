@@ -207,7 +207,7 @@ func TestUnsupported_R_B9_ParkedAtFirstAttemptWithoutHoldingTheFIFO(t *testing.T
 		require.Equal(t, 1, h.mailboxRows(id), "message %d carries its backfill intent", id)
 	}
 	require.Equal(t, "ZZZZ", h.proc(1).Type, "META is recorded, so a replay can select the type")
-	require.Equal(t, "AODB|RQRD|GLST|3", h.proc(3).IdentityKey, "classified, so its identity is bound and kept by a replay")
+	require.Empty(t, h.proc(3).IdentityKey, "parked: it applied nothing, so it reserves no identity (R-K3)")
 	require.Equal(t, StateSucceeded, h.state(2))
 	require.Equal(t, StateSucceeded, h.state(4))
 
