@@ -55,7 +55,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -594,10 +593,10 @@ func (e *Engine) reportFinished(m *batchMsg) {
 		e.log.InfoContext(ctx, "message applied", append([]any{"msg_id", m.h.MsgID, "type", m.meta.TYPE, "styp", m.meta.STYP, "batch", true}, flightAttrs(ctx)...)...)
 		return
 	}
-	lvl := slog.LevelInfo
 	if m.state == StateDead {
-		lvl = slog.LevelWarn
+		e.reportDead(ctx, m.h.MsgID, m.class, m.reason, append([]any{"batch", true}, flightAttrs(ctx)...)...)
+		return
 	}
-	e.log.Log(ctx, lvl, "message finished", append([]any{"msg_id", m.h.MsgID, "state", m.state, "class", m.class,
+	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", m.h.MsgID, "state", m.state, "class", m.class,
 		"reason", clip.Text(m.reason), "batch", true}, flightAttrs(ctx)...)...)
 }

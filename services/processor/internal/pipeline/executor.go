@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -522,11 +521,11 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 		return fmt.Errorf("writing terminal state %s for %d: %w", state, msgID, ErrNotOpen)
 	}
 	e.metrics.finished.Add(ctx, 1, stateAttr(state))
-	lvl := slog.LevelInfo
 	if state == StateDead {
-		lvl = slog.LevelWarn
+		e.reportDead(ctx, msgID, class, reason, flightAttrs(ctx)...)
+		return nil
 	}
-	e.log.Log(ctx, lvl, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
+	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
 	return nil
 }
 

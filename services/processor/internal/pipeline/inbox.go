@@ -101,6 +101,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	now := e.clock.Now()
 	n := 0
 	var arrivals []*time.Time // receive times of the records this transaction registered
+	var dead []int64          // records registered DEAD(MALFORMED): not storable text
 	spans := e.traceRegistration(ctx, recs)
 	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
@@ -142,15 +143,14 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				// XML (NUL) or not text at all, so it is MALFORMED at once —
 				// registered, finished and given its backfill intent in one
 				// statement — instead of blocking every later record.
-				e.log.Error("inbox record is not storable text; DEAD(MALFORMED)", "msg_id", id, "offset", r.Offset)
 				b.Queue(`WITH i AS (
 					INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at,
 					                        state, error_class, reason, finished_at)
-					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', 'raw message is not valid UTF-8 text or contains NUL bytes', $5)
+					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', $6, $5)
 					ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id)
 				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
 				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i RETURNING msg_id`,
-					id, text, at, r.Offset, now)
+					id, text, at, r.Offset, now, unstorableReason)
 				unstorable = append(unstorable, id)
 				continue
 			}
@@ -171,9 +171,9 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
 			e.opt.ConsumerName, topic, last+1, now)
 		br := tx.SendBatch(ctx, b)
-		arrivals = arrivals[:0]
+		arrivals, dead = arrivals[:0], dead[:0]
 		// A republished mailbox ID inserts nothing: not a registration.
-		collect := func() error {
+		collect := func(unstorable bool) error {
 			rows, err := br.Query()
 			if err != nil {
 				return err
@@ -185,18 +185,21 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					return err
 				}
 				arrivals = append(arrivals, received[id])
+				if unstorable {
+					dead = append(dead, id)
+				}
 			}
 			rows.Close()
 			return rows.Err()
 		}
 		for range unstorable {
-			if err := collect(); err != nil {
+			if err := collect(true); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("registering inbox records: %w", err)
 			}
 		}
 		if len(ids) > 0 {
-			if err := collect(); err != nil {
+			if err := collect(false); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("registering inbox records: %w", err)
 			}
@@ -217,9 +220,17 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		for _, t := range arrivals {
 			e.metrics.stage(ctx, StageInbox, t, now)
 		}
+		for _, id := range dead {
+			e.metrics.finished.Add(ctx, 1, stateAttr(StateDead))
+			e.reportDead(ctx, id, ClassMalformed, unstorableReason, "stage", "registration")
+		}
 	}
 	return err
 }
+
+// unstorableReason is the reason of a record registered DEAD(MALFORMED)
+// because PostgreSQL text cannot hold it.
+const unstorableReason = "raw message is not valid UTF-8 text or contains NUL bytes"
 
 // storableText reports whether raw can be stored as PostgreSQL text, and
 // otherwise returns a readable replacement (invalid sequences and NUL bytes

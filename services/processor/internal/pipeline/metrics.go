@@ -29,6 +29,9 @@ type metrics struct {
 	// selfCheckRepaired counts the stranded messages the self-check
 	// finished, by kind (R-H4).
 	selfCheckRepaired metric.Int64Counter
+	// dead and parked count the messages the processor ended DEAD, by
+	// class: rejected or given up on, and parked for a replay (R-L4).
+	dead, parked metric.Int64Counter
 	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
 	// message took from the previous stage to this one (R-I4).
 	stages metric.Float64Histogram
@@ -87,6 +90,14 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("time from a message's previous stage to this one, by stage: inbox (mailbox receive time to registration), applied (registration to APPLIED), succeeded (APPLIED to SUCCEEDED)")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.dead, err = m.Int64Counter("msgx_processor_dead_messages_total",
+		metric.WithDescription("messages the processor ended DEAD and did not park, by error class (MALFORMED, PROTOCOL, EXHAUSTED): their content is not applied")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if out.parked, err = m.Int64Counter("msgx_processor_parked_messages_total",
+		metric.WithDescription("messages the processor parked DEAD at their first attempt, by error class (CODEC_ERROR, UNSUPPORTED): replayable by class once a release reads or handles them")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	// Exported at zero from the start, so an alert on any increase works
 	// from the first scrape.
 	ctx := context.Background()
@@ -95,6 +106,12 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	}
 	for _, c := range []string{ClassMalformed, ClassCodec, ClassUnsupported, ClassInfra, ClassProtocol, ClassExhausted} {
 		out.failed.Add(ctx, 0, classAttr(c))
+	}
+	for _, c := range deadClasses {
+		out.dead.Add(ctx, 0, classAttr(c))
+	}
+	for _, c := range parkedClasses {
+		out.parked.Add(ctx, 0, classAttr(c))
 	}
 	for _, st := range []string{StateApplied, StateSucceeded, StateSkipped, StateDead} {
 		out.finished.Add(ctx, 0, stateAttr(st))
