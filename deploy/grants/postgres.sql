@@ -90,6 +90,7 @@ GRANT UPDATE (state, applied_at, replayed, refused, refused_ids)
                                                                               -- fields (who, why, what) stay as written (R-K7)
 GRANT INSERT                         ON replay_audit       TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON maintenance_run    TO msgx_processor;
+GRANT SELECT, INSERT, UPDATE         ON mailbox_reuse      TO msgx_processor; -- reused mailbox IDs held (R-L5)
 GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq
     TO msgx_processor;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;
@@ -132,6 +133,7 @@ GRANT SELECT                 ON flight_history       TO msgx_control; -- a fligh
 GRANT SELECT, INSERT, UPDATE ON req_track            TO msgx_control;
 GRANT SELECT, INSERT         ON replay_request       TO msgx_control;
 GRANT SELECT                 ON replay_audit         TO msgx_control;
+GRANT SELECT                 ON mailbox_reuse        TO msgx_control; -- listing reused mailbox IDs (R-L5)
 GRANT SELECT, INSERT         ON projection_rebuild   TO msgx_control;
 GRANT SELECT, INSERT         ON message_end_audit    TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_requeue_audit TO msgx_control;

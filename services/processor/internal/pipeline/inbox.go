@@ -93,7 +93,9 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 }
 
 // register stores each record once (INV-9) and the consumer position in one
-// transaction (R-B2). A mailbox ID seen before (a republish) is ignored.
+// transaction (R-B2). A mailbox ID seen before with the same text (a
+// republish) is ignored; with a different text (the mailbox reused the ID,
+// R-L5) that text is held for an operator (holdReused).
 // The records of a fetch are inserted by one multi-row statement, not one
 // statement each: a fetch holds hundreds of records, and PostgreSQL's cost
 // per statement was the larger part of registering them.
@@ -102,6 +104,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	n := 0
 	var arrivals []*time.Time // receive times of the records this transaction registered
 	var dead []int64          // records registered DEAD(MALFORMED): not storable text
+	var reused []reusedText   // mailbox IDs seen again with a different text
 	spans := e.traceRegistration(ctx, recs)
 	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
@@ -115,6 +118,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		seen := map[int64]bool{}
 		received := map[int64]*time.Time{}
 		var unstorable []int64 // queued one statement each, in record order
+		var again reusedCandidates // records of IDs registered before this record
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)
 			if err != nil || id <= 0 {
@@ -125,10 +129,6 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				lowest = id
 			}
 			n++
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
 			var at *time.Time
 			for _, h := range r.Headers {
 				if h.Key == "msgx-received-at" {
@@ -137,6 +137,13 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					}
 				}
 			}
+			if seen[id] {
+				if text, ok := storableText(r.Value); ok {
+					again.add(id, text, at, r.Offset)
+				}
+				continue
+			}
+			seen[id] = true
 			received[id] = at
 			if text, ok := storableText(r.Value); !ok {
 				// PostgreSQL text cannot hold these bytes; such input is not
@@ -171,7 +178,8 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
 			e.opt.ConsumerName, topic, last+1, now)
 		br := tx.SendBatch(ctx, b)
-		arrivals, dead = arrivals[:0], dead[:0]
+		arrivals, dead, reused = arrivals[:0], dead[:0], reused[:0]
+		inserted := map[int64]bool{}
 		// A republished mailbox ID inserts nothing: not a registration.
 		collect := func(unstorable bool) error {
 			rows, err := br.Query()
@@ -185,6 +193,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					return err
 				}
 				arrivals = append(arrivals, received[id])
+				inserted[id] = true
 				if unstorable {
 					dead = append(dead, id)
 				}
@@ -207,7 +216,14 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("registering inbox records: %w", err)
 		}
-		return nil
+		for i, id := range ids {
+			if !inserted[id] {
+				again.add(id, raws[i], receivedAt[i], offsets[i])
+			}
+		}
+		var err error
+		reused, err = e.holdReused(ctx, tx, again, now)
+		return err
 	})
 	spans.end(err)
 	if err == nil && lowest > 0 {
@@ -224,6 +240,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 			e.metrics.finished.Add(ctx, 1, stateAttr(StateDead))
 			e.reportDead(ctx, id, ClassMalformed, unstorableReason, "stage", "registration")
 		}
+		e.reportReused(ctx, reused)
 	}
 	return err
 }

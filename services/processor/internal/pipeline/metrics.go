@@ -32,6 +32,9 @@ type metrics struct {
 	// dead and parked count the messages the processor ended DEAD, by
 	// class: rejected or given up on, and parked for a replay (R-L4).
 	dead, parked metric.Int64Counter
+	// reused counts mailbox IDs that came again with a different text,
+	// once per distinct text (R-L5).
+	reused metric.Int64Counter
 	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
 	// message took from the previous stage to this one (R-I4).
 	stages metric.Float64Histogram
@@ -98,6 +101,10 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("messages the processor parked DEAD at their first attempt, by error class (CODEC_ERROR, UNSUPPORTED): replayable by class once a release reads or handles them")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.reused, err = m.Int64Counter("msgx_processor_mailbox_id_reused_total",
+		metric.WithDescription("mailbox IDs that came again with a different text, once per distinct text: the text is held in mailbox_reuse for an operator, not executed")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	// Exported at zero from the start, so an alert on any increase works
 	// from the first scrape.
 	ctx := context.Background()
@@ -119,7 +126,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	for _, o := range []fenced.Outcome{fenced.Committed, fenced.RolledBack, fenced.Refused} {
 		out.transactions.Add(ctx, 0, outcomeAttr(o))
 	}
-	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics} {
+	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused} {
 		c.Add(ctx, 0)
 	}
 	return &out, nil
