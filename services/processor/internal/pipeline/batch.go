@@ -177,8 +177,7 @@ func (e *Engine) prepareBatch(ctx context.Context, heads []*head) []*batchMsg {
 	now := e.clock.Now()
 	var out []*batchMsg
 	for i, h := range heads {
-		if i > 0 && (h.State != StatePending || h.ExecutingBy != nil || h.Attempts >= e.opt.MaxAttempts ||
-			(h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline)) {
+		if i > 0 && (h.State != StatePending || h.ExecutingBy != nil || h.Attempts >= e.opt.MaxAttempts || e.headExpired(h, now)) {
 			break
 		}
 		// A retry runs alone, so that a crash during its next attempt is

@@ -110,6 +110,12 @@ type Engine struct {
 	// batch rolled back, and after a crashed batch (crashedRun) — so that
 	// a message at fault is charged alone. Only the executor touches it.
 	singleUntil int64
+	// runningSince is when the executor's current stretch of being able to
+	// run the head began: in its current term, with the database answering
+	// since. Zero while it cannot (a new term, after a failed step). The
+	// head deadline counts from no earlier than this (headExpired, R-L2).
+	// Only the executor touches it.
+	runningSince time.Time
 	// floor bounds the head queries (floor.go); floorGen is its generation
 	// when the executor last loaded the heads.
 	floor    headFloor

@@ -56,8 +56,10 @@ type head struct {
 func (e *Engine) executorService() *lifecycle.Service {
 	return lifecycle.NewService("processor-executor", nil, func(ctx context.Context) error {
 		// A new term: another instance may have registered or replayed
-		// messages below anything this engine knew.
+		// messages below anything this engine knew; the head's clock runs
+		// again only from the term's first step that reaches the database.
 		e.floor.reset()
+		e.runningSince = time.Time{}
 		for {
 			progressed, wait, err := e.Step(ctx)
 			if ctx.Err() != nil {
@@ -102,6 +104,13 @@ func (e *Engine) executorService() *lifecycle.Service {
 // that execution counts as a failed attempt, with backoff and max-attempts
 // like any other (recordCrash).
 func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration, err error) {
+	defer func() {
+		if err != nil {
+			// The database did not answer, or the term is over: no message
+			// could run, so the head's clock stops (R-L2).
+			e.runningSince = time.Time{}
+		}
+	}()
 	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
 		return false, time.Second, err
 	}
@@ -121,6 +130,9 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return e.settle(ctx, h, e.recordCrash(ctx, h))
 	}
 	now := e.clock.Now()
+	if e.runningSince.IsZero() {
+		e.runningSince = now
+	}
 	if h.State == StateFailed && h.NextAttemptAt != nil && h.NextAttemptAt.After(now) {
 		return false, h.NextAttemptAt.Sub(now), nil
 	}
@@ -129,7 +141,7 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("gave up after %d attempts (last: %s)", h.Attempts, deref(h.ErrorClass))))
 	}
-	if h.ProcessingStartedAt != nil && now.Sub(*h.ProcessingStartedAt) >= e.opt.HeadDeadline {
+	if e.headExpired(h, now) {
 		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass))))
 	}
@@ -190,6 +202,25 @@ func (e *Engine) settle(ctx context.Context, h *head, err error) (bool, time.Dur
 		return false, time.Second, err
 	}
 	return false, time.Second, err
+}
+
+// headExpired reports whether h has been at the head for head-deadline
+// (R-B5) — counting only time in which it could run (R-L2): from its
+// processing start, or from when this engine last began to be able to run
+// the head (its term's first step, the first step after the database came
+// back), whichever is later. An outage of PostgreSQL or of the lease, and
+// a lease handover, never spend a healthy head's deadline: after any of
+// them the head gets head-deadline again, while its attempts still bound a
+// message that keeps failing.
+func (e *Engine) headExpired(h *head, now time.Time) bool {
+	if h.ProcessingStartedAt == nil {
+		return false
+	}
+	from := *h.ProcessingStartedAt
+	if e.runningSince.After(from) {
+		from = e.runningSince
+	}
+	return now.Sub(from) >= e.opt.HeadDeadline
 }
 
 func deref(s *string) string {

@@ -284,7 +284,7 @@ func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
 		require.Contains(t, r.Reason, reason)
 		require.Equal(t, 1, h.mailboxRows(id))
 		require.Empty(t, h.pending(id))
-		require.Equal(t, "AODB|FLOP|"+r.Styp+"|"+strconv.FormatInt(id, 10), r.IdentityKey, "a DEAD message keeps its identity")
+		require.Empty(t, r.IdentityKey, "a DEAD message reserves no identity (R-K3)")
 	}
 	require.Equal(t, before, h.snapshotTables())
 	f := h.flight(15)

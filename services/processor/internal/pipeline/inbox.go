@@ -117,7 +117,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		var receivedAt []*time.Time
 		seen := map[int64]bool{}
 		received := map[int64]*time.Time{}
-		var unstorable []int64 // queued one statement each, in record order
+		var unstorable []int64     // queued one statement each, in record order
 		var again reusedCandidates // records of IDs registered before this record
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)

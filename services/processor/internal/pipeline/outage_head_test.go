@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil/faultproxy"
+)
+
+// proxiedPool replaces the engine's pool by one that reaches PostgreSQL
+// through a fault proxy, so that a test can take the database away from
+// the engine alone while the test still reads it.
+func proxiedPool(t *testing.T, proxy **faultproxy.Proxy) func(*Options) {
+	return func(o *Options) {
+		cfg := o.Pool.Config().Copy()
+		upstream := net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port))
+		p := faultproxy.New(t, "127.0.0.1:0", upstream)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p.Port())
+		cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		o.Pool, *proxy = pool, p
+	}
+}
+
+// TestHead_R_L2_OutageLongerThanHeadDeadlineEndsApplied: the head failed
+// once (INFRA) and waits for its retry when PostgreSQL becomes unreachable
+// for longer than head-deadline (20 s here, on the fake clock). The
+// deadline counts only time in which the message could run, so once the
+// database answers again the head is executed and applied — not ended
+// DEAD(EXHAUSTED) "head for longer than …" with its change lost — and the
+// outage cost it no attempt.
+func TestHead_R_L2_OutageLongerThanHeadDeadlineEndsApplied(t *testing.T) {
+	t.Parallel()
+	var proxy *faultproxy.Proxy
+	h := newHarness(t, func(o *Options) { o.HeadDeadline = 20 * time.Second }, proxiedPool(t, &proxy))
+	ctx := context.Background()
+
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	h.exec(`ALTER TABLE projection_pending RENAME TO projection_pending_away`)
+	h.insert(2, flopMsg(2, "STND", flopRec(15, "<STND>S1</STND>")))
+	progressed, _, err := h.e.Step(ctx)
+	require.NoError(t, err)
+	require.True(t, progressed)
+	r := h.proc(2)
+	require.Equal(t, StateFailed, r.State, r.Reason)
+	require.Equal(t, 1, r.Attempts)
+	require.True(t, r.ProcessingStartedAt.Equal(t0))
+	h.exec(`ALTER TABLE projection_pending_away RENAME TO projection_pending`)
+
+	// PostgreSQL is unreachable for the engine for 60 s, three times the
+	// head deadline; the executor keeps looking at the head every second.
+	fault, err := proxy.ResetFault()
+	require.NoError(t, err)
+	for i := 0; i < 60; i++ {
+		h.clk.Advance(time.Second)
+		progressed, _, err := h.e.Step(ctx)
+		require.Error(t, err, "the database is unreachable")
+		require.False(t, progressed)
+		require.True(t, isOutage(err), "%v", err)
+	}
+	fault.Remove()
+
+	// Back: the head runs (a dead pooled connection may fail one more step).
+	require.Eventually(t, func() bool {
+		progressed, _, err := h.e.Step(ctx)
+		return err == nil && progressed
+	}, 30*time.Second, 50*time.Millisecond)
+	r = h.proc(2)
+	require.Equal(t, StateApplied, r.State, r.Reason)
+	require.Equal(t, "S1", h.flight(15).Doc["STND"], "the flight change is applied, not lost")
+	require.Zero(t, h.mailboxRows(2), "APPLIED waits for the projector; no DEAD marker")
+}
