@@ -11,11 +11,11 @@ if [ -x /usr/bin/chromium ]; then
 	log "chromium present"
 	exit 0
 fi
-install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+install() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >/dev/null; }
 log "installing chromium"
 if ! install; then
 	log "apt-get update, then installing chromium again"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
 	install
 fi
 /usr/bin/chromium --version >&2

@@ -10,11 +10,11 @@ apt_updated=0
 apt_install() {
 	if [ "$apt_updated" = 0 ]; then
 		log "apt-get update"
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
 		apt_updated=1
 	fi
 	log "installing $*"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@" >/dev/null
 }
 
 wait_for() { # name, command...

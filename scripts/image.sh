@@ -41,8 +41,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 		exit 1
 	fi
 	log "installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${missing[@]}" >/dev/null
 fi
 
 args=(-root "$ROOT" -out "${OUT:-$ROOT/build/image}")

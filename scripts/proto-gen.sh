@@ -29,10 +29,10 @@ install_protoc() {
 		exit 1
 	fi
 	log "installing protobuf-compiler"
-	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null; then
+	if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq protobuf-compiler >/dev/null; then
 		log "install failed; refreshing the package lists and retrying"
-		apt-get update >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
+		apt-get -o DPkg::Lock::Timeout=300 update >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq protobuf-compiler >/dev/null
 	fi
 }
 

@@ -38,7 +38,7 @@ func ensureKcat(t *testing.T) string {
 		install := func(args ...string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300"}, args...)...)
 			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
