@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/plugin/kslog"
 	"go.opentelemetry.io/otel/trace"
 
+	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
+	"msgexchange/libs/logging"
 )
 
 // Config is the Kafka connection and topic configuration.
@@ -125,7 +127,10 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 		kgo.SeedBrokers(c.BrokerList()...),
 		kgo.ClientID(c.ClientID + "-" + component),
 		kgo.DialTimeout(c.DialTimeout),
-		kgo.WithLogger(kslog.New(log)),
+		// A client logs a line per failed request, and in an outage it
+		// fails in a tight loop: a few lines a second per cause, with
+		// counts of the rest (logging.RateLimited), per client.
+		kgo.WithLogger(kslog.New(slog.New(logging.RateLimited(log.Handler(), 3, time.Second, clock.Real{})))),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,4 +97,38 @@ func TestAwaitRunning_ReportsStartFailure(t *testing.T) {
 		require.NoError(t, s.Start(context.Background()))
 		require.ErrorIs(t, s.AwaitRunning(context.Background()), boom)
 	}
+}
+
+// TestManager_StopDeadlineAbandonsAStuckService: a service that does not
+// stop (a client blocked on a dependency that never answers) cannot hold
+// the process past the stop deadline: Run returns ErrStopDeadline naming
+// it, the services after it in stop order are still stopped, and the
+// first started (stopped last) is stopped too.
+func TestManager_StopDeadlineAbandonsAStuckService(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	var lastStopped atomic.Bool
+	first := NewService("control", nil, func(ctx context.Context) error { <-ctx.Done(); return nil },
+		func(error) error { lastStopped.Store(true); return nil })
+	stuck := NewService("stuck", nil, func(ctx context.Context) error { <-ctx.Done(); return nil },
+		func(error) error { <-release; return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	m := NewManager(slog.New(slog.DiscardHandler), first, stuck).WithStopTimeout(200 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	require.NoError(t, first.AwaitRunning(context.Background()))
+	require.NoError(t, stuck.AwaitRunning(context.Background()))
+	start := time.Now()
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its stop deadline")
+	}
+	require.ErrorIs(t, err, ErrStopDeadline)
+	require.ErrorContains(t, err, "stuck")
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Eventually(t, lastStopped.Load, 5*time.Second, 10*time.Millisecond, "the first service is asked to stop and stops")
 }

@@ -10,12 +10,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
+	"msgexchange/libs/logging"
 )
 
 // Config is a mailbox database connection.
@@ -73,6 +76,10 @@ func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
 	if mc.WriteTimeout == 0 {
 		mc.WriteTimeout = 30 * time.Second
 	}
+	// The driver logs a line per broken connection; during an outage that
+	// is a line per try. Through slog, a few lines a second per cause, with
+	// counts of the rest (logging.RateLimited).
+	mc.Logger = newDriverLog(slog.New(logging.RateLimited(slog.Default().Handler(), 3, time.Second, clock.Real{})).With("component", "mysql-driver"))
 	if mc.Collation == "" {
 		mc.Collation = "utf8mb4_general_ci" // full UTF-8: Chinese text in messages
 	}
@@ -128,3 +135,11 @@ func useTLS(mc *mysql.Config, t config.TLS) error {
 		return nil
 	}))
 }
+
+// driverLog is the MySQL driver's logger writing to slog at WARN.
+type driverLog struct{ log *slog.Logger }
+
+func newDriverLog(log *slog.Logger) driverLog { return driverLog{log: log} }
+
+// Print logs the driver's line.
+func (d driverLog) Print(v ...any) { d.log.Warn(fmt.Sprint(v...)) }

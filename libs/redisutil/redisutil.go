@@ -7,12 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
+	"msgexchange/libs/logging"
 )
 
 // Config is a Redis connection plus the key prefix every key of the
@@ -59,6 +62,11 @@ func (c *Config) Validate() error {
 // New returns a client with short timeouts: the projection retries on its
 // own, so a dead Redis must fail fast rather than hang.
 func New(c Config) (*redis.Client, error) {
+	// go-redis logs a line per failed dial or pool error; during an outage
+	// that is a line per try. Through slog, a few lines a second per cause,
+	// with counts of the rest (logging.RateLimited). The logger is the
+	// library's one, global: every client shares it.
+	redis.SetLogger(redisLog{log: slog.New(logging.RateLimited(slog.Default().Handler(), 3, time.Second, clock.Real{})).With("component", "redis-client")})
 	opt, err := redis.ParseURL(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing redis url: %w", err)
@@ -95,4 +103,12 @@ func New(c Config) (*redis.Client, error) {
 		}
 	}
 	return redis.NewClient(opt), nil
+}
+
+// redisLog is go-redis's logger writing to slog at WARN.
+type redisLog struct{ log *slog.Logger }
+
+// Printf logs the library's line.
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }

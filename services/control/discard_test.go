@@ -206,3 +206,33 @@ func TestAdmin_R_D4_R_I2_AcknowledgeBackfills(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), backlog.GetUnmarkedTerminal())
 }
+
+// TestAdmin_R_L2_DiscardedFlightStateRowReleasesItsMessage: a message whose
+// flight-state row was dead-lettered waits APPLIED for a projection that
+// will never come; discarding the row releases that wait (its other
+// flights still wait for theirs), so the processor's self-check finishes
+// the message instead of leaving it APPLIED for ever.
+func TestAdmin_R_L2_DiscardedFlightStateRowReleasesItsMessage(t *testing.T) {
+	t.Parallel()
+	var tokens string
+	b := setup(t, withTokenFile(t, &tokens))
+	client := controlv1.NewAdminServiceClient(b.conn)
+	created := testNow.Add(-time.Hour)
+	b.exec(t, `INSERT INTO proc_state (msg_id, state, raw, kafka_offset) VALUES (50, 'APPLIED', '<MSG/>', 1)`)
+	b.exec(t, `INSERT INTO projection_pending (msg_id, flid, version) VALUES (50, 7004, 3), (50, 7005, 2)`)
+	b.exec(t, `INSERT INTO outbox (id, target, pkey, payload, msg_id, state, attempts, next_attempt_at, last_error, created_at) VALUES
+	  (10, 'flight-state', '7004', 'p', 50, 'DEAD', 1, $1, 'MESSAGE_TOO_LARGE', $1),
+	  (11, 'msg',          '7004', 'p', 50, 'DEAD', 1, $1, 'MESSAGE_TOO_LARGE', $1)`, created)
+	_, err := client.DiscardOutbox(as(t, "alice"), &controlv1.DiscardOutboxRequest{Ids: []int64{10, 11}, Operator: "alice", Reason: "too large for ever"})
+	require.NoError(t, err)
+	var flids []int64
+	rows, err := b.pool.Query(context.Background(), `SELECT flid FROM projection_pending WHERE msg_id=50 ORDER BY flid`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var f int64
+		require.NoError(t, rows.Scan(&f))
+		flids = append(flids, f)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{7005}, flids, "the discarded flight's wait is released, the other flight's stays")
+}

@@ -41,6 +41,9 @@ type MailboxConfig struct {
 	BackfillMaxAttempts int           `yaml:"backfill_max_attempts"`
 	BackfillBackoffMin  time.Duration `yaml:"backfill_backoff_min"`
 	BackfillBackoffMax  time.Duration `yaml:"backfill_backoff_max"`
+	// BackfillOutageRetryMax caps the wait between marker and COUTMSGS
+	// tries while the mailbox is unreachable (R-L2). Default 5s.
+	BackfillOutageRetryMax time.Duration `yaml:"backfill_outage_retry_max"`
 	// OverdueBackfill is R: a marker still failing this long after its
 	// message finished stops automatic retries at once (R-D4). Default 30d.
 	OverdueBackfill time.Duration `yaml:"overdue_backfill"`
@@ -59,13 +62,14 @@ type SchdConfig struct {
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Delivery.Batch, prefix+"delivery.batch", 500, "outbox rows read and produced per batch")
 	fs.IntVar(&c.Delivery.MaxAttempts, prefix+"delivery.max-attempts", 10, "attempts before an outbox row becomes DEAD (dead-letter)")
-	fs.DurationVar(&c.Delivery.BackoffMin, prefix+"delivery.backoff-min", time.Second, "first retry delay of a failed outbox row; doubles per attempt")
-	fs.DurationVar(&c.Delivery.BackoffMax, prefix+"delivery.backoff-max", time.Minute, "largest retry delay of a failed outbox row")
+	fs.DurationVar(&c.Delivery.BackoffMin, prefix+"delivery.backoff-min", time.Second, "first retry delay of a failed outbox row; doubles per attempt (or, while a dependency is unreachable, per failed try of the target), with jitter")
+	fs.DurationVar(&c.Delivery.BackoffMax, prefix+"delivery.backoff-max", time.Minute, "largest retry delay of a failed outbox row (at most 1m: an outage is retried at least once a minute, R-L2)")
 	fs.StringVar(&c.Mailbox.ProcessedValue, prefix+"mailbox.processed-value", "PROCESSED", "CMINMSGS_STATUS written with the processed marker")
 	fs.StringVar(&c.Mailbox.Zone, prefix+"mailbox.zone", "Asia/Shanghai", "airport time zone of mailbox timestamps")
 	fs.IntVar(&c.Mailbox.BackfillMaxAttempts, prefix+"pipeline.backfill-max-attempts", 10, "marker attempts before automatic retries stop (an operator can resume)")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMin, prefix+"pipeline.backfill-backoff-min", 30*time.Second, "first retry delay of a failed marker write; doubles per attempt")
-	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a failed marker write")
+	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a marker write the mailbox refused (an error other than unreachable)")
+	fs.DurationVar(&c.Mailbox.BackfillOutageRetryMax, prefix+"pipeline.backfill-outage-retry-max", 5*time.Second, "largest wait between marker and COUTMSGS tries while the mailbox is unreachable; such tries are never counted against backfill-max-attempts (R-L2), and markers resume at most this long after the mailbox returns (at most 1m)")
 	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
@@ -81,8 +85,11 @@ func (c *Config) Validate() error {
 	if c.Delivery.MaxAttempts < 1 || c.Mailbox.BackfillMaxAttempts < 1 {
 		errs = append(errs, errors.New("delivery.max-attempts and pipeline.backfill-max-attempts: must be at least 1"))
 	}
-	if c.Delivery.BackoffMin <= 0 || c.Delivery.BackoffMax < c.Delivery.BackoffMin {
-		errs = append(errs, errors.New("delivery.backoff-min/-max: need 0 < min <= max"))
+	if c.Delivery.BackoffMin <= 0 || c.Delivery.BackoffMax < c.Delivery.BackoffMin || c.Delivery.BackoffMax > time.Minute {
+		errs = append(errs, errors.New("delivery.backoff-min/-max: need 0 < min <= max <= 1m (an outage is retried at least once a minute, R-L2)"))
+	}
+	if c.Mailbox.BackfillOutageRetryMax <= 0 || c.Mailbox.BackfillOutageRetryMax > time.Minute {
+		errs = append(errs, errors.New("pipeline.backfill-outage-retry-max: need 0 < value <= 1m, e.g. 5s (R-L2)"))
 	}
 	if c.Mailbox.BackfillBackoffMin <= 0 || c.Mailbox.BackfillBackoffMax < c.Mailbox.BackfillBackoffMin {
 		errs = append(errs, errors.New("pipeline.backfill-backoff-min/-max: need 0 < min <= max"))
@@ -139,10 +146,11 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffMin: cfg.Delivery.BackoffMin, BackoffMax: cfg.Delivery.BackoffMax,
 		ProcessedValue: cfg.Mailbox.ProcessedValue, BackfillMaxAttempts: cfg.Mailbox.BackfillMaxAttempts,
 		BackfillBackoffMin: cfg.Mailbox.BackfillBackoffMin, BackfillBackoffMax: cfg.Mailbox.BackfillBackoffMax,
-		OverdueBackfill: cfg.Mailbox.OverdueBackfill,
-		Shadow:          cfg.Shadow,
-		Elector:         deps.Elector,
-		SchdFlushPeriod: cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,
+		BackfillOutageRetryMax: cfg.Mailbox.BackfillOutageRetryMax,
+		OverdueBackfill:        cfg.Mailbox.OverdueBackfill,
+		Shadow:                 cfg.Shadow,
+		Elector:                deps.Elector,
+		SchdFlushPeriod:        cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,
 	})
 	if err != nil {
 		return nil, err

@@ -73,6 +73,25 @@ func TestConfig_R_D1_SchdDefaultsAndValidation(t *testing.T) {
 	}
 }
 
+// TestConfig_R_L2_RetriesAtLeastOnceAMinute: a target is retried at least
+// once a minute (delivery.backoff-max 1m by default, more refused) and
+// markers at least every backfill-outage-retry-max (5s by default, at most
+// 1m) while the mailbox is unreachable.
+func TestConfig_R_L2_RetriesAtLeastOnceAMinute(t *testing.T) {
+	t.Parallel()
+	c := defaults()
+	require.Equal(t, time.Minute, c.Delivery.BackoffMax)
+	require.Equal(t, 5*time.Second, c.Mailbox.BackfillOutageRetryMax)
+	require.NoError(t, c.Validate())
+	c.Delivery.BackoffMax = 2 * time.Minute
+	require.ErrorContains(t, c.Validate(), "max <= 1m")
+	c = defaults()
+	c.Mailbox.BackfillOutageRetryMax = 0
+	require.ErrorContains(t, c.Validate(), "pipeline.backfill-outage-retry-max")
+	c.Mailbox.BackfillOutageRetryMax = 90 * time.Second
+	require.ErrorContains(t, c.Validate(), "pipeline.backfill-outage-retry-max")
+}
+
 // testBundle is a running dispatcher (every loop, real clock) on fresh
 // databases and its own broker.
 type testBundle struct {
@@ -155,7 +174,7 @@ func TestDispatcher_R_D2_FailingTargetsDoNotStopOthers(t *testing.T) {
 	b := setup(t, nil)
 	var handles []*kfake.FaultHandle
 	for _, topic := range []string{b.kcfg.Topics.Schd, b.kcfg.Topics.FlightState} {
-		handles = append(handles, b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord, Count: -1}))
+		handles = append(handles, b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.UnknownServerError, Count: -1}))
 	}
 	schd := b.addRow(t, "schd", "15", []byte(`{"flid":15,"version":1}`), nil)
 	fs := b.addRow(t, "flight-state", "15", []byte(`{"flid":15,"version":1}`), nil)

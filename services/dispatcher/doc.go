@@ -23,8 +23,9 @@
 //
 // Mailbox markers follow R-D4: only an empty marker is ever written; an
 // already-marked row is a success left untouched; a missing row is
-// abandoned at once (never treated as marked) and stays listed; a transient
-// failure backs off 30 s doubling to 15 min and gives up after
-// backfill-max-attempts. Rows are taken in due-time order, so permanently
+// abandoned at once (never treated as marked) and stays listed; an
+// unreachable mailbox is retried, uncounted, until the overdue limit R;
+// an error the mailbox answers with backs off 30 s doubling to 15 min and
+// gives up after backfill-max-attempts. Rows are taken in due-time order, so permanently
 // failing rows rotate behind the others instead of starving them.
 package dispatcher

@@ -71,7 +71,10 @@ type Service struct {
 	mu      sync.Mutex
 	client  *kgo.Client
 	scanner *scanner.Scanner
-	term    *lease.Term // the current lease term; nil without an elector
+	// closeClient closes client once: when running's context ends (the
+	// stop) or in stopping, whichever comes first.
+	closeClient func()
+	term        *lease.Term // the current lease term; nil without an elector
 }
 
 // New validates cfg and builds the service; nothing connects until the
@@ -278,16 +281,24 @@ func (s *Service) starting(ctx context.Context) error {
 func (s *Service) running(ctx context.Context) error {
 	s.mu.Lock()
 	sc := s.scanner
+	// A publish in flight when the broker went away ignores its context
+	// (an idempotent producer): the client closes with the stop, so the
+	// stop is never held up by an outage; the rows stay unmarked and are
+	// published again after the restart.
+	s.closeClient = kafka.CloseOnStop(ctx, s.client)
 	s.mu.Unlock()
 	return sc.Run(ctx, s.cfg.Pipeline.PollInterval, s.wake)
 }
 
 func (s *Service) stopping(error) error {
 	s.mu.Lock()
-	client := s.client
-	s.client, s.scanner = nil, nil
+	client, closeClient := s.client, s.closeClient
+	s.client, s.scanner, s.closeClient = nil, nil, nil
 	s.mu.Unlock()
-	if client != nil {
+	switch {
+	case closeClient != nil:
+		closeClient()
+	case client != nil:
 		client.Close()
 	}
 	return nil

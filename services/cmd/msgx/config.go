@@ -30,22 +30,26 @@ import (
 type Config struct {
 	// Mode is production (the default: strict security checks) or
 	// development (the local stack and the tests).
-	Mode           string            `yaml:"mode"`
-	Target         string            `yaml:"target"`
-	HTTPAddr       string            `yaml:"http_addr"`
-	MigrateOnStart bool              `yaml:"migrate_on_start"`
-	ShutdownDelay  time.Duration     `yaml:"shutdown_delay"`
-	Log            logging.Config    `yaml:"log"`
-	Kafka          kafka.Config      `yaml:"kafka"`
-	Postgres       pgxutil.Config    `yaml:"postgres"`
-	Mailbox        mysqlutil.Config  `yaml:"mysql"`
-	Redis          redisutil.Config  `yaml:"redis"`
-	Lease          lease.Config      `yaml:"lease"`
-	Ingest         ingest.Config     `yaml:"ingest"`
-	Processor      processor.Config  `yaml:"processor"`
-	Projector      projector.Config  `yaml:"projector"`
-	Dispatcher     dispatcher.Config `yaml:"dispatcher"`
-	Control        control.Config    `yaml:"control"`
+	Mode           string        `yaml:"mode"`
+	Target         string        `yaml:"target"`
+	HTTPAddr       string        `yaml:"http_addr"`
+	MigrateOnStart bool          `yaml:"migrate_on_start"`
+	ShutdownDelay  time.Duration `yaml:"shutdown_delay"`
+	// ShutdownTimeout bounds the stop after shutdown-delay: services still
+	// stopping then are abandoned and the process exits (lifecycle
+	// Manager.WithStopTimeout), whatever a dependency does.
+	ShutdownTimeout time.Duration     `yaml:"shutdown_timeout"`
+	Log             logging.Config    `yaml:"log"`
+	Kafka           kafka.Config      `yaml:"kafka"`
+	Postgres        pgxutil.Config    `yaml:"postgres"`
+	Mailbox         mysqlutil.Config  `yaml:"mysql"`
+	Redis           redisutil.Config  `yaml:"redis"`
+	Lease           lease.Config      `yaml:"lease"`
+	Ingest          ingest.Config     `yaml:"ingest"`
+	Processor       processor.Config  `yaml:"processor"`
+	Projector       projector.Config  `yaml:"projector"`
+	Dispatcher      dispatcher.Config `yaml:"dispatcher"`
+	Control         control.Config    `yaml:"control"`
 
 	// Tracing exports OpenTelemetry traces when an endpoint is set (R-I4).
 	Tracing telemetry.TracingConfig `yaml:"tracing"`
@@ -79,6 +83,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http.addr", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the services' routes")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, report not-ready for this long before stopping")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "after shutdown-delay, the longest the stop may take, during any outage: work still running then is abandoned as in a crash (nothing committed is lost) and the process exits; keep shutdown-delay + shutdown-timeout below the pod's terminationGracePeriodSeconds (30 s by default)")
 	c.Log.RegisterFlags("log.", fs)
 	c.Tracing.RegisterFlags("tracing.", fs)
 	c.Kafka.RegisterFlags("kafka.", fs)
@@ -186,6 +191,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("shutdown-delay: must not be negative"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("shutdown-timeout: must be positive, e.g. 20s"))
 	}
 	errs = append(errs, c.validateMode(need, ts))
 	return errors.Join(errs...)

@@ -96,7 +96,7 @@ func runApp(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	srv := httpserver.New("http", cfg.HTTPAddr, handler, log)
-	mgr = lifecycle.NewManager(log, append(a.services, srv)...)
+	mgr = lifecycle.NewManager(log, append(a.services, srv)...).WithStopTimeout(cfg.ShutdownTimeout)
 
 	// On SIGTERM: report not-ready first, wait shutdown-delay so load
 	// balancers stop sending work, then stop every service.
@@ -124,9 +124,23 @@ func runApp(ctx context.Context, cfg *Config) error {
 	return mgr.Run(runCtx)
 }
 
+// closeTimeout bounds closing the clients: after a stop deadline passed,
+// abandoned work may still hold a connection that a pool's Close waits
+// for, and the process must exit all the same.
+const closeTimeout = 3 * time.Second
+
 func (a *app) close() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := len(a.closers) - 1; i >= 0; i-- {
+			a.closers[i]()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeTimeout):
+		a.log.Error("closing the clients did not finish; exiting without them", "timeout", closeTimeout)
 	}
 }
 
@@ -226,6 +240,20 @@ func (a *app) add(s interface {
 
 func (a *app) initServices() error {
 	cfg := a.cfg
+	// The control plane first: started first and, the Manager stopping in
+	// reverse order, stopped last, so that in an all-in-one process the
+	// other services keep their leases (renewed through it) until they
+	// have stopped.
+	if cfg.has("control") {
+		s, err := control.New(cfg.Control, control.Deps{
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg,
+			IgnoredTypes: cfg.Processor.Pipeline.IgnoredTypes(), // the same configuration's list (R-C12)
+		})
+		if err != nil {
+			return fmt.Errorf("creating control: %w", err)
+		}
+		a.add(s)
+	}
 	if cfg.has("processor") {
 		s, err := processor.New(cfg.Processor, processor.Deps{
 			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("processor"), Postgres: a.pg, Kafka: cfg.Kafka,
@@ -267,16 +295,6 @@ func (a *app) initServices() error {
 			return fmt.Errorf("creating ingest: %w", err)
 		}
 		// The compat entry has its own listener, ingest.compat.addr (R-H10).
-		a.add(s)
-	}
-	if cfg.has("control") {
-		s, err := control.New(cfg.Control, control.Deps{
-			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg,
-			IgnoredTypes: cfg.Processor.Pipeline.IgnoredTypes(), // the same configuration's list (R-C12)
-		})
-		if err != nil {
-			return fmt.Errorf("creating control: %w", err)
-		}
 		a.add(s)
 	}
 	return nil

@@ -224,6 +224,18 @@ WHERE state = 'DEAD' AND target = $1 RETURNING id, target, msg_id`, r.target)
 		}
 	}
 	slices.Sort(moved)
+	if r.action == actionDiscard && len(moved) > 0 {
+		// A discarded flight-state row is never projected, so no ack will
+		// satisfy the projection its message waits for: the wait is
+		// released with it, and the processor's self-check finishes a
+		// message left APPLIED with nothing pending, as its last ack would
+		// have (R-L2, R-H4). A requeued row needs nothing: its delivery is
+		// acknowledged like any other.
+		if _, err := tx.Exec(ctx, `DELETE FROM projection_pending p USING outbox o
+WHERE o.id = ANY($1) AND o.target = 'flight-state' AND p.msg_id = o.msg_id AND p.flid::text = o.pkey`, moved); err != nil {
+			return nil, 0, fmt.Errorf("releasing the projections of discarded flight-state rows: %w", err)
+		}
+	}
 	if len(markers) > 0 {
 		// A discarded marker is a finished backfill: the message leaves the
 		// unmarked backlog (proc_state_unmarked_idx) for good.

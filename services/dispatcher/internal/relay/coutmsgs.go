@@ -119,7 +119,14 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 		}
 	}
 	var lastErr error
+	var outage error // the mailbox is unreachable: the rest of the batch waits with it
 	for _, c := range batch {
+		if outage != nil {
+			if ferr := r.coutmsgsFailed(ctx, c, outage); ferr != nil {
+				return false, ferr
+			}
+			continue
+		}
 		if err := r.sendRequest(ctx, c); err != nil {
 			if ctx.Err() != nil {
 				return false, nil
@@ -128,10 +135,16 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 				return false, err // never recorded as a failure: the term is over
 			}
 			lastErr = err
+			if classifyMySQL(err) == transient {
+				outage = err
+			}
 			if ferr := r.coutmsgsFailed(ctx, c, err); ferr != nil {
 				return false, ferr
 			}
 		}
+	}
+	if outage == nil && len(batch) > 0 {
+		r.outages.ok(TargetCoutmsgs)
 	}
 	// Every row of the batch is recorded (sent, settled or backed off into
 	// the retry lane): the fresh lane's floor passes them.
@@ -269,13 +282,24 @@ func (r *Relay) coutmsgsSettled(ctx context.Context, id int64, state, outcome st
 	return nil
 }
 
-// coutmsgsFailed backs a failed row off, or after max-attempts makes it
-// DEAD (kept as the dead-letter queue) and expires its request as
-// undeliverable, so that the scope is free for a new request.
+// coutmsgsFailed settles a failed row by its class (R-L2): a transient
+// failure (the mailbox or PostgreSQL unreachable) waits the target's outage
+// schedule without counting; any other backs off by the row's attempts, and
+// after max-attempts the row is DEAD (kept as the dead-letter queue) and
+// its request expired as undeliverable, so that the scope is free for a
+// new request.
 func (r *Relay) coutmsgsFailed(ctx context.Context, c coutmsgsRow, cause error) error {
 	attempts := c.attempts + 1
 	now := r.opt.Clock.Now()
-	r.failed.Add(ctx, 1, targetAttr(TargetCoutmsgs))
+	cl := classifyMySQL(cause)
+	r.failed.Add(ctx, 1, classAttrs(TargetCoutmsgs, cl))
+	if cl == transient {
+		next := now.Add(r.transientWait(TargetCoutmsgs, r.outages.fail(TargetCoutmsgs)))
+		if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET last_error=$2, next_attempt_at=$3, retry=true WHERE id=$1`, c.id, cause.Error(), next); err != nil {
+			return fmt.Errorf("recording outbound request failure: %w", err)
+		}
+		return nil
+	}
 	if attempts >= r.opt.MaxAttempts {
 		r.log.Error("outbound request undeliverable; dead-lettered", "outbox_id", c.id, "request_id", c.pkey, "attempts", attempts, "err", cause, "alert", "request-dead")
 		r.dead.Add(ctx, 1, targetAttr(TargetCoutmsgs))

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -27,6 +28,7 @@ type outboxRow struct {
 // kafkaService relays one target's rows to topic.
 func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 	var cl *kgo.Client
+	var closeNow func()
 	return lifecycle.NewService("dispatcher-"+target,
 		func(context.Context) error {
 			var err error
@@ -41,10 +43,13 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
+			closeNow = kafka.CloseOnStop(ctx, cl) // a produce in flight ends with the stop
 			return r.loop(ctx, target, func(ctx context.Context) (bool, error) { return r.drainKafka(ctx, cl, target) })
 		},
 		func(error) error {
-			if cl != nil {
+			if closeNow != nil {
+				closeNow()
+			} else if cl != nil {
 				cl.Close()
 			}
 			return nil
@@ -53,23 +58,28 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 
 // kafkaFreshQuery reads the fresh lane above the floor in ID order
 // (outbox_fresh_idx): rows as inserted, each with whether it is due and
-// whether an older row of its key waits in backoff in the retry lane.
+// whether it is held: an older row of its key waits in backoff in the
+// retry lane, or is DEAD — the key is parked on the target until an
+// operator requeues or discards that row (R-L3, outbox_dead_key_idx).
 const kafkaFreshQuery = `
 SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at, o.next_attempt_at <= $2,
        EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey AND b.state='PENDING' AND b.retry
                AND b.id < o.id AND b.next_attempt_at > $2)
+       OR EXISTS (SELECT 1 FROM outbox d WHERE d.target=o.target AND d.pkey=o.pkey AND d.state='DEAD' AND d.id < o.id)
 FROM outbox o
 WHERE o.target=$1 AND o.state='PENDING' AND NOT o.retry AND o.id > $3
 ORDER BY o.id LIMIT $4`
 
 // kafkaRetryQuery reads the due rows of the retry lane (outbox_retry_idx)
-// whose key has no older row still in backoff.
+// whose key has no older row still in backoff and is not parked behind a
+// DEAD row (R-L3).
 const kafkaRetryQuery = `
 SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at, true, false
 FROM outbox o
 WHERE o.target=$1 AND o.state='PENDING' AND o.retry AND o.next_attempt_at <= $2
   AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey AND b.state='PENDING' AND b.retry
                   AND b.id < o.id AND b.next_attempt_at > $2)
+  AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.target=o.target AND d.pkey=o.pkey AND d.state='DEAD' AND d.id < o.id)
 ORDER BY o.id LIMIT $3`
 
 // laneRow is a pending row read from one of the two lanes.
@@ -196,10 +206,20 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		ids[i] = o.ID
 	}
 	spans := r.traceRecords(ctx, target, ids, recs) // the message's trace (R-I4)
-	pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, r.opt.ProduceTimeout)
 	results, restart := produceTx(pctx, cl, recs) // all or nothing; fenced at the broker too
+	if restart == nil && ctx.Err() == nil && len(recs) > 1 && anyPermanent(results) {
+		// One record cannot be delivered and took its batch down with it:
+		// each record goes alone, so that only that one is dead-lettered.
+		results, restart = r.isolate(pctx, cl, recs)
+	}
 	pcancel()
 	spans.end(results)
+	if ctx.Err() != nil {
+		// Shutting down, or the term ended: the rows stay as they are and
+		// are tried again by the next term (nothing committed is lost).
+		return false, nil
+	}
 	done := r.opt.Clock.Now()
 	var settled []settlement
 	var created []time.Time // of the sent rows
@@ -222,12 +242,24 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		settled = append(settled, settlement{id: o.ID, state: "SENT", sentAt: &done})
 		created = append(created, o.Created)
 	}
+	wait := time.Duration(0)
 	for i, res := range results {
 		o := batch[i]
 		if res.Err == nil && !failedKeys[o.Key] {
 			continue
 		}
-		settled = append(settled, r.failure(ctx, target, o, lastErr, done))
+		cause := res.Err
+		if cause == nil {
+			cause = batchAbortedError{cause: lastErr}
+		}
+		c := classifyKafka(cause)
+		if c == transient && wait == 0 {
+			wait = r.transientWait(target, r.outages.fail(target))
+		}
+		settled = append(settled, r.failure(ctx, target, o, c, cause, done, wait))
+	}
+	if wait == 0 {
+		r.outages.ok(target)
 	}
 	if err := r.settle(ctx, target, settled, held); err != nil {
 		return false, err
@@ -246,9 +278,68 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	return more, nil
 }
 
+// batchClass is the class of a failed batch as a whole: transient only
+// when every record's failure is.
+func batchClass(results kgo.ProduceResults) class {
+	for _, res := range results {
+		if res.Err != nil {
+			if c := classifyKafka(res.Err); c != transient {
+				return c
+			}
+		}
+	}
+	return transient
+}
+
+// anyPermanent reports whether a record failed with an error no retry can
+// cure (classifyKafka).
+func anyPermanent(results kgo.ProduceResults) bool {
+	for _, res := range results {
+		if res.Err != nil && classifyKafka(res.Err) == permanent {
+			return true
+		}
+	}
+	return false
+}
+
+// isolate produces each record of a batch that failed permanently in a
+// transaction of its own, in order, and returns each one's result. Once a
+// record of a key fails, the key's later records are not produced (they
+// fail with batchAbortedError and wait behind it: R-L3), so a key's
+// delivered records stay in order.
+func (r *Relay) isolate(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (kgo.ProduceResults, error) {
+	out := make(kgo.ProduceResults, len(recs))
+	failed := map[string]error{}
+	for i, rec := range recs {
+		out[i].Record = rec
+		if err, ok := failed[string(rec.Key)]; ok {
+			out[i].Err = batchAbortedError{cause: err}
+			continue
+		}
+		if ctx.Err() != nil {
+			out[i].Err = context.Cause(ctx)
+			failed[string(rec.Key)] = out[i].Err
+			continue
+		}
+		res, restart := produceTx(ctx, cl, []*kgo.Record{rec})
+		out[i].Err = res[0].Err
+		if out[i].Err != nil {
+			failed[string(rec.Key)] = out[i].Err
+		}
+		if restart != nil {
+			for j := i + 1; j < len(recs); j++ {
+				out[j] = kgo.ProduceResult{Record: recs[j], Err: restart}
+			}
+			return out, restart
+		}
+	}
+	return out, nil
+}
+
 // settlement is what one delivery attempt did to one outbox row.
 type settlement struct {
 	id        int64
+	uncounted bool   // a transient failure: the row's attempts stay (R-L2)
 	state     string // SENT, PENDING (backoff) or DEAD
 	lastError *string
 	next      *time.Time // the next attempt of a row backing off
@@ -256,8 +347,9 @@ type settlement struct {
 }
 
 // settleQuery records a batch of delivery attempts in one statement: each
-// row's new state, one more attempt, and — for a failure — its error and
-// next attempt; every row not SENT joins the retry lane. The held rows (the
+// row's new state, its attempts grown by the attempt's weight (0 for a
+// transient failure, R-L2), and — for a failure — its error and next
+// attempt; every row not SENT joins the retry lane. The held rows (the
 // sixth array: attempted nothing) only move to the retry lane.
 const settleQuery = `
 UPDATE outbox o SET
@@ -268,8 +360,8 @@ UPDATE outbox o SET
 	sent_at = COALESCE(v.sent_at, o.sent_at),
 	retry = o.retry OR v.state <> 'SENT'
 FROM (
-	SELECT s.*, 1 AS add
-	FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) AS s(id, state, last_error, next, sent_at)
+	SELECT s.*
+	FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $7::int[]) AS s(id, state, last_error, next, sent_at, add)
 	UNION ALL
 	SELECT h, 'PENDING', NULL, NULL, NULL, 0 FROM unnest($6::bigint[]) AS h
 ) v
@@ -286,13 +378,17 @@ func (r *Relay) settle(ctx context.Context, target string, settled []settlement,
 	errs := make([]*string, len(settled))
 	next := make([]*time.Time, len(settled))
 	sent := make([]*time.Time, len(settled))
+	add := make([]int32, len(settled))
 	for i, s := range settled {
 		ids[i], states[i], errs[i], next[i], sent[i] = s.id, s.state, s.lastError, s.next, s.sentAt
+		if !s.uncounted {
+			add[i] = 1
+		}
 	}
 	if held == nil {
 		held = []int64{}
 	}
-	if _, err := r.db(target).Exec(ctx, settleQuery, ids, states, errs, next, sent, held); err != nil {
+	if _, err := r.db(target).Exec(ctx, settleQuery, ids, states, errs, next, sent, held, add); err != nil {
 		return fmt.Errorf("marking outbox rows sent or backed off (%s): %w", target, err)
 	}
 	return nil
@@ -314,25 +410,38 @@ func (r *Relay) markDelivered(ctx context.Context, target string, ids []int64, n
 	return nil
 }
 
-// failure returns the settlement of a failed delivery: backoff, or DEAD
-// when attempts run out.
-func (r *Relay) failure(ctx context.Context, target string, o outboxRow, cause error, now time.Time) settlement {
+// failure returns the settlement of a failed delivery of class c (R-L2):
+// a transient failure waits wait (the target's outage schedule) and keeps
+// the row's attempts; a permanent one is dead-lettered at once with its
+// cause, parking the row's key behind it (R-L3); a refused one backs off
+// by the row's attempts and is dead-lettered when they run out.
+func (r *Relay) failure(ctx context.Context, target string, o outboxRow, c class, cause error, now time.Time, wait time.Duration) settlement {
 	attempts := o.Attempts + 1
 	msg := "not delivered"
 	if cause != nil {
 		msg = cause.Error()
 	}
-	r.failed.Add(ctx, 1, targetAttr(target))
-	if attempts >= r.opt.MaxAttempts {
+	r.failed.Add(ctx, 1, classAttrs(target, c))
+	switch {
+	case c == transient:
+		next := now.Add(wait)
+		return settlement{id: o.ID, state: "PENDING", lastError: &msg, next: &next, uncounted: true}
+	case c == permanent || attempts >= r.opt.MaxAttempts:
 		r.dead.Add(ctx, 1, targetAttr(target))
-		r.log.Error("outbox row is DEAD (dead-letter)", "target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "err", msg)
+		r.log.Error("outbox row is DEAD (dead-letter); its key is parked on the target until the row is requeued or discarded",
+			"target", target, "outbox_id", o.ID, "key", o.Key, "attempts", attempts, "class", c.String(), "err", msg, "alert", "outbox-dead")
 		return settlement{id: o.ID, state: "DEAD", lastError: &msg}
 	}
 	next := now.Add(r.delay(attempts, r.opt.BackoffMin, r.opt.BackoffMax))
 	return settlement{id: o.ID, state: "PENDING", lastError: &msg, next: &next}
 }
 
-// fail records one failed delivery: backoff, or DEAD when attempts run out.
+// fail records one failed delivery (failure).
 func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause error, now time.Time) error {
-	return r.settle(ctx, target, []settlement{r.failure(ctx, target, o, cause, now)}, nil)
+	c := classifyKafka(cause)
+	var wait time.Duration
+	if c == transient {
+		wait = r.transientWait(target, r.outages.fail(target))
+	}
+	return r.settle(ctx, target, []settlement{r.failure(ctx, target, o, c, cause, now, wait)}, nil)
 }

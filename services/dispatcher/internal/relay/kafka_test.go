@@ -62,7 +62,7 @@ func TestKafkaRelay_R_D2_FailedRowBacksOffThenGoesDead(t *testing.T) {
 		require.Error(t, err)
 		r := b.row(t, id)
 		require.Equal(t, attempt+1, r.Attempts)
-		require.Contains(t, r.LastError, "INVALID_RECORD")
+		require.Contains(t, r.LastError, "UNKNOWN_SERVER_ERROR")
 		if wait == 0 {
 			require.Equal(t, "DEAD", r.State)
 			break

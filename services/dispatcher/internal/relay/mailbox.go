@@ -139,11 +139,20 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	if batchErr != nil && ctx.Err() != nil {
 		return false, nil
 	}
-	// A batch that fails is marked again row by row, so that a row the
-	// mailbox keeps refusing fails alone and never holds the others back
-	// (R-D4 fair rotation); each row then has its own outcome or error.
+	// A batch that fails because the mailbox is unreachable fails as a
+	// whole: every intent waits the target's outage schedule, uncounted,
+	// and nothing is tried row by row against a server that is away
+	// (R-L2). Any other failed batch is marked again row by row, so that a
+	// row the mailbox keeps refusing fails alone and never holds the others
+	// back (R-D4 fair rotation); each row then has its own outcome or error.
 	var rowErr map[int64]error
-	if batchErr != nil {
+	switch {
+	case batchErr != nil && classifyMySQL(batchErr) == transient:
+		rowErr = map[int64]error{}
+		for _, it := range batch {
+			rowErr[it.msgID] = batchErr
+		}
+	case batchErr != nil:
 		rowErr = map[int64]error{}
 		outcomes = map[int64]string{}
 		for _, it := range batch {
@@ -162,10 +171,15 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	settled := make([]mailboxSettlement, 0, len(batch))
 	var marked []time.Time
 	var markErr error
+	wait := time.Duration(0)
 	for _, it := range batch {
 		if err := rowErr[it.msgID]; err != nil {
 			markErr = err
-			settled = append(settled, r.mailboxFailure(ctx, it.id, it.msgID, it.attempts+1, it.created, err, done))
+			c := classifyMySQL(err)
+			if c == transient && wait == 0 {
+				wait = r.transientWait(TargetMailbox, r.outages.fail(TargetMailbox))
+			}
+			settled = append(settled, r.mailboxFailure(ctx, it.id, it.msgID, it.attempts+1, it.created, c, err, done, wait))
 			continue
 		}
 		outcome := outcomes[it.msgID]
@@ -178,6 +192,9 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		}
 		settled = append(settled, mailboxSettlement{id: it.id, state: "SENT", outcome: outcome, sentAt: &done})
 		marked = append(marked, it.created)
+	}
+	if wait == 0 {
+		r.outages.ok(TargetMailbox)
 	}
 	if err := r.settleMailbox(ctx, settled); err != nil {
 		return false, err
@@ -277,6 +294,7 @@ func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
 // mailboxSettlement is what one marker attempt did to one intent.
 type mailboxSettlement struct {
 	id        int64
+	uncounted bool   // a transient failure: the intent's attempts stay (R-L2)
 	state     string // SENT, ABANDONED, PENDING (backoff) or DEAD
 	outcome   string // empty: unchanged
 	lastError *string
@@ -285,20 +303,21 @@ type mailboxSettlement struct {
 }
 
 // mailboxSettleQuery records a batch of marker attempts in one statement:
-// each intent's state, outcome, one more attempt and, for a failure, its
+// each intent's state, outcome, one more attempt (none for a transient
+// failure, R-L2) and, for a failure, its
 // error and next attempt (which moves it to the retry lane); the backfill
 // of every message marked or abandoned is finished in the same statement
 // (backfilled_at, backfill_outcome), so the unmarked backlog stops counting
 // it (R-D4).
 const mailboxSettleQuery = `
 WITH v AS (
-	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-		AS v(id, state, outcome, last_error, next, sent_at)),
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $8::int[])
+		AS v(id, state, outcome, last_error, next, sent_at, add)),
 o AS (
 	UPDATE outbox o SET
 		state = v.state,
 		outcome = COALESCE(NULLIF(v.outcome, ''), o.outcome),
-		attempts = o.attempts + 1,
+		attempts = o.attempts + v.add,
 		last_error = COALESCE(v.last_error, o.last_error),
 		next_attempt_at = COALESCE(v.next, o.next_attempt_at),
 		sent_at = COALESCE(v.sent_at, o.sent_at),
@@ -320,10 +339,14 @@ func (r *Relay) settleMailbox(ctx context.Context, settled []mailboxSettlement) 
 	errs := make([]*string, len(settled))
 	next := make([]*time.Time, len(settled))
 	sent := make([]*time.Time, len(settled))
+	add := make([]int32, len(settled))
 	for i, s := range settled {
 		ids[i], states[i], outcomes[i], errs[i], next[i], sent[i] = s.id, s.state, s.outcome, s.lastError, s.next, s.sentAt
+		if !s.uncounted {
+			add[i] = 1
+		}
 	}
-	if _, err := r.db(TargetMailbox).Exec(ctx, mailboxSettleQuery, ids, states, outcomes, errs, next, sent, BackfillAbandoned); err != nil {
+	if _, err := r.db(TargetMailbox).Exec(ctx, mailboxSettleQuery, ids, states, outcomes, errs, next, sent, BackfillAbandoned, add); err != nil {
 		return fmt.Errorf("recording markers: %w", err)
 	}
 	return nil
@@ -349,25 +372,39 @@ func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, n
 	return nil
 }
 
-// markFailed records one transient marker failure (mailboxFailure).
+// markFailed records one failed marker (mailboxFailure).
 func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) error {
-	return r.settleMailbox(ctx, []mailboxSettlement{r.mailboxFailure(ctx, id, msgID, attempts, created, cause, now)})
+	c := classifyMySQL(cause)
+	var wait time.Duration
+	if c == transient {
+		wait = r.transientWait(TargetMailbox, r.outages.fail(TargetMailbox))
+	}
+	return r.settleMailbox(ctx, []mailboxSettlement{r.mailboxFailure(ctx, id, msgID, attempts, created, c, cause, now, wait)})
 }
 
-// mailboxFailure backs a transient failure off (30 s doubling to 15 min)
-// and stops automatic retries with an alert at backfill-max-attempts, or
-// at once when the message finished more than R (OverdueBackfill) ago. The
-// age is measured from created, the intent's creation by the processor
-// with the terminal state: our own clock, never the mailbox's
+// mailboxFailure settles a failed marker of class c (R-L2). A marker that
+// fails more than R (OverdueBackfill) after its message finished stops
+// automatic retries at once, whatever the cause (INV-7, CLM-4). Before
+// that, a transient failure (the mailbox unreachable) waits wait — the
+// target's outage schedule, at most backfill-outage-retry-max — without
+// counting, so an outage of any length shorter than R never gives a
+// marker up; a refused one backs off 30 s doubling to 15 min and stops
+// automatic retries with an alert at backfill-max-attempts. The age is
+// measured from created, the intent's creation by the processor with the
+// terminal state: our own clock, never the mailbox's
 // CMINMSGS_DATE_RECEIVED, which may be NULL or skewed (INV-7).
-func (r *Relay) mailboxFailure(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) mailboxSettlement {
-	r.failed.Add(ctx, 1, targetAttr(TargetMailbox))
+func (r *Relay) mailboxFailure(ctx context.Context, id, msgID int64, attempts int, created time.Time, c class, cause error, now time.Time, wait time.Duration) mailboxSettlement {
+	r.failed.Add(ctx, 1, classAttrs(TargetMailbox, c))
 	msg := cause.Error()
 	if r.opt.OverdueBackfill > 0 && now.Sub(created) >= r.opt.OverdueBackfill {
 		r.log.Error("backfill overdue; automatic retries stopped, operator action needed", "msg_id", msgID, "attempts", attempts,
 			"finished_at", created, "overdue_after", r.opt.OverdueBackfill, "err", cause, "alert", "backfill-overdue")
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeOverdue)))
 		return mailboxSettlement{id: id, state: "DEAD", outcome: OutcomeOverdue, lastError: &msg}
+	}
+	if c == transient {
+		next := now.Add(wait)
+		return mailboxSettlement{id: id, state: "PENDING", lastError: &msg, next: &next, uncounted: true}
 	}
 	if attempts >= r.opt.BackfillMaxAttempts {
 		r.log.Error("backfill gave up; operator action needed", "msg_id", msgID, "attempts", attempts, "err", cause, "alert", "backfill-gave-up")

@@ -137,10 +137,11 @@ func TestMailbox_R_D4_Outcomes(t *testing.T) {
 	})
 }
 
-// TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp: a mailbox failure
-// (here the table is gone) backs off 30 s, doubling, is not retried before
-// it is due, and stops at backfill-max-attempts as DEAD "gave-up" for an
-// operator to resume (R-D4).
+// TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp: a failure the
+// mailbox answers with (here the table is gone, MySQL error 1146: class
+// refused, not an outage — see R-L2) backs off 30 s, doubling, is not
+// retried before it is due, and stops at backfill-max-attempts as DEAD
+// "gave-up" for an operator to resume (R-D4).
 //
 // Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 // Validation 001§6 INV-8 "PG 提交失败、回填失败"; 002§8 "PG 提交失败、信箱回填失败".

@@ -111,9 +111,10 @@ func (b *testBundle) producer(t *testing.T, topic string) *kgo.Client {
 }
 
 // failProduce makes every produce to topic fail with a non-retriable error
-// until the returned function is called.
+// that is not known to be final (class refused: counted, dead-lettered when
+// the attempts run out) until the returned function is called.
 func (b *testBundle) failProduce(topic string) (remove func()) {
-	h := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord, Count: -1})
+	h := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.UnknownServerError, Count: -1})
 	return h.Remove
 }
 

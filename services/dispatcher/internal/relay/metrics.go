@@ -34,14 +34,24 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 	}
 	ctx := context.Background()
 	for _, t := range []string{TargetFlightState, TargetMsg, TargetSchd, TargetProjectionControl, TargetMailbox, TargetCoutmsgs} {
-		for _, c := range []metric.Int64Counter{r.sent, r.failed, r.dead} {
+		for _, c := range []metric.Int64Counter{r.sent, r.dead} {
 			c.Add(ctx, 0, targetAttr(t))
+		}
+		for _, c := range []class{transient, permanent, refused} {
+			r.failed.Add(ctx, 0, classAttrs(t, c))
 		}
 	}
 	for _, o := range []string{OutcomeWritten, OutcomeAlreadyMarked, OutcomeRowMissing, OutcomeGaveUp, OutcomeOverdue} {
 		r.markers.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
 	}
 	return nil
+}
+
+// classAttrs are the attributes of a failure of target: the target and the
+// failure's class (R-L2), so that an outage (transient) and a poison row
+// (permanent, refused) are told apart on the dashboard.
+func classAttrs(target string, c class) metric.AddOption {
+	return metric.WithAttributes(attribute.String("target", target), attribute.String("class", c.String()))
 }
 
 // stage records that a row of target reached stage at `at`, from its

@@ -51,6 +51,10 @@ type Options struct {
 	BackfillMaxAttempts int
 	BackfillBackoffMin  time.Duration
 	BackfillBackoffMax  time.Duration
+	// BackfillOutageRetryMax caps the wait between marker and COUTMSGS
+	// tries while the mailbox is unreachable (R-L2): markers resume at most
+	// this long after it returns. Zero means BackfillBackoffMax.
+	BackfillOutageRetryMax time.Duration
 	// OverdueBackfill is R (R-D4, INV-7): a marker that fails more than
 	// this long after its message finished (the intent's created_at, our
 	// own clock) stops automatic retries at once. Zero disables the bound.
@@ -65,6 +69,10 @@ type Options struct {
 	SchdFlushPeriod time.Duration
 	// SchdFlushLimit is the most records one schd flush produces.
 	SchdFlushLimit int
+	// ProduceTimeout bounds one produce of a batch: a broker that does not
+	// acknowledge it in time fails the try as transient (R-L2), and the
+	// batch is tried again on the target's outage schedule. Zero means 60s.
+	ProduceTimeout time.Duration
 	// Rand is the randomness of the retry jitter (libs/backoff); nil is
 	// math/rand. Tests inject a fixed source.
 	Rand func() float64
@@ -85,6 +93,8 @@ type Relay struct {
 	wakers     []chan struct{}
 	terms      terms
 	floors     floors
+	outages    outages
+	watches    watches
 
 	holderOnce sync.Once
 	holderName string
@@ -107,6 +117,12 @@ func New(opt Options) (*Relay, error) {
 	r := &Relay{log: opt.Logger, reads: opt.Pool, listenConn: opt.Pool.Acquire, writer: lease.NewWriter(opt.Pool)}
 	r.unfenced = r.writer.Unfenced()
 	opt.Pool = nil
+	if opt.ProduceTimeout <= 0 {
+		opt.ProduceTimeout = 60 * time.Second
+	}
+	if opt.BackfillOutageRetryMax <= 0 {
+		opt.BackfillOutageRetryMax = opt.BackfillBackoffMax
+	}
 	r.opt = opt
 	var err error
 	if r.sent, err = m.Int64Counter("msgx_dispatcher_sent_total", metric.WithDescription("outbox rows delivered, by target")); err != nil {
@@ -122,6 +138,9 @@ func New(opt Options) (*Relay, error) {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
 	if err := r.initMetrics(m); err != nil {
+		return nil, err
+	}
+	if err := r.initOutageMetrics(m); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -241,6 +260,7 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 	r.floors.lowerTarget(target, 0) // a new term scans from the start once
 	for ctx.Err() == nil {
 		more, err := drain(ctx)
+		r.watch(ctx, target)
 		if ctx.Err() != nil {
 			// Shutting down, or the term ended: a refused check or fenced
 			// commit cancelled ctx (lease.Term), and the Elector reports it.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 )
@@ -62,6 +63,7 @@ func (r *Relay) NewSchd(cl *kgo.Client) *Schd { return &Schd{r: r, cl: cl} }
 // a failing schd target never holds up the other targets (R-D2).
 func (r *Relay) schdService() *lifecycle.Service {
 	var s *Schd
+	var closeNow func()
 	return lifecycle.NewService("dispatcher-"+TargetSchd,
 		func(context.Context) error {
 			cl, err := kgo.NewClient(r.producerOpts(TargetSchd,
@@ -74,9 +76,14 @@ func (r *Relay) schdService() *lifecycle.Service {
 			s = r.NewSchd(cl)
 			return nil
 		},
-		func(ctx context.Context) error { return s.run(ctx) },
+		func(ctx context.Context) error {
+			closeNow = kafka.CloseOnStop(ctx, s.cl) // a produce in flight ends with the stop
+			return s.run(ctx)
+		},
 		func(error) error {
-			if s != nil {
+			if closeNow != nil {
+				closeNow()
+			} else if s != nil {
 				s.cl.Close()
 			}
 			return nil
@@ -92,6 +99,7 @@ func (s *Schd) run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		res, err := s.FlushOnce(ctx)
+		s.r.watch(ctx, TargetSchd)
 		if ctx.Err() != nil {
 			// Shutting down, or the term ended (see Relay.loop).
 			return nil
@@ -187,12 +195,13 @@ SELECT o.id, o.attempts FROM outbox o
 WHERE o.id = ANY($1::bigint[]) AND CASE WHEN o.target = 'schd' AND o.state = 'PENDING' THEN true ELSE false END
 ORDER BY o.id FOR UPDATE`
 
-// schdBackOff records a failed flush on the rows $1: one more attempt,
-// the error, and each row's new state and next attempt ($2, $3). Every row
-// joins the retry lane, so that the fresh lane's floor passes it.
+// schdBackOff records a failed flush on the rows $1: $5 more attempts (0
+// for a transient failure, R-L2), the error, and each row's new state and
+// next attempt ($2, $3). Every row joins the retry lane, so that the fresh
+// lane's floor passes it.
 const schdBackOff = `
 UPDATE outbox o
-SET attempts = o.attempts + 1, last_error = $4, retry = true,
+SET attempts = o.attempts + $5, last_error = $4, retry = true,
     state = b.state, next_attempt_at = COALESCE(b.next, o.next_attempt_at)
 FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS b(id, state, next)
 WHERE o.id = b.id`
@@ -263,7 +272,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 			return FlushResult{}, err
 		}
 		spans := s.r.traceRecords(ctx, TargetSchd, sentIDs, recs) // the message's trace (R-I4)
-		pctx, pcancel := context.WithTimeout(ctx, 60*time.Second)
+		pctx, pcancel := context.WithTimeout(ctx, s.r.opt.ProduceTimeout)
 		results, restart := produceTx(pctx, s.cl, recs) // all or nothing; fenced at the broker too
 		pcancel()
 		spans.end(results)
@@ -274,7 +283,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 				// flush after the restart.
 				return FlushResult{}, ctx.Err()
 			}
-			if err := s.backOff(ctx, produced, perr); err != nil {
+			if err := s.backOff(ctx, produced, perr, batchClass(results) == transient); err != nil {
 				return FlushResult{}, err
 			}
 			if restart != nil {
@@ -283,6 +292,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 			return FlushResult{}, fmt.Errorf("producing %d schd records: %w", len(recs), perr)
 		}
 		res.Records = len(recs)
+		s.r.outages.ok(TargetSchd)
 	}
 
 	n, err := s.markFlushed(ctx, ids, latest, superseded)
@@ -337,9 +347,18 @@ func schdRecord(topic string, l schdLatest) *kgo.Record {
 }
 
 // backOff records a failed flush on every row of the batch, in one
-// statement, and alerts on rows that became DEAD.
-func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
+// statement, and alerts on rows that became DEAD. A transient failure (the
+// broker down, slow or refusing for a while) is not counted: the batch
+// waits the target's outage schedule and is tried again for as long as the
+// outage lasts (R-L2). Any other failure counts against each row's
+// attempts and backs it off by them; schd carries the latest state of each
+// flight, so no failure parks a FLID there (R-L3 is for the event topics).
+func (s *Schd) backOff(ctx context.Context, ids []int64, cause error, isTransient bool) error {
 	now := s.r.opt.Clock.Now()
+	add, outageWait := 1, time.Duration(0)
+	if isTransient {
+		add, outageWait = 0, s.r.transientWait(TargetSchd, s.r.outages.fail(TargetSchd))
+	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	type change struct {
@@ -366,7 +385,10 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
 		next := make([]*time.Time, len(found))
 		for i, l := range found {
 			bids[i], states[i] = l.ID, "PENDING"
-			if attempts := l.Attempts + 1; attempts >= s.r.opt.MaxAttempts {
+			if attempts := l.Attempts + 1; isTransient {
+				at := now.Add(outageWait)
+				next[i] = &at
+			} else if attempts >= s.r.opt.MaxAttempts {
 				states[i] = "DEAD"
 			} else {
 				at := now.Add(s.r.delay(attempts, s.r.opt.BackoffMin, s.r.opt.BackoffMax))
@@ -374,7 +396,7 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
 			}
 			changed = append(changed, change{ID: l.ID, State: states[i]})
 		}
-		_, err = tx.Exec(uctx, schdBackOff, bids, states, next, cause.Error())
+		_, err = tx.Exec(uctx, schdBackOff, bids, states, next, cause.Error(), add)
 		return err
 	})
 	if err != nil {
@@ -386,7 +408,11 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error) error {
 			dead = append(dead, c.ID)
 		}
 	}
-	s.r.failed.Add(ctx, int64(len(changed)), targetAttr(TargetSchd))
+	c := refused
+	if isTransient {
+		c = transient
+	}
+	s.r.failed.Add(ctx, int64(len(changed)), classAttrs(TargetSchd, c))
 	if len(dead) > 0 {
 		s.r.dead.Add(ctx, int64(len(dead)), targetAttr(TargetSchd))
 		s.r.log.Error("schd rows are DEAD (dead-letter)", "target", TargetSchd, "outbox_ids", dead, "err", cause, "alert", "outbox-dead")

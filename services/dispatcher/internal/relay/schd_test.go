@@ -156,7 +156,7 @@ func TestSchd_R_D2_FailedBatchBacksOffAsAWholeAndGoesDead(t *testing.T) {
 		require.Equal(t, "PENDING", r.State)
 		require.Equal(t, 1, r.Attempts)
 		require.Equal(t, testNow.Add(time.Second), r.NextAttempt.UTC())
-		require.Contains(t, r.LastError, "INVALID_RECORD")
+		require.Contains(t, r.LastError, "UNKNOWN_SERVER_ERROR")
 	}
 	// Not due yet: the flush does nothing.
 	b.clock.Advance(999 * time.Millisecond)

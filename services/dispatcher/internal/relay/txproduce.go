@@ -53,10 +53,14 @@ func (r *Relay) producerOpts(target string, extra ...kgo.Opt) []kgo.Opt {
 }
 
 // produceTx produces recs as one transaction and commits it. The batch is
-// delivered as a whole or not at all: when any record or the commit fails,
-// the transaction is aborted and every result carries the error. The
-// returned error is errProducerRestart (wrapped with the cause) when the
-// producer cannot start another transaction; the results then fail too.
+// delivered as a whole or not at all. The results are in the order of
+// recs. When a record fails, the transaction is aborted: that record keeps
+// its own error, and every other record fails with batchAbortedError, so
+// that the caller can tell the record that cannot be delivered (R-L2) from
+// those that only went down with it. When the commit fails, every record
+// carries that error. The returned error is errProducerRestart (wrapped
+// with the cause) when the producer cannot start another transaction; the
+// results then fail too.
 func produceTx(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (kgo.ProduceResults, error) {
 	failAll := func(err error) kgo.ProduceResults {
 		out := make(kgo.ProduceResults, len(recs))
@@ -69,17 +73,22 @@ func produceTx(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (kgo.Pro
 		err = fmt.Errorf("beginning a Kafka transaction: %w", err)
 		return failAll(err), fmt.Errorf("%w: %w", errProducerRestart, err)
 	}
-	results := cl.ProduceSync(ctx, recs...)
+	results := inOrder(recs, cl.ProduceSync(ctx, recs...))
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTxnTimeout)
 	defer cancel()
 	if perr := results.FirstErr(); perr != nil {
+		for i := range results {
+			if results[i].Err == nil {
+				results[i].Err = batchAbortedError{cause: perr}
+			}
+		}
 		if err := abortTx(ectx, cl); err != nil {
-			return failAll(perr), fmt.Errorf("%w: producing: %w; then %w", errProducerRestart, perr, err)
+			return results, fmt.Errorf("%w: producing: %w; then %w", errProducerRestart, perr, err)
 		}
 		if fenced(perr) {
-			return failAll(perr), fmt.Errorf("%w: %w", errProducerRestart, perr)
+			return results, fmt.Errorf("%w: %w", errProducerRestart, perr)
 		}
-		return failAll(perr), nil
+		return results, nil
 	}
 	if err := cl.EndTransaction(ectx, kgo.TryCommit); err != nil {
 		cerr := fmt.Errorf("committing the Kafka transaction: %w", err)
@@ -91,6 +100,35 @@ func produceTx(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (kgo.Pro
 		return failAll(cerr), nil
 	}
 	return results, nil
+}
+
+// inOrder returns results in the order of recs: franz-go reports them as
+// each partition finishes.
+func inOrder(recs []*kgo.Record, results kgo.ProduceResults) kgo.ProduceResults {
+	at := make(map[*kgo.Record]int, len(recs))
+	for i, rec := range recs {
+		at[rec] = i
+	}
+	out := make(kgo.ProduceResults, len(recs))
+	for i, rec := range recs {
+		out[i] = kgo.ProduceResult{Record: rec}
+	}
+	for _, res := range results {
+		if i, ok := at[res.Record]; ok {
+			out[i].Err = res.Err
+		}
+	}
+	return out
+}
+
+// batchAbortedError is the failure of a record that the broker did not
+// refuse but that was aborted with its transaction because another record
+// of the batch failed. It does not unwrap to that record's error: whatever
+// the other record's class, this one is only to be tried again (transient).
+type batchAbortedError struct{ cause error }
+
+func (e batchAbortedError) Error() string {
+	return "aborted with its transaction after another record failed: " + e.cause.Error()
 }
 
 // abortTx aborts the open transaction.

@@ -2,13 +2,14 @@ package relay
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
@@ -460,7 +461,7 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 		tokens[target] = [2]int64{stale, current}
 	}
 	now := b.clock.Now()
-	cause := errors.New("broker refused")
+	cause := fmt.Errorf("broker refused: %w", kerr.UnknownServerError) // counted (class refused), so "dead" paths are dead
 	type path struct {
 		name, target string
 		// prepare adds the rows the write changes and returns the write.
@@ -498,7 +499,7 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 		{"schd backoff", TargetSchd, func(t *testing.T) func(context.Context) error {
 			id := b.addRow(t, TargetSchd, "1002", state(1002, 1), versionHeaders(1))
 			s := b.r.NewSchd(nil)
-			return func(ctx context.Context) error { return s.backOff(ctx, []int64{id}, cause) }
+			return func(ctx context.Context) error { return s.backOff(ctx, []int64{id}, cause, false) }
 		}},
 		{"marker sent", TargetMailbox, func(t *testing.T) func(context.Context) error {
 			m := b.insertMailbox(t, time.Time{}, "VALID")

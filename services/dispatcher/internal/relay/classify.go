@@ -1,0 +1,107 @@
+package relay
+
+import (
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// class is what a failed delivery says about the next try (R-L2). It is
+// read from the error itself — franz-go's Kafka error codes and client
+// errors, the MySQL driver's error numbers — never from how often a row
+// failed, so an outage of any length is never mistaken for poison.
+type class int
+
+const (
+	// transient: the dependency is down, slow or refusing for a while (no
+	// answer, a dial or timeout error, a retriable Kafka code, a lost MySQL
+	// connection). The row is retried with capped backoff for as long as it
+	// lasts and the try is not counted against its attempts.
+	transient class = iota
+	// permanent: the try cannot succeed however often it is repeated (a
+	// record too large, authorization refused, an invalid record). The row
+	// is dead-lettered at once with its cause.
+	permanent
+	// refused: the dependency answered with an error neither known to pass
+	// nor known to be final. The try counts against the row's attempts, and
+	// the row is dead-lettered when they run out (delivery.max-attempts,
+	// pipeline.backfill-max-attempts).
+	refused
+)
+
+func (c class) String() string {
+	switch c {
+	case transient:
+		return "transient"
+	case permanent:
+		return "permanent"
+	default:
+		return "refused"
+	}
+}
+
+// permanentKafka are the Kafka codes of a produce that no retry can make
+// succeed: the record or the batch is too large or invalid for the topic,
+// or the principal may not write it.
+var permanentKafka = []*kerr.Error{
+	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+	kerr.InvalidTimestamp, kerr.UnsupportedForMessageFormat, kerr.UnsupportedCompressionType,
+	kerr.InvalidTopicException, kerr.InvalidRequiredAcks, kerr.PolicyViolation,
+	kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+	kerr.TransactionalIDAuthorizationFailed, kerr.SaslAuthenticationFailed,
+}
+
+// classifyKafka classifies a failed produce or transaction. A known final
+// code is permanent; any other Kafka code the broker marks not retriable is
+// refused; everything else — retriable codes (NOT_LEADER…, COORDINATOR_…,
+// UNKNOWN_TOPIC_OR_PARTITION while a topic is recreated), record timeouts,
+// dial and network errors, a context deadline (a broker that never
+// answered) — is transient.
+func classifyKafka(err error) class {
+	if err == nil {
+		return transient
+	}
+	for _, p := range permanentKafka {
+		if errors.Is(err, p) {
+			return permanent
+		}
+	}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok && !ke.Retriable && !fenced(err) {
+		return refused
+	}
+	return transient
+}
+
+// transientMySQL are the MySQL/MariaDB error numbers of a server that is
+// down, restarting, overloaded or failing over: too many connections (1040),
+// bad handshake or host errors (1042, 1043, 1129, 1130), unknown command at
+// shutdown (1047), shutdown in progress (1053), connection aborted or killed
+// (1152, 1153, 1159, 1160, 1161, 1927, 4031), lock wait and deadlock (1205,
+// 1213), read-only during a failover (1290, 1792, 1836), query interrupted
+// (1317, 3024) and the client-side server-gone codes (2002, 2003, 2006,
+// 2013).
+var transientMySQL = map[uint16]bool{
+	1040: true, 1042: true, 1043: true, 1047: true, 1053: true, 1129: true, 1130: true,
+	1152: true, 1153: true, 1159: true, 1160: true, 1161: true, 1205: true, 1213: true,
+	1290: true, 1317: true, 1792: true, 1836: true, 1927: true, 3024: true, 4031: true,
+	2002: true, 2003: true, 2006: true, 2013: true,
+}
+
+// classifyMySQL classifies a failed mailbox statement (a marker or a
+// COUTMSGS insert). The server's own error numbers decide: those of an
+// unavailable server are transient, any other (a missing table, a refused
+// grant, a value the column refuses) is refused — an operator must act,
+// and the row's attempts bound the tries. An error without a number (a
+// dropped or refused connection, a timeout, the driver's bad connection)
+// means the server did not answer: transient. A missing mailbox row is no
+// error at all but an outcome (OutcomeRowMissing), abandoned at once.
+func classifyMySQL(err error) class {
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		if transientMySQL[me.Number] {
+			return transient
+		}
+		return refused
+	}
+	return transient
+}
