@@ -128,6 +128,7 @@ GRANT UPDATE (state, attempts, next_attempt_at, outcome, sent_at)
                              ON outbox               TO msgx_control; -- requeue, discard: delivery columns only,
                                                                       -- never a payload or its key (R-K7)
 GRANT SELECT, DELETE         ON snapshot_progress    TO msgx_control; -- an ended snapshot's progress
+GRANT SELECT, DELETE         ON projection_pending   TO msgx_control; -- a discarded flight-state row releases its message's wait (R-L2)
 GRANT SELECT                 ON flight               TO msgx_control;
 GRANT SELECT                 ON flight_history       TO msgx_control; -- a flight's archived versions (R-N9)
 GRANT SELECT, INSERT, UPDATE ON req_track            TO msgx_control;
