@@ -80,6 +80,11 @@ type BoardConfig struct {
 	Past time.Duration `yaml:"past"`
 	// Ahead is how far forward the window reaches; default 12h.
 	Ahead time.Duration `yaml:"ahead"`
+	// MaxStreams caps the open board streams of the process and
+	// MaxStreamsPerClient those of one client address; a stream beyond
+	// either is refused with 503 (R-K5). Defaults 1000 and 20.
+	MaxStreams          int `yaml:"max_streams"`
+	MaxStreamsPerClient int `yaml:"max_streams_per_client"`
 }
 
 // MaxBoardWindow bounds each side of a board's window: a board is for the
@@ -134,6 +139,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Zone, prefix+"zone", "Asia/Shanghai", "airport time zone (IANA name) in which SIS flight times (SODT) are read: the from/to filters of GET /all/flights and the flight board's window")
 	fs.DurationVar(&c.Board.Past, prefix+"board.past", 2*time.Hour, "the flight board shows flights scheduled from this long before now (airport time); a board URL may ask for another with ?past=")
 	fs.DurationVar(&c.Board.Ahead, prefix+"board.ahead", 12*time.Hour, "the flight board shows flights scheduled up to this long after now (airport time); a board URL may ask for another with ?ahead=")
+	fs.IntVar(&c.Board.MaxStreams, prefix+"board.max-streams", 1000, "most open flight board streams of the process; more are refused with 503 (windows are rounded up to 0, 30m, 1h, 2h, 3h, 6h, 12h, 24h, 48h, 72h or 168h, and boards on one window share its list)")
+	fs.IntVar(&c.Board.MaxStreamsPerClient, prefix+"board.max-streams-per-client", 20, "most open flight board streams of one client address (a reverse proxy in front counts as one client); more are refused with 503")
 	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", time.Minute, "longest a Kafka loop may stay stalled (fenced, its group session or fetches refused by the brokers) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable broker is not a stall")
 	fs.DurationVar(&c.SessionTimeout, prefix+"session-timeout", 10*time.Second, "consumer-group session timeout: how long a killed projector's partitions wait before a live member takes them (the broker's group.min/max.session.timeout.ms bound it)")
 }
@@ -187,6 +194,10 @@ func (c *Config) Validate() error {
 		if w.d < 0 || w.d > MaxBoardWindow {
 			errs = append(errs, fmt.Errorf("%s: %s must be between 0 and %s (default %s)", w.name, w.d, MaxBoardWindow, w.def))
 		}
+	}
+	if c.Board.MaxStreams < 1 || c.Board.MaxStreamsPerClient < 1 || c.Board.MaxStreamsPerClient > c.Board.MaxStreams {
+		errs = append(errs, fmt.Errorf("projector.board.max-streams %d and projector.board.max-streams-per-client %d: both at least 1, the second at most the first (defaults 1000 and 20)",
+			c.Board.MaxStreams, c.Board.MaxStreamsPerClient))
 	}
 	if c.Board.Past == 0 && c.Board.Ahead == 0 {
 		errs = append(errs, errors.New("projector.board.past and projector.board.ahead: both 0 is a window of no time; the default is 2h and 12h"))

@@ -31,7 +31,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 			OnStartup: true, Interval: time.Hour, DailySampleRatio: 0.01, MinSample: 100, Settle: time.Minute,
 		},
 		Zone:       "Asia/Shanghai",
-		Board:      projector.BoardConfig{Past: 2 * time.Hour, Ahead: 12 * time.Hour},
+		Board:      projector.BoardConfig{Past: 2 * time.Hour, Ahead: 12 * time.Hour, MaxStreams: 1000, MaxStreamsPerClient: 20},
 		StallLimit: time.Minute,
 	}, c)
 	require.NoError(t, c.Validate())
@@ -52,7 +52,7 @@ func TestConfig_DefaultsAndFlags(t *testing.T) {
 			Interval: 6 * time.Hour, DailySampleRatio: 0.5, MinSample: 7, Settle: 10 * time.Second,
 		},
 		Zone:       "Europe/Zurich",
-		Board:      projector.BoardConfig{Past: 30 * time.Minute, Ahead: 3 * time.Hour},
+		Board:      projector.BoardConfig{Past: 30 * time.Minute, Ahead: 3 * time.Hour, MaxStreams: 1000, MaxStreamsPerClient: 20},
 		StallLimit: time.Minute,
 	}, c)
 }
@@ -75,6 +75,7 @@ func TestConfig_ValidateReportsEveryProblem(t *testing.T) {
 		{name: "RatioAboveOne", tweak: func(c *projector.Config) { c.Consistency.DailySampleRatio = 1.5 }, want: []string{"projector.consistency.daily-sample-ratio"}},
 		{name: "NegativeMinSample", tweak: func(c *projector.Config) { c.Consistency.MinSample = -1 }, want: []string{"projector.consistency.min-sample"}},
 		{name: "NegativeSettle", tweak: func(c *projector.Config) { c.Consistency.Settle = -time.Second }, want: []string{"projector.consistency.settle"}},
+		{name: "PerClientAboveGlobal_R_K5", tweak: func(c *projector.Config) { c.Board.MaxStreamsPerClient = c.Board.MaxStreams + 1 }, want: []string{"projector.board.max-streams"}},
 		{name: "EmptyZone", tweak: func(c *projector.Config) { c.Zone = "" }, want: []string{"projector.zone"}},
 		{name: "UnknownZone", tweak: func(c *projector.Config) { c.Zone = "Mars/Olympus" }, want: []string{"projector.zone", "Mars/Olympus"}},
 		{name: "NegativeBoardPast", tweak: func(c *projector.Config) { c.Board.Past = -time.Hour }, want: []string{"projector.board.past"}},

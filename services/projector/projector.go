@@ -196,7 +196,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		boardLoop: bc.Service(),
 		board: board.NewHandler(bc, deps.Logger, board.HandlerOptions{
 			Complete: st.CheckComplete, CheckTimeout: cfg.RedisTimeout,
-			Window: board.Window{Past: cfg.Board.Past, Ahead: cfg.Board.Ahead},
+			Window:     board.Window{Past: cfg.Board.Past, Ahead: cfg.Board.Ahead},
+			MaxStreams: cfg.Board.MaxStreams, MaxStreamsPerClient: cfg.Board.MaxStreamsPerClient,
 		}),
 	}
 	if cfg.Consistency.enabled() {

@@ -108,7 +108,7 @@ type Snapshot struct {
 	Meta
 	// Flights are the rows sorted by scheduled time; null when nothing was
 	// ever read.
-	Flights []Row `json:"flights"`
+	Flights []*Row `json:"flights"`
 }
 
 // Changes is the data of a "changes" event: what changed in a window's
@@ -135,10 +135,13 @@ const rebuildingMessage = "Projection unavailable: Redis lost the flight project
 // wallLayout formats airport wall-clock times in events.
 const wallLayout = "2006-01-02T15:04"
 
-// cached is one flight as the broadcaster last read it.
+// cached is one flight as the broadcaster last read it. Its row is shared
+// by the list of every window that shows it (R-K5): a row is made once
+// per version and never changed, so the windows hold pointers, not
+// copies.
 type cached struct {
 	version int64
-	row     Row
+	row     *Row
 }
 
 // group is the state of every board open on one window.
@@ -146,11 +149,14 @@ type group struct {
 	window Window
 	subs   map[*subscriber]struct{}
 	seq    uint64         // number of the current list; 0 before the first
-	rows   []Row          // the current list, sorted; nil before the first read
+	rows   []*Row         // the current list, sorted, shared rows; nil before the first read
 	index  map[int64]*Row // rows by FLID
 	meta   Meta
 	delta  []byte // the "changes" event from seq-1 to seq; nil if none
-	snap   []byte // the "flights" event of seq, encoded when first needed
+	// snap is the "flights" event of seq, encoded when first needed and
+	// dropped once every subscriber has it (a whole list is the biggest
+	// thing a window holds; a later subscriber has it encoded again).
+	snap []byte
 }
 
 // Broadcaster reads the projection and pushes every change to the open
@@ -355,6 +361,7 @@ func (b *Broadcaster) refresh(ctx context.Context) {
 		for s := range g.subs {
 			b.deliver(s)
 		}
+		g.snap = nil // every subscriber has it
 	}
 }
 
@@ -395,7 +402,7 @@ func (b *Broadcaster) read(ctx context.Context, prev map[int64]cached) (map[int6
 				continue // deleted since the listing
 			}
 			r := rowOf(store.Flight{FLID: page[i], Doc: doc})
-			next[page[i]] = cached{version: r.Version, row: r}
+			next[page[i]] = cached{version: r.Version, row: &r}
 		}
 	}
 	return next, nil
@@ -405,16 +412,16 @@ func (b *Broadcaster) read(ctx context.Context, prev map[int64]cached) (map[int6
 // wall-clock now), sorted: scheduled within [wall-Past, wall+Ahead], and
 // every flight whose scheduled time cannot be read (a damaged flight is
 // shown, not hidden).
-func (b *Broadcaster) window(w Window, wall time.Time) []Row {
+func (b *Broadcaster) window(w Window, wall time.Time) []*Row {
 	from, to := wall.Add(-w.Past), wall.Add(w.Ahead)
-	rows := make([]Row, 0, 256)
+	rows := make([]*Row, 0, 256)
 	for _, c := range b.cache {
 		t := c.row.sortTime
 		if t.IsZero() || (!t.Before(from) && !t.After(to)) {
 			rows = append(rows, c.row)
 		}
 	}
-	sortRows(rows)
+	sortShared(rows)
 	return rows
 }
 
@@ -430,8 +437,7 @@ func (b *Broadcaster) update(g *group, ok, metaChanged bool, wall time.Time) {
 	if ok || (first && b.cache != nil) {
 		rows = b.window(g.window, wall)
 		index := make(map[int64]*Row, len(rows))
-		for i := range rows {
-			r := &rows[i]
+		for _, r := range rows {
 			index[r.FLID] = r
 			if old, had := g.index[r.FLID]; !had || !sameRow(old, r) {
 				upsert = append(upsert, *r)
@@ -550,9 +556,32 @@ func (w Window) String() string {
 	return "past " + w.Past.String() + ", ahead " + w.Ahead.String()
 }
 
+// windowSteps are the only lengths a side of a board's window takes
+// (R-K5): a requested one is rounded up to the next step, so that boards
+// share a few windows and their lists instead of one list per board — 11
+// steps a side bound the windows to 121 whatever the clients ask.
+var windowSteps = []time.Duration{
+	0, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 48 * time.Hour, 72 * time.Hour, MaxWindow,
+}
+
+// roundWindow rounds each side of w up to the next of windowSteps (a side
+// beyond MaxWindow to MaxWindow).
+func roundWindow(w Window) Window {
+	up := func(d time.Duration) time.Duration {
+		for _, s := range windowSteps {
+			if d <= s {
+				return s
+			}
+		}
+		return MaxWindow
+	}
+	return Window{Past: up(w.Past), Ahead: up(w.Ahead)}
+}
+
 // parseWindow reads the past and ahead query parameters of a board
 // stream, each a Go duration within [0, MaxWindow]; def fills what is
-// absent.
+// absent. The result is rounded up to windowSteps.
 func parseWindow(past, ahead string, def Window) (Window, error) {
 	w := def
 	for _, p := range []struct {
@@ -568,5 +597,5 @@ func parseWindow(past, ahead string, def Window) (Window, error) {
 		}
 		*p.d = d
 	}
-	return w, nil
+	return roundWindow(w), nil
 }

@@ -237,10 +237,12 @@ func (m *model) apply(t *testing.T, frame []byte) string {
 		m.seq, m.meta = snap.Seq, snap.Meta
 		if snap.Flights != nil {
 			m.rows, m.have = map[int64]Row{}, true
+			flights := make([]Row, 0, len(snap.Flights))
 			for _, r := range snap.Flights {
-				m.rows[r.FLID] = r
+				m.rows[r.FLID] = *r
+				flights = append(flights, *r)
 			}
-			require.Equal(t, m.list(), snap.Flights, "the page's order is the server's")
+			require.Equal(t, m.list(), flights, "the page's order is the server's")
 		}
 	case "changes":
 		c := decodeChanges(t, frame)
@@ -495,7 +497,7 @@ func TestBroadcaster_R_E3_UnavailableKeepsLastFlights(t *testing.T) {
 	// flights, marked unavailable.
 	late := decodeSnapshot(t, nextFrame(t, subscribe(t, b, defaultWindow)))
 	require.False(t, late.Available)
-	require.Equal(t, good, late.Flights, "a board opened during the outage sees the last flights too")
+	require.Equal(t, good, deref(late.Flights), "a board opened during the outage sees the last flights too")
 	requireNoFrame(t, ch)
 
 	r.set(nil, stored(15, 2, flight15), stored(16, 1, flight16))
@@ -630,8 +632,11 @@ func TestBroadcasterOptions_Defaults(t *testing.T) {
 	require.Equal(t, BroadcasterOptions{ReadTimeout: 5 * time.Second, Refresh: 5 * time.Second, MinGap: 500 * time.Millisecond, Zone: time.UTC, PageSize: 500},
 		BroadcasterOptions{}.withDefaults())
 	require.Equal(t, time.Duration(0), BroadcasterOptions{MinGap: -1}.withDefaults().MinGap)
-	require.Equal(t, HandlerOptions{Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second, Retry: 3 * time.Second, CheckTimeout: 5 * time.Second, Window: defaultWindow},
+	require.Equal(t, HandlerOptions{Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second, Retry: 3 * time.Second, CheckTimeout: 5 * time.Second, Window: defaultWindow,
+		MaxStreams: 1000, MaxStreamsPerClient: 20},
 		HandlerOptions{}.withDefaults())
+	require.Equal(t, Window{Past: time.Hour, Ahead: 24 * time.Hour}, HandlerOptions{Window: Window{Past: 50 * time.Minute, Ahead: 13 * time.Hour}}.withDefaults().Window,
+		"a configured window is rounded up like a requested one (R-K5)")
 }
 
 // R-E3: a board window is two durations within [0, MaxWindow].
@@ -643,9 +648,28 @@ func TestParseWindow(t *testing.T) {
 	w, err = parseWindow("30m", "6h", defaultWindow)
 	require.NoError(t, err)
 	require.Equal(t, Window{Past: 30 * time.Minute, Ahead: 6 * time.Hour}, w)
+	// R-K5: rounded up to the steps, so that boards share windows.
+	w, err = parseWindow("31m", "5h1m", defaultWindow)
+	require.NoError(t, err)
+	require.Equal(t, Window{Past: time.Hour, Ahead: 6 * time.Hour}, w)
+	w, err = parseWindow("100h", "168h", defaultWindow)
+	require.NoError(t, err)
+	require.Equal(t, Window{Past: MaxWindow, Ahead: MaxWindow}, w)
 	for _, bad := range [][2]string{{"-1h", ""}, {"", "169h"}, {"2", ""}, {"", "soon"}} {
 		_, err := parseWindow(bad[0], bad[1], defaultWindow)
 		require.Error(t, err, "%q", bad)
 		require.ErrorContains(t, err, "want a duration between 0 and 168h0m0s")
 	}
+}
+
+// deref copies shared rows for comparisons.
+func deref(rows []*Row) []Row {
+	if rows == nil {
+		return nil
+	}
+	out := make([]Row, len(rows))
+	for i, r := range rows {
+		out[i] = *r
+	}
+	return out
 }

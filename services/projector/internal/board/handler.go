@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -39,9 +40,16 @@ type HandlerOptions struct {
 	Complete func(ctx context.Context) error
 	// CheckTimeout bounds one call of Complete; default 5s.
 	CheckTimeout time.Duration
-	// Window is the window of a board whose URL asks for none; default
-	// the last 2 hours to the next 12.
+	// Window is the window of a board whose URL asks for none, rounded up
+	// as every window is; default the last 2 hours to the next 12.
 	Window Window
+	// MaxStreams caps the open board streams of the process and
+	// MaxStreamsPerClient those of one client address (R-K5): a stream
+	// beyond either is refused with 503, so that no number of boards can
+	// exhaust the projector's memory or file descriptors; defaults 1,000
+	// and 20.
+	MaxStreams          int
+	MaxStreamsPerClient int
 }
 
 func (o HandlerOptions) withDefaults() HandlerOptions {
@@ -60,6 +68,13 @@ func (o HandlerOptions) withDefaults() HandlerOptions {
 	if o.Window == (Window{}) {
 		o.Window = Window{Past: 2 * time.Hour, Ahead: 12 * time.Hour}
 	}
+	o.Window = roundWindow(o.Window)
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 1000
+	}
+	if o.MaxStreamsPerClient <= 0 {
+		o.MaxStreamsPerClient = 20
+	}
 	return o
 }
 
@@ -71,6 +86,8 @@ type Handler struct {
 
 	mu        sync.Mutex
 	shutdowns map[*http.Server]chan struct{}
+	streams   int            // open streams
+	clients   map[string]int // open streams by client address
 }
 
 // NewHandler returns a Handler streaming bc's frames.
@@ -80,7 +97,44 @@ func NewHandler(bc *Broadcaster, logger *slog.Logger, opts HandlerOptions) *Hand
 		logger:    logger.With("component", "projector-board-http"),
 		opts:      opts.withDefaults(),
 		shutdowns: make(map[*http.Server]chan struct{}),
+		clients:   make(map[string]int),
 	}
+}
+
+// admit takes a stream slot for client, or reports which cap refuses it.
+func (h *Handler) admit(client string) (release func(), refusal string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.streams >= h.opts.MaxStreams:
+		return nil, "the flight board serves its maximum of " + strconv.Itoa(h.opts.MaxStreams) + " open boards; retry later"
+	case h.clients[client] >= h.opts.MaxStreamsPerClient:
+		return nil, "this address has its maximum of " + strconv.Itoa(h.opts.MaxStreamsPerClient) + " open flight boards; close one"
+	}
+	h.streams++
+	h.clients[client]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.streams--
+			if h.clients[client]--; h.clients[client] <= 0 {
+				delete(h.clients, client)
+			}
+		})
+	}, ""
+}
+
+// clientOf is the address a stream counts against: the peer's IP (a
+// reverse proxy in front of the projector counts as one client, so its cap
+// is set for that).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // Register adds GET / and GET /board (the page), GET /board/assets/board.css
@@ -136,6 +190,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	release, refusal := h.admit(clientOf(r))
+	if release == nil {
+		h.logger.Warn("flight board stream refused", "client", clientOf(r), "reason", refusal)
+		w.Header().Set("Retry-After", "30")
+		http.Error(w, refusal, http.StatusServiceUnavailable)
+		return
+	}
+	defer release()
 	frames, cancel, err := h.bc.Subscribe(win)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")

@@ -91,7 +91,16 @@ func Rows(flights []store.Flight) []Row {
 // sortRows sorts rows by scheduled time, then flight number, then FLID
 // (the page's order too); rows whose SODT does not parse come last.
 func sortRows(rows []Row) {
-	slices.SortFunc(rows, func(a, b Row) int {
+	slices.SortFunc(rows, compareRows)
+}
+
+// sortShared sorts shared rows as sortRows does.
+func sortShared(rows []*Row) {
+	slices.SortFunc(rows, func(a, b *Row) int { return compareRows(*a, *b) })
+}
+
+func compareRows(a, b Row) int {
+	{
 		switch az, bz := a.sortTime.IsZero(), b.sortTime.IsZero(); {
 		case az && !bz:
 			return 1
@@ -105,7 +114,7 @@ func sortRows(rows []Row) {
 			return c
 		}
 		return cmp.Compare(a.FLID, b.FLID)
-	})
+	}
 }
 
 func rowOf(f store.Flight) Row {
