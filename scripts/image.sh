@@ -3,16 +3,19 @@
 # pulling a base image (`make image`). The base is assembled from this
 # machine's Debian packages: the CA bundle of ca-certificates, the zone data
 # of tzdata (both installed with apt-get where missing), and a non-root user
-# (65532, "nonroot"). msgx is compiled statically with the version (default:
-# the chart's appVersion), the commit and the build date stamped into
-# `msgx -version`, the image labels and the SPDX SBOM.
+# (65532, "nonroot"). msgx and the operators' CLI msgxctl
+# (/usr/local/bin/msgxctl) are compiled statically with the version
+# (default: the chart's appVersion), the commit and the build date stamped
+# into `msgx -version`, `msgxctl version`, the image labels and the SPDX
+# SBOM.
 #
 # Output (build/ is ignored by git):
 #   build/image/oci/                          OCI image layout, tag <version>
 #   build/image/msgx-<version>-<os>-<arch>.tar  `docker load` / `podman load` tarball
 #   build/image/sbom-<os>-<arch>.spdx.json    SPDX 2.3 SBOM (also inside the
 #                                             image and an OCI referrer)
-#   build/image/bin/msgx-<os>-<arch>          the stamped binary
+#   build/image/bin/msgx-<os>-<arch>          the stamped binaries
+#   build/image/bin/msgxctl-<os>-<arch>
 #
 # Usage: scripts/image.sh [imagebuild flags]
 #   VERSION=0.2.0 PLATFORMS=linux/amd64,linux/arm64 scripts/image.sh

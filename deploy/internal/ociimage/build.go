@@ -34,6 +34,10 @@ const (
 	DefaultRepository = "msgexchange/msgx"
 	// Entrypoint is msgx's path in the image.
 	Entrypoint = "/usr/local/bin/msgx"
+	// CLIPath is msgxctl's path in the image, so that an operator reaches
+	// the control plane from any msgx pod (`kubectl exec … msgxctl
+	// backlog`) with the pod's own CA and network (R-N3).
+	CLIPath = "/usr/local/bin/msgxctl"
 	// UID and GID are the non-root user the image runs as (distroless'
 	// "nonroot"), the chart's default runAsUser and runAsGroup.
 	UID, GID = 65532, 65532
@@ -106,7 +110,8 @@ type Image struct {
 	Digest     v1.Hash // of the image manifest
 	SBOMDigest v1.Hash // of the SBOM referrer's manifest
 	SBOMFile   string
-	Binary     string
+	Binary     string // msgx
+	CLI        string // msgxctl
 }
 
 // Result is what Build wrote.
@@ -236,15 +241,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var imgs []v1.Image
 	for _, p := range o.Platforms {
 		log.Info("building msgx", "platform", p.String(), "version", o.Version, "commit", o.Commit)
-		bin, err := compile(ctx, o, p)
+		bin, err := compile(ctx, o, p, "msgx")
 		if err != nil {
 			return nil, err
 		}
-		img, sbom, err := assemble(o, ref, p, base, debs, bin)
+		cli, err := compile(ctx, o, p, "msgxctl")
 		if err != nil {
 			return nil, err
 		}
-		built := Image{Platform: p, Binary: bin, SBOMFile: filepath.Join(o.Out, "sbom-"+p.OS+"-"+p.Arch+".spdx.json")}
+		img, sbom, err := assemble(o, ref, p, base, debs, bin, cli)
+		if err != nil {
+			return nil, err
+		}
+		built := Image{Platform: p, Binary: bin, CLI: cli, SBOMFile: filepath.Join(o.Out, "sbom-"+p.OS+"-"+p.Arch+".spdx.json")}
 		if built.Digest, err = img.Digest(); err != nil {
 			return nil, fmt.Errorf("hashing the image: %w", err)
 		}
@@ -297,15 +306,16 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// compile builds a static msgx for p with the stamps, from the workspace at
+// compile builds the static command program (msgx or msgxctl, from
+// services/cmd/<program>) for p with the stamps, from the workspace at
 // o.Root. -trimpath and no VCS stamping keep the binary independent of the
 // machine's paths and work-tree state; the stamps carry the commit instead.
-func compile(ctx context.Context, o Options, p Platform) (string, error) {
+func compile(ctx context.Context, o Options, p Platform, program string) (string, error) {
 	dir := filepath.Join(o.Out, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("creating %s: %w", dir, err)
 	}
-	out, err := filepath.Abs(filepath.Join(dir, "msgx-"+p.OS+"-"+p.Arch))
+	out, err := filepath.Abs(filepath.Join(dir, program+"-"+p.OS+"-"+p.Arch))
 	if err != nil {
 		return "", fmt.Errorf("resolving the binary path: %w", err)
 	}
@@ -315,11 +325,11 @@ func compile(ctx context.Context, o Options, p Platform) (string, error) {
 		"-X", "main.commit=" + o.Commit,
 		"-X", "main.buildDate=" + o.Created.Format(time.RFC3339),
 	}, " ")
-	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./services/cmd/msgx")
+	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./services/cmd/"+program)
 	cmd.Dir = o.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOFLAGS=")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("compiling msgx for %s: %w\n%s", p, err, msg)
+		return "", fmt.Errorf("compiling %s for %s: %w\n%s", program, p, err, msg)
 	}
 	return out, nil
 }
@@ -399,22 +409,25 @@ func labels(o Options) map[string]string {
 	}
 }
 
-// assemble puts msgx and its SBOM onto the base and sets the config.
-func assemble(o Options, ref string, p Platform, base v1.Layer, debs []debPackage, bin string) (v1.Image, []byte, error) {
-	exe, err := os.ReadFile(bin)
+// assemble puts msgx, msgxctl and the SBOM onto the base and sets the
+// config.
+func assemble(o Options, ref string, p Platform, base v1.Layer, debs []debPackage, bin, cli string) (v1.Image, []byte, error) {
+	msgx, err := readExecutable("msgx", Entrypoint, bin)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the binary: %w", err)
+		return nil, nil, err
 	}
-	bi, err := buildinfo.ReadFile(bin)
+	ctl, err := readExecutable("msgxctl", CLIPath, cli)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the build info of %s: %w", bin, err)
+		return nil, nil, err
 	}
-	sbom, err := buildSBOM(sbomInput{Reference: ref, Version: o.Version, Commit: o.Commit, Created: o.Created, Platform: p, Binary: exe, BuildInfo: bi, Debian: debs})
+	sbom, err := buildSBOM(sbomInput{Reference: ref, Version: o.Version, Commit: o.Commit, Created: o.Created, Platform: p,
+		Executables: []executable{msgx, ctl}, Debian: debs})
 	if err != nil {
 		return nil, nil, err
 	}
 	app := newLayer()
-	app.file(rel(Entrypoint), 0o755, exe)
+	app.file(rel(Entrypoint), 0o755, msgx.Binary)
+	app.file(rel(CLIPath), 0o755, ctl.Binary)
 	app.file(rel(SBOMPath), 0o644, sbom)
 	appLayer, err := app.layer(o.Created)
 	if err != nil {
@@ -425,7 +438,7 @@ func assemble(o Options, ref string, p Platform, base v1.Layer, debs []debPackag
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "msgexchange imagebuild: base (user nonroot, /tmp, ca-certificates " + debs[0].Version + ", tzdata " + debs[1].Version + ")"}},
-		mutate.Addendum{Layer: appLayer, History: v1.History{Created: created, CreatedBy: "msgexchange imagebuild: msgx " + o.Version + " (" + o.Commit + ") and its SBOM"}},
+		mutate.Addendum{Layer: appLayer, History: v1.History{Created: created, CreatedBy: "msgexchange imagebuild: msgx and msgxctl " + o.Version + " (" + o.Commit + ") and the SBOM"}},
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("adding the layers: %w", err)
@@ -452,6 +465,19 @@ func assemble(o Options, ref string, p Platform, base v1.Layer, debs []debPackag
 	}
 	img = mutate.Annotations(img, labels(o)).(v1.Image)
 	return img, sbom, nil
+}
+
+// readExecutable reads a compiled program and its Go build info.
+func readExecutable(name, path, file string) (executable, error) {
+	exe, err := os.ReadFile(file)
+	if err != nil {
+		return executable{}, fmt.Errorf("reading the binary %s: %w", file, err)
+	}
+	bi, err := buildinfo.ReadFile(file)
+	if err != nil {
+		return executable{}, fmt.Errorf("reading the build info of %s: %w", file, err)
+	}
+	return executable{Name: name, Path: path, Binary: exe, BuildInfo: bi}, nil
 }
 
 // emptyJSON is the OCI empty descriptor's content (image-spec manifest.md,

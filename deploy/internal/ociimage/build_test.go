@@ -39,7 +39,7 @@ func repoRoot(t *testing.T) string {
 // and -list-targets.
 func TestBuild_R_I1_ImageUnpacksAndRunsAsNonRoot(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute) // two static programs compiled from scratch
 	defer cancel()
 	out := t.TempDir()
 	created := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
@@ -177,6 +177,16 @@ func TestBuild_R_I1_ImageUnpacksAndRunsAsNonRoot(t *testing.T) {
 		require.Contains(t, targets, "targets (start order)")
 		require.Contains(t, targets, "processor")
 	})
+
+	// R-N3: the operators' CLI ships in the image, stamped like msgx.
+	t.Run("CLI", func(t *testing.T) {
+		cf, err := img.ConfigFile()
+		require.NoError(t, err)
+		version := runInImage(t, ctx, root, cf, CLIPath, "version")
+		require.Contains(t, version, "msgxctl, version 0.0.0-test (revision: 0123456789abcdef0123456789abcdef01234567)")
+		help := runInImage(t, ctx, root, cf, CLIPath, "--help")
+		require.Contains(t, help, "msgxctl flight trail FLID")
+	})
 }
 
 // checkSBOM asserts the SPDX document names the image, msgx, the Go modules
@@ -193,6 +203,8 @@ func checkSBOM(t *testing.T, data []byte) {
 		names[p.Name] = p.VersionInfo
 	}
 	require.Equal(t, "0.0.0-test", names["msgx"])
+	require.Equal(t, "0.0.0-test", names["msgxctl"])
+	require.NotEmpty(t, names["github.com/spf13/cobra"], "a dependency of msgxctl alone")
 	require.Equal(t, "0.0.0-test", names[DefaultRepository+":0.0.0-test"])
 	require.NotEmpty(t, names["github.com/twmb/franz-go"], "a Go dependency from the build info")
 	require.NotEmpty(t, names["stdlib"])
@@ -214,10 +226,17 @@ func checkSBOM(t *testing.T, data []byte) {
 // directly, which still proves it is the stamped, static executable.
 func runEntrypoint(t *testing.T, ctx context.Context, root string, cf *v1.ConfigFile, args ...string) string {
 	t.Helper()
+	return runInImage(t, ctx, root, cf, cf.Config.Entrypoint[0], args...)
+}
+
+// runInImage runs program (a path in the image) with args as
+// runEntrypoint runs the entrypoint.
+func runInImage(t *testing.T, ctx context.Context, root string, cf *v1.ConfigFile, program string, args ...string) string {
+	t.Helper()
 	var cmd *exec.Cmd
 	if os.Geteuid() == 0 {
-		cmd = exec.CommandContext(ctx, cf.Config.Entrypoint[0], args...)
-		cmd.Path = cf.Config.Entrypoint[0]
+		cmd = exec.CommandContext(ctx, program, args...)
+		cmd.Path = program
 		cmd.Dir = cf.Config.WorkingDir
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Chroot:     root,
@@ -225,10 +244,10 @@ func runEntrypoint(t *testing.T, ctx context.Context, root string, cf *v1.Config
 		}
 	} else {
 		t.Log("not root: running the unpacked entrypoint without chroot")
-		cmd = exec.CommandContext(ctx, filepath.Join(root, cf.Config.Entrypoint[0]), args...)
+		cmd = exec.CommandContext(ctx, filepath.Join(root, program), args...)
 	}
 	cmd.Env = cf.Config.Env
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s %v: %s", cf.Config.Entrypoint[0], args, out)
+	require.NoError(t, err, "%s %v: %s", program, args, out)
 	return string(out)
 }

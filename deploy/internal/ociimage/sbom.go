@@ -76,20 +76,33 @@ type sbomInput struct {
 	Commit    string
 	Created   time.Time
 	Platform  Platform
-	Binary    []byte // the msgx executable
+	// Executables are the programs in the image, msgx first (its digest
+	// names the document).
+	Executables []executable
+	Debian      []debPackage
+}
+
+// executable is one program of the image.
+type executable struct {
+	Name      string // msgx, msgxctl
+	Path      string // in the image
+	Binary    []byte
 	BuildInfo *debug.BuildInfo
-	Debian    []debPackage
 }
 
 const noAssertion = "NOASSERTION"
 
 // buildSBOM writes the SPDX 2.3 document of one image: the image, the msgx
-// executable (with its SHA-256) and every Go module linked into it (from
-// the executable's own build info, so it cannot drift from what was built),
+// and msgxctl executables (each with its SHA-256) and every Go module
+// linked into them (from each executable's own build info, so it cannot
+// drift from what was built),
 // the Go standard library, and the Debian packages the base takes files
 // from.
 func buildSBOM(in sbomInput) ([]byte, error) {
-	sum := sha256.Sum256(in.Binary)
+	if len(in.Executables) == 0 {
+		return nil, fmt.Errorf("building the SBOM: no executable")
+	}
+	sum := sha256.Sum256(in.Executables[0].Binary)
 	binSum := hex.EncodeToString(sum[:])
 	doc := spdxDocument{
 		SPDXVersion:       "SPDX-2.3",
@@ -115,53 +128,65 @@ func buildSBOM(in sbomInput) ([]byte, error) {
 		Comment:               "container image for " + in.Platform.String() + " built from commit " + in.Commit,
 		PrimaryPackagePurpose: "CONTAINER",
 	}
-	msgx := spdxPackage{
-		SPDXID:                "SPDXRef-Package-msgx",
-		Name:                  "msgx",
-		VersionInfo:           in.Version,
-		Supplier:              "Organization: msgexchange",
-		DownloadLocation:      noAssertion,
-		Checksums:             []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: binSum}},
-		LicenseConcluded:      noAssertion,
-		LicenseDeclared:       noAssertion,
-		CopyrightText:         noAssertion,
-		Comment:               "statically linked executable " + Entrypoint + ", commit " + in.Commit,
-		PrimaryPackagePurpose: "APPLICATION",
-	}
-	doc.Packages = append(doc.Packages, image, msgx)
-	doc.Relationships = append(doc.Relationships,
-		spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image"},
-		spdxRelationship{"SPDXRef-Image", "CONTAINS", msgx.SPDXID},
-	)
-	if in.BuildInfo == nil {
-		return nil, fmt.Errorf("building the SBOM: the executable has no Go build info")
-	}
-	goPkgs := []spdxPackage{goModule("stdlib", in.BuildInfo.GoVersion, "", "the Go standard library and runtime")}
-	goPkgs = append(goPkgs, goModule(in.BuildInfo.Main.Path, in.BuildInfo.Main.Version, in.BuildInfo.Main.Sum, "main module"))
-	for _, m := range in.BuildInfo.Deps {
-		comment := ""
-		mod := m
-		if m.Replace != nil {
-			comment = "replaced by " + m.Replace.Path
-			if m.Replace.Version != "" {
-				comment += "@" + m.Replace.Version
-			}
-			mod = m.Replace
-			mod.Path = m.Path
-		}
-		goPkgs = append(goPkgs, goModule(mod.Path, mod.Version, mod.Sum, comment))
-	}
+	doc.Packages = append(doc.Packages, image)
+	doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image"})
+	// A module linked into several executables is one package with a
+	// DEPENDS_ON from each; distinct module paths that map to one
+	// identifier ("a/b-c", "a-b/c") get numbered identifiers.
+	modules := map[string]string{} // path@version → SPDXID
 	seen := map[string]int{}
-	for _, p := range goPkgs {
-		// Distinct module paths may map to one identifier ("a/b-c", "a-b/c").
-		if n := seen[p.SPDXID]; n > 0 {
-			seen[p.SPDXID]++
-			p.SPDXID += "-" + strconv.Itoa(n+1)
-		} else {
-			seen[p.SPDXID] = 1
+	for _, exe := range in.Executables {
+		exeSum := sha256.Sum256(exe.Binary)
+		pkg := spdxPackage{
+			SPDXID:                "SPDXRef-Package-" + spdxIDPart(exe.Name),
+			Name:                  exe.Name,
+			VersionInfo:           in.Version,
+			Supplier:              "Organization: msgexchange",
+			DownloadLocation:      noAssertion,
+			Checksums:             []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: hex.EncodeToString(exeSum[:])}},
+			LicenseConcluded:      noAssertion,
+			LicenseDeclared:       noAssertion,
+			CopyrightText:         noAssertion,
+			Comment:               "statically linked executable " + exe.Path + ", commit " + in.Commit,
+			PrimaryPackagePurpose: "APPLICATION",
 		}
-		doc.Packages = append(doc.Packages, p)
-		doc.Relationships = append(doc.Relationships, spdxRelationship{msgx.SPDXID, "DEPENDS_ON", p.SPDXID})
+		doc.Packages = append(doc.Packages, pkg)
+		doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-Image", "CONTAINS", pkg.SPDXID})
+		if exe.BuildInfo == nil {
+			return nil, fmt.Errorf("building the SBOM: the executable %s has no Go build info", exe.Name)
+		}
+		bi := exe.BuildInfo
+		goPkgs := []spdxPackage{goModule("stdlib", bi.GoVersion, "", "the Go standard library and runtime")}
+		goPkgs = append(goPkgs, goModule(bi.Main.Path, bi.Main.Version, bi.Main.Sum, "main module"))
+		for _, m := range bi.Deps {
+			comment := ""
+			mod := m
+			if m.Replace != nil {
+				comment = "replaced by " + m.Replace.Path
+				if m.Replace.Version != "" {
+					comment += "@" + m.Replace.Version
+				}
+				mod = m.Replace
+				mod.Path = m.Path
+			}
+			goPkgs = append(goPkgs, goModule(mod.Path, mod.Version, mod.Sum, comment))
+		}
+		for _, p := range goPkgs {
+			key := p.Name + "@" + p.VersionInfo
+			id, ok := modules[key]
+			if !ok {
+				if n := seen[p.SPDXID]; n > 0 {
+					seen[p.SPDXID]++
+					p.SPDXID += "-" + strconv.Itoa(n+1)
+				} else {
+					seen[p.SPDXID] = 1
+				}
+				id = p.SPDXID
+				modules[key] = id
+				doc.Packages = append(doc.Packages, p)
+			}
+			doc.Relationships = append(doc.Relationships, spdxRelationship{pkg.SPDXID, "DEPENDS_ON", id})
+		}
 	}
 	for _, d := range in.Debian {
 		p := spdxPackage{
