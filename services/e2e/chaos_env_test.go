@@ -61,6 +61,10 @@ type chaosEnv struct {
 	redisSrv *private.Redis
 	broker   *private.Broker
 
+	// freezeFeed stops the feeder's inserts until the returned function
+	// is called (set by the chaos run; nil elsewhere).
+	freezeFeed func() (release func())
+
 	// redisEpoch is odd while Redis is down or has just come back empty
 	// and even otherwise; it grows with every Redis fault, so a check that
 	// read Redis across a fault can tell and look again.
@@ -504,22 +508,21 @@ func (e *chaosEnv) hang(kind, server string, problem func(string, ...any)) time.
 	return took
 }
 
-// killProjectorUnacked pauses Redis, waits until the projector's consumer
-// group is behind the flight-state topic (records produced that it has
-// not committed) and gives it a moment to poll them — it then waits on
-// Redis with them in hand — SIGKILLs it, continues Redis and restarts the
-// projector. Without records behind (the stream ran dry), it is a plain
-// kill.
+// killProjectorUnacked pauses Redis, waits until the dispatcher produced
+// flight-state records after the pause and gives the projector a moment
+// to poll them — it then waits on Redis with them in hand — SIGKILLs it,
+// continues Redis and restarts the projector. Without new records (the
+// stream ran dry) it is a plain kill.
 func (e *chaosEnv) killProjectorUnacked(problem func(string, ...any)) {
 	if err := e.redisSrv.Pause(); err != nil {
 		problem("pausing Redis: %v", err)
 		return
 	}
-	behind := e.poll(15*time.Second, func() bool {
-		n, err := e.projectorLag()
-		return err == nil && n > 0
-	})
-	if behind {
+	before, err := e.flightStateEnd()
+	if err == nil && e.poll(15*time.Second, func() bool {
+		n, err := e.flightStateEnd()
+		return err == nil && n > before
+	}) {
 		e.poll(time.Second, func() bool { return false }) // the projector polls them
 	}
 	if e.alive("projector") {
@@ -531,11 +534,23 @@ func (e *chaosEnv) killProjectorUnacked(problem func(string, ...any)) {
 		problem("resuming Redis: %v", err)
 	}
 	e.startInstance("projector")
+	// With no new rows arriving — no later version of a flight can cover
+	// a record the projector skipped — everything inserted must be
+	// marked and Redis must equal PostgreSQL.
+	if e.freezeFeed == nil {
+		return
+	}
+	release := e.freezeFeed()
+	defer release()
+	if settled, state := chaosSettle(e.stack, 45*time.Second); !settled && !e.isBroken() {
+		problem("the projector killed with records in hand: not settled with the feed held: %s", state)
+	}
 }
 
-// projectorLag is how many flight-state records the projector's consumer
-// group has not committed.
-func (e *chaosEnv) projectorLag() (int64, error) {
+// flightStateEnd is the sum of the flight-state topic's end offsets: it
+// grows with every record (and transaction marker) the dispatcher
+// produces.
+func (e *chaosEnv) flightStateEnd() (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(e.kafkaOpts()...)
@@ -543,29 +558,14 @@ func (e *chaosEnv) projectorLag() (int64, error) {
 		return 0, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	topic := e.kafka.Topics.FlightState
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, e.kafka.Topics.FlightState)
 	if err != nil {
 		return 0, err
 	}
-	committed, err := adm.FetchOffsets(ctx, projectorGroup)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	ends.Each(func(o kadm.ListedOffset) {
-		at := int64(0)
-		if c, ok := committed.Lookup(topic, o.Partition); ok {
-			at = c.At
-		}
-		lag += max(o.Offset-at, 0)
-	})
-	return lag, nil
+	var sum int64
+	ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum, nil
 }
-
-// projectorGroup is the projector's consumer group (its default).
-const projectorGroup = "msgx-projector"
 
 // markedRows counts the marked mailbox rows, -1 when unreadable.
 func (e *chaosEnv) markedRows() int {

@@ -98,6 +98,11 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	// stays at most that far beyond the next fault's moment.
 	window := max(10, p.Messages/(p.Faults+1)/2)
 	feeder := startFeeder(runCtx, e.stack, w, window)
+	e.freezeFeed = func() func() {
+		held := feeder.limit.Load()
+		feeder.limit.Store(int64(len(feeder.inserted())))
+		return func() { feeder.limit.Store(held) }
+	}
 	allow := func(j int) {
 		if j < len(sched) {
 			feeder.limit.Store(int64(min(len(w.Msgs), sched[j].At+window)))
