@@ -159,3 +159,28 @@ func (v int32Value) Set(s string) error {
 	_, err := fmt.Sscan(s, v.p)
 	return err
 }
+
+// ValidateProduction refuses, for production mode (R-K1), brokers off the
+// machine reached without TLS (records, and a SASL password, in clear) or
+// without a client credential: a cluster that lets any client in lets
+// anyone write msgx.inbox, whose records the processor applies as the
+// mailbox's. The credential is SASL (over TLS) or a TLS client
+// certificate. A broker on loopback only (a sidecar) may go without both.
+// SASL PLAIN without TLS is refused everywhere outside development.
+func (c *Config) ValidateProduction() error {
+	remote := false
+	for _, b := range c.BrokerList() {
+		remote = remote || !config.LoopbackAddr(b)
+	}
+	var errs []error
+	switch {
+	case remote && !c.TLS.On():
+		errs = append(errs, config.Refusal("kafka.tls", "brokers off this machine need TLS (kafka.tls.enabled, kafka.tls.ca-file for a private CA), or records and credentials cross the network in clear"))
+	case strings.EqualFold(c.SASL.Mechanism, MechanismPlain) && !c.TLS.On():
+		errs = append(errs, config.Refusal("kafka.sasl.mechanism PLAIN", "PLAIN sends the password as it is; enable kafka.tls or use SCRAM-SHA-512"))
+	}
+	if remote && !c.SASL.On() && c.TLS.CertFile == "" {
+		errs = append(errs, config.Refusal("kafka.sasl", "brokers off this machine need a client credential, SASL (kafka.sasl.mechanism SCRAM-SHA-512 with kafka.sasl.password-file) or a TLS client certificate (kafka.tls.cert-file and key-file), or any client of the network could write msgx.inbox"))
+	}
+	return errors.Join(errs...)
+}

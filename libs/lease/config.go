@@ -120,3 +120,14 @@ func (c *Config) DialOptions(fallbackToken string) ([]grpc.DialOption, error) {
 func (c *Config) Options(logger *slog.Logger) Options {
 	return Options{TTL: c.TTL, Retry: c.Retry, Logger: logger}
 }
+
+// ValidateProduction refuses, for production mode (R-K1), dialling a
+// control plane off the machine without TLS: the service's bearer token
+// would cross the network in clear, and whoever answers could grant the
+// leases. prefix names the keys, e.g. "lease.".
+func (c *Config) ValidateProduction(prefix string) error {
+	if c.ControlAddr != "" && !c.TLS.On() && !config.LoopbackAddr(c.ControlAddr) {
+		return config.Refusal(prefix+"tls", fmt.Sprintf("%scontrol-addr %s is off this machine: dial it over TLS (%stls.ca-file, the CA of the control plane's certificate)", prefix, c.ControlAddr, prefix))
+	}
+	return nil
+}

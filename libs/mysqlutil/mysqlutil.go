@@ -143,3 +143,46 @@ func newDriverLog(log *slog.Logger) driverLog { return driverLog{log: log} }
 
 // Print logs the driver's line.
 func (d driverLog) Print(v ...any) { d.log.Warn(fmt.Sprint(v...)) }
+
+// ValidateProduction refuses, for production mode (R-K1), each mailbox
+// setting that gives up a protection: tls=skip-verify (no certificate
+// check) and tls=preferred (plaintext when the server offers no TLS);
+// allowAllFiles (the server may read any file of the pod with LOAD DATA
+// LOCAL INFILE); allowCleartextPasswords (the password in clear to
+// whatever answers); and no verified TLS at all to a host off the machine
+// (tls=true or mysql.tls.*). A Unix socket or a loopback host may go
+// without TLS: the connection never leaves the machine.
+func (c *Config) ValidateProduction() error {
+	mc, err := mysql.ParseDSN(c.DSN)
+	if err != nil {
+		return nil // Validate reports it
+	}
+	var errs []error
+	switch mc.TLSConfig {
+	case "skip-verify":
+		errs = append(errs, config.Refusal("mysql.dsn tls=skip-verify", "it encrypts without checking the server's certificate; use tls=true, or mysql.tls.ca-file for a private CA"))
+	case "preferred":
+		errs = append(errs, config.Refusal("mysql.dsn tls=preferred", "it falls back to plaintext when the server offers no TLS; use tls=true, or mysql.tls.ca-file for a private CA"))
+	}
+	if mc.AllowAllFiles {
+		errs = append(errs, config.Refusal("mysql.dsn allowAllFiles", "it lets the server read any file of this process with LOAD DATA LOCAL INFILE; remove the parameter"))
+	}
+	if mc.AllowCleartextPasswords {
+		errs = append(errs, config.Refusal("mysql.dsn allowCleartextPasswords", "it sends the password in clear to whatever answers; remove the parameter and use an authentication plugin that does not need it"))
+	}
+	verified := c.TLS.On() || mc.TLSConfig == "true"
+	local := mc.Net == "unix" || config.LoopbackAddr(mc.Addr)
+	if !verified && !local && mc.TLSConfig != "skip-verify" && mc.TLSConfig != "preferred" {
+		errs = append(errs, config.Refusal("mysql.tls", "a mailbox host off this machine needs verified TLS: tls=true in mysql.dsn (the system's roots) or mysql.tls.ca-file (a private CA)"))
+	}
+	return errors.Join(errs...)
+}
+
+// MarshalYAML prints the configuration with the password of the DSN
+// masked (-print-config, R-K8).
+func (c Config) MarshalYAML() (any, error) {
+	type plain Config // without this method
+	p := plain(c)
+	p.DSN = config.MaskURL(p.DSN)
+	return p, nil
+}

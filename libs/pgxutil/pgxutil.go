@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgexchange/libs/config"
 )
 
 // Config is a PostgreSQL connection.
@@ -152,4 +155,41 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error 
 		return fmt.Errorf("committing transaction: %w", err)
 	}
 	return nil
+}
+
+// ValidateProduction refuses, for production mode (R-K1), a connection
+// to a host off the machine that does not verify the server's certificate
+// and name: any sslmode but verify-full (disable, allow, prefer, require,
+// verify-ca) lets whoever sits on the network read the data and the
+// password, or impersonate the server. Every host of a multi-host URL
+// counts, and so does every fallback pgx would try. Loopback hosts and Unix
+// sockets are allowed: the connection never leaves the machine.
+func (c *Config) ValidateProduction() error {
+	pc, err := pgconn.ParseConfig(c.URL)
+	if err != nil {
+		return nil // Validate reports it
+	}
+	attempts := append([]*pgconn.FallbackConfig{{Host: pc.Host, Port: pc.Port, TLSConfig: pc.TLSConfig}}, pc.Fallbacks...)
+	remote, verified := false, true
+	for _, a := range attempts {
+		remote = remote || !config.LoopbackHost(a.Host)
+		// verify-full is the only sslmode whose every attempt is TLS with
+		// the certificate chain and the host name checked by crypto/tls;
+		// verify-ca and require skip the name (or everything) and prefer
+		// and allow fall back to plaintext.
+		verified = verified && a.TLSConfig != nil && !a.TLSConfig.InsecureSkipVerify
+	}
+	if remote && !verified {
+		return config.Refusal("postgres.url", "a host off this machine needs sslmode=verify-full (with sslrootcert for a private CA), so that the connection is encrypted and the server's certificate and name are checked")
+	}
+	return nil
+}
+
+// MarshalYAML prints the configuration with the password of the URL
+// masked (-print-config, R-K8).
+func (c Config) MarshalYAML() (any, error) {
+	type plain Config // without this method
+	p := plain(c)
+	p.URL = config.MaskURL(p.URL)
+	return p, nil
 }

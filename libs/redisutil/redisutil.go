@@ -112,3 +112,27 @@ type redisLog struct{ log *slog.Logger }
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }
+
+// ValidateProduction refuses, for production mode (R-K1), a plaintext
+// redis:// URL to a host off the machine: the projection and the password
+// would cross the network in clear. Use rediss:// (with redis.tls.ca-file
+// for a private CA). A loopback host or a Unix socket may stay plaintext.
+func (c *Config) ValidateProduction() error {
+	opt, err := redis.ParseURL(c.URL)
+	if err != nil {
+		return nil // Validate reports it
+	}
+	if opt.TLSConfig == nil && opt.Network != "unix" && !config.LoopbackAddr(opt.Addr) {
+		return config.Refusal("redis.url", "redis:// to a host off this machine is plaintext; use rediss:// (with redis.tls.ca-file for a private CA)")
+	}
+	return nil
+}
+
+// MarshalYAML prints the configuration with the password of the URL
+// masked (-print-config, R-K8).
+func (c Config) MarshalYAML() (any, error) {
+	type plain Config // without this method
+	p := plain(c)
+	p.URL = config.MaskURL(p.URL)
+	return p, nil
+}

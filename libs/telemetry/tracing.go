@@ -157,3 +157,14 @@ func ContextWithTraceParent(ctx context.Context, parent, state string) context.C
 	}
 	return Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": parent, "tracestate": state})
 }
+
+// ValidateProduction refuses, for production mode (R-K1), plaintext span
+// export to a receiver off the machine: spans carry message IDs, flight
+// keys and error texts. A collector on loopback (a sidecar) may be
+// plaintext.
+func (c *TracingConfig) ValidateProduction() error {
+	if c.Enabled() && c.Insecure && !config.LoopbackAddr(c.Endpoint) {
+		return config.Refusal("tracing.otlp-insecure", "spans to a receiver off this machine go over TLS; drop tracing.otlp-insecure and give tracing.tls.ca-file for a private CA")
+	}
+	return nil
+}

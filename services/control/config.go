@@ -113,3 +113,13 @@ func (c *Config) Validate() error {
 
 // Authenticated reports whether calls must carry a credential.
 func (c *Config) Authenticated() bool { return c.AuthToken.Reveal() != "" || c.TokenFile != "" }
+
+// ValidateProduction refuses, for production mode (R-K1), a control plane
+// that listens beyond loopback without TLS: its callers' bearer tokens,
+// operator tokens included, would cross the network in clear.
+func (c *Config) ValidateProduction() error {
+	if !c.TLS.On() && !config.LoopbackAddr(c.GRPCAddr) {
+		return config.Refusal("control.tls", fmt.Sprintf("control.grpc-addr %s listens beyond loopback: serve TLS (control.tls.cert-file and control.tls.key-file)", c.GRPCAddr))
+	}
+	return nil
+}

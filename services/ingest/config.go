@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"msgexchange/libs/config"
+	"msgexchange/services/ingest/internal/compat"
 	"msgexchange/services/ingest/internal/mailbox"
 )
 
@@ -79,11 +80,18 @@ type CompatConfig struct {
 	// the reverse proxies whose X-Forwarded-For names the client checked
 	// against AllowedNetworks (default empty: the header is ignored).
 	TrustedProxies string `yaml:"trusted_proxies"`
-	// TokenFile, when set, is a file of bearer tokens (one a line, re-read
-	// when it changes) of which every request must carry one (default
-	// empty: no token).
+	// TokenFile, when set, is a file of bearer tokens (one a line, each at
+	// least 32 bytes, re-read when it changes) of which every request must
+	// carry one (default empty: no token; production refuses that, R-K1).
 	TokenFile string `yaml:"token_file"`
+	// Limits bound the requests per source address and in total (R-K9).
+	Limits CompatLimits `yaml:"limits"`
 }
+
+// CompatLimits bound what the compat entry's senders may cost (R-K9):
+// beyond a source's own rate or requests in flight the answer is 429,
+// beyond the entry's total 503, both with Retry-After.
+type CompatLimits = compat.Limits
 
 // Defaults of the configuration.
 const (
@@ -116,6 +124,16 @@ const (
 	// MaxClaimBatch bounds ClaimBatch: one page's IDs are bound as
 	// statement parameters.
 	MaxClaimBatch = 10000
+	// Defaults of the compat limits (R-K9). The adapter posts one message
+	// at a time at tens a second at most; the totals leave room for a few
+	// such senders, and 8 bodies of 10MiB in flight stay within the ingest
+	// pod's memory.
+	DefaultCompatSourceRate       = 50
+	DefaultCompatSourceBurst      = 100
+	DefaultCompatSourceConcurrent = 4
+	DefaultCompatTotalRate        = 200
+	DefaultCompatTotalBurst       = 400
+	DefaultCompatTotalConcurrent  = 8
 	// maxStatusLen is the width of CMINMSGS_STATUS.
 	maxStatusLen = 20
 )
@@ -148,7 +166,20 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Compat.TrustedProxies, prefix+"compat.trusted-proxies", "",
 		"comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client; empty ignores the header")
 	fs.StringVar(&c.Compat.TokenFile, prefix+"compat.token-file", "",
-		"file of bearer tokens, one a line, re-read when it changes: every compat request must carry one; empty requires none")
+		"file of bearer tokens, one a line of at least 32 bytes, re-read when it changes: every compat request must carry one; empty requires none (refused in production mode)")
+	l := &c.Compat.Limits
+	fs.Float64Var(&l.SourceRate, prefix+"compat.limits.source-rate", DefaultCompatSourceRate,
+		"compat requests per second one source address may send on average; beyond it 429 with Retry-After")
+	fs.IntVar(&l.SourceBurst, prefix+"compat.limits.source-burst", DefaultCompatSourceBurst,
+		"compat requests one source address may send at once above its rate")
+	fs.IntVar(&l.SourceConcurrent, prefix+"compat.limits.source-concurrent", DefaultCompatSourceConcurrent,
+		"compat requests of one source address in flight at once; beyond it 429")
+	fs.Float64Var(&l.TotalRate, prefix+"compat.limits.total-rate", DefaultCompatTotalRate,
+		"compat requests per second of every source together; beyond it 503 with Retry-After")
+	fs.IntVar(&l.TotalBurst, prefix+"compat.limits.total-burst", DefaultCompatTotalBurst,
+		"compat requests every source together may send at once above the total rate")
+	fs.IntVar(&l.TotalConcurrent, prefix+"compat.limits.total-concurrent", DefaultCompatTotalConcurrent,
+		"compat requests in flight at once in total (with compat.max-body it bounds the bodies' memory); beyond it 503")
 }
 
 // Validate reports every invalid setting.
@@ -196,9 +227,44 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Compat.TokenFile != "" {
-		if _, err := os.Stat(c.Compat.TokenFile); err != nil {
+		if err := compat.CheckTokenFile(c.Compat.TokenFile); err != nil {
 			errs = append(errs, fmt.Errorf("compat.token-file: %w", err))
 		}
+	}
+	l := c.Compat.Limits
+	for _, v := range []struct {
+		name string
+		ok   bool
+	}{
+		{"compat.limits.source-rate", l.SourceRate > 0},
+		{"compat.limits.source-burst", l.SourceBurst > 0},
+		{"compat.limits.source-concurrent", l.SourceConcurrent > 0},
+		{"compat.limits.total-rate", l.TotalRate > 0},
+		{"compat.limits.total-burst", l.TotalBurst > 0},
+		{"compat.limits.total-concurrent", l.TotalConcurrent > 0},
+	} {
+		if !v.ok {
+			errs = append(errs, fmt.Errorf("%s: must be positive (R-K9: the entry is never unbounded)", v.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateProduction refuses, for production mode (R-K1), a compat entry
+// that listens without a bearer-token file or without an allowed-networks
+// list: either alone leaves a forged message (a DNLD that deletes a day's
+// flights) one POST away for whoever reaches the port. The prefix names
+// the keys, e.g. "ingest.".
+func (c *Config) ValidateProduction(prefix string) error {
+	if c.Compat.Addr == "" {
+		return nil
+	}
+	var errs []error
+	if c.Compat.TokenFile == "" {
+		errs = append(errs, config.Refusal(prefix+"compat.token-file", "the compat entry on "+c.Compat.Addr+" needs a file of bearer tokens (at least 32 bytes each), or any client that reaches it can store messages"))
+	}
+	if strings.TrimSpace(c.Compat.AllowedNetworks) == "" {
+		errs = append(errs, config.Refusal(prefix+"compat.allowed-networks", "the compat entry on "+c.Compat.Addr+" needs the list of networks of its senders (CIDRs), or every address may post"))
 	}
 	return errors.Join(errs...)
 }

@@ -129,6 +129,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		TrustedProxies:  proxies,
 		TokenFile:       cfg.Compat.TokenFile,
 		ValidStatus:     cfg.Mailbox.ValidStatus,
+		Limits:          cfg.Compat.Limits,
 	}, s.mailbox, deps.Clock, s.wakeScanner, deps.Meter, compatLog)
 	if err != nil {
 		return nil, fmt.Errorf("creating ingest service: %w", err)

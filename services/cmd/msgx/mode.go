@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
-
-	"msgexchange/libs/kafka"
+	"slices"
 )
 
 // Modes of the process (-mode). Production is the default, so that a
@@ -18,7 +16,8 @@ const (
 )
 
 // validateMode refuses, outside development mode, what is only safe on a
-// developer's machine (R-H9, R-H8):
+// developer's machine (R-H9, R-H8, R-K1); each refusal names its setting,
+// and every refusal of a configuration is reported at once:
 //
 //   - an unauthenticated control plane (control.insecure-no-auth);
 //   - control.auth-token, the single token with every role: whoever holds
@@ -28,13 +27,21 @@ const (
 //   - a lease-holding service without lease.token-file, its own service
 //     credential (re-read when it rotates), or with lease.auth-token, a
 //     token given as a value;
-//   - SASL PLAIN without TLS (the password would cross the network as it
-//     is).
+//   - bearer tokens or data in clear beyond loopback (R-K1): a control
+//     plane listening, or a lease client dialling, off loopback without
+//     TLS; PostgreSQL to a remote host below sslmode=verify-full; MySQL
+//     without verified TLS, or with tls=skip-verify|preferred,
+//     allowAllFiles or allowCleartextPasswords; redis:// to a remote host;
+//     remote Kafka brokers without TLS or without a client credential;
+//     plaintext OTLP export to a remote receiver; SASL PLAIN without TLS;
+//   - a compat entry without a token file or without allowed networks
+//     (R-K1: one forged POST deleted a day's flights).
 //
-// The token files themselves refuse the development token and tokens
+// Each dependency is judged only where a selected target uses it. The
+// token files themselves refuse the development token and tokens
 // shorter than 32 bytes in every mode, when they are parsed (the control
-// plane's by control.Validate, the lease client's by lease.Validate).
-// Tokens are never printed.
+// plane's by control.Validate, the lease client's by lease.Validate, the
+// compat entry's by ingest.Validate). Tokens are never printed.
 func (c *Config) validateMode(need map[string]bool, targets []string) error {
 	switch c.Mode {
 	case ModeDevelopment:
@@ -44,10 +51,7 @@ func (c *Config) validateMode(need map[string]bool, targets []string) error {
 		return fmt.Errorf("mode %q: want %s or %s", c.Mode, ModeProduction, ModeDevelopment)
 	}
 	var errs []error
-	control := false
-	for _, t := range targets {
-		control = control || t == "control"
-	}
+	control := slices.Contains(targets, "control")
 	if c.Control.AuthToken != "" {
 		errs = append(errs, errors.New("control.auth-token: refused outside development mode (mode: development): it is one token with every role, so services and operators would share a credential; give each its own line in control.token-file and each service its token in lease.token-file (docs/security.md)"))
 	}
@@ -58,6 +62,7 @@ func (c *Config) validateMode(need map[string]bool, targets []string) error {
 		if c.Control.TokenFile == "" {
 			errs = append(errs, errors.New("control.token-file: required outside development mode: the control plane's credentials, one principal:role:token a line (role service for each service, read or operate for each operator; docs/security.md)"))
 		}
+		errs = append(errs, c.Control.ValidateProduction())
 	}
 	if need["lease"] {
 		if c.Lease.TokenFile == "" {
@@ -66,9 +71,23 @@ func (c *Config) validateMode(need map[string]bool, targets []string) error {
 		if c.Lease.AuthToken != "" {
 			errs = append(errs, errors.New("lease.auth-token: refused outside development mode: put this service's token in lease.token-file, which is re-read when the token rotates"))
 		}
+		errs = append(errs, c.Lease.ValidateProduction("lease."))
 	}
-	if need["kafka"] && strings.EqualFold(c.Kafka.SASL.Mechanism, kafka.MechanismPlain) && !c.Kafka.TLS.On() {
-		errs = append(errs, errors.New("kafka.sasl.mechanism PLAIN: refused without kafka.tls outside development mode: PLAIN sends the password as it is; enable kafka.tls or use SCRAM-SHA-512"))
+	if need["pg"] {
+		errs = append(errs, c.Postgres.ValidateProduction())
 	}
+	if need["mysql"] {
+		errs = append(errs, c.Mailbox.ValidateProduction())
+	}
+	if need["redis"] {
+		errs = append(errs, c.Redis.ValidateProduction())
+	}
+	if need["kafka"] {
+		errs = append(errs, c.Kafka.ValidateProduction())
+	}
+	if slices.Contains(targets, "ingest") {
+		errs = append(errs, c.Ingest.ValidateProduction("ingest."))
+	}
+	errs = append(errs, c.Tracing.ValidateProduction())
 	return errors.Join(errs...)
 }

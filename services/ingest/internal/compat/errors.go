@@ -17,3 +17,8 @@ var (
 
 // ErrNoToken is reported for a compat token file without a token.
 var ErrNoToken = errors.New("no token in the file: one bearer token a line")
+
+// ErrShortToken is reported for a compat token shorter than MinTokenBytes;
+// the file is refused at start, and a rotation to such a file keeps the
+// previous tokens.
+var ErrShortToken = errors.New("token shorter than 32 bytes: generate one with `openssl rand -hex 32`")

@@ -95,6 +95,17 @@ type tokens struct {
 	digests [][sha256.Size]byte
 }
 
+// MinTokenBytes is the shortest token the entry accepts (R-K9): 32 bytes
+// of a random token are beyond guessing at any rate the entry allows.
+const MinTokenBytes = 32
+
+// CheckTokenFile reads a token file as the entry will, so that a
+// configuration check refuses a file the entry would refuse at start.
+func CheckTokenFile(path string) error {
+	_, err := loadTokens(path)
+	return err
+}
+
 // loadTokens reads the token file; it fails when the file cannot be read
 // or holds no token.
 func loadTokens(path string) (*tokens, error) {
@@ -115,10 +126,14 @@ func (t *tokens) read(fi os.FileInfo) error {
 		return fmt.Errorf("reading compat token file: %w", err)
 	}
 	var ds [][sha256.Size]byte
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	for i, line := range bytes.Split(data, []byte("\n")) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 || line[0] == '#' {
 			continue
+		}
+		if len(line) < MinTokenBytes {
+			// The line number, never the token, names the culprit.
+			return fmt.Errorf("compat token file %s, line %d: %w", t.path, i+1, ErrShortToken)
 		}
 		ds = append(ds, sha256.Sum256(line))
 	}

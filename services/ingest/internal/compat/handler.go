@@ -52,6 +52,8 @@ type Config struct {
 	TokenFile string
 	// ValidStatus is written to CMINMSGS_STATUS.
 	ValidStatus string
+	// Limits bound the requests per source and in total (R-K9).
+	Limits Limits
 }
 
 // Handler serves POST /cminmsgs/send.
@@ -63,6 +65,8 @@ type Handler struct {
 	wake     func()
 	logger   *slog.Logger
 	requests metric.Int64Counter
+	limited  metric.Int64Counter
+	limiter  *limiter
 }
 
 // New returns the handler. wake is called after each committed insert so
@@ -73,10 +77,15 @@ func New(cfg Config, ins Inserter, clk clock.Clock, wake func(), meter metric.Me
 	if err != nil {
 		return nil, fmt.Errorf("creating compat metrics: %w", err)
 	}
+	limited, err := meter.Int64Counter("msgx_ingest_compat_limited_total",
+		metric.WithDescription("Requests to POST /cminmsgs/send refused by a limit (R-K9): source_rate and source_concurrency answer 429, total_rate and total_concurrency 503."))
+	if err != nil {
+		return nil, fmt.Errorf("creating compat metrics: %w", err)
+	}
 	if wake == nil {
 		wake = func() {}
 	}
-	h := &Handler{cfg: cfg, ins: ins, clock: clk, wake: wake, logger: logger, requests: requests}
+	h := &Handler{cfg: cfg, ins: ins, clock: clk, wake: wake, logger: logger, requests: requests, limited: limited, limiter: newLimiter(cfg.Limits)}
 	if cfg.TokenFile != "" {
 		if h.tokens, err = loadTokens(cfg.TokenFile); err != nil {
 			return nil, err
@@ -91,6 +100,8 @@ type apiError struct {
 	code    string
 	message string
 	cause   error // logged, never sent
+	// retryAfter, when positive, is sent as Retry-After (429, 503).
+	retryAfter time.Duration
 }
 
 // ServeHTTP handles one request.
@@ -121,6 +132,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cminmsgs"`)
 		}
+		if aerr.retryAfter > 0 {
+			w.Header().Set("Retry-After", retryAfterSeconds(aerr.retryAfter))
+		}
 		writeError(w, aerr)
 		return
 	}
@@ -139,9 +153,19 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request) (int64, *apiErr
 	if why := crossSite(r); why != "" {
 		return 0, &apiError{status: http.StatusForbidden, code: "cross_site", message: "refused: " + why + "; the entry accepts requests from programs only"}
 	}
-	if !h.allowed(r) {
+	src, ok := h.source(r)
+	if !ok {
 		return 0, &apiError{status: http.StatusForbidden, code: "forbidden", message: "this source address may not post messages"}
 	}
+	// The slot is taken before the token is checked, so that guessing
+	// tokens is bounded like any other request, and held until the
+	// message is stored.
+	release, refusal, limit := h.limiter.acquire(src, h.clock.Now())
+	if refusal != nil {
+		h.limited.Add(r.Context(), 1, metric.WithAttributes(attribute.String("limit", limit)))
+		return 0, refusal
+	}
+	defer release()
 	if h.tokens != nil && !h.tokens.valid(bearer(r)) {
 		return 0, &apiError{status: http.StatusUnauthorized, code: "unauthorized", message: `send "Authorization: Bearer <token>" with a token of the compat entry`}
 	}
@@ -191,16 +215,24 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request) (int64, *apiErr
 	return id, nil
 }
 
-// allowed reports whether the request's client may post: its address
-// (clientAddr: the peer, or what a trusted proxy says in
-// X-Forwarded-For) must be in AllowedNetworks. Forwarding headers from
-// any other peer are set by clients and prove nothing.
-func (h *Handler) allowed(r *http.Request) bool {
-	if len(h.cfg.AllowedNetworks) == 0 {
-		return true
-	}
+// source returns the request's client address, the source its limits
+// are counted against, and whether it may post: the address (clientAddr:
+// the peer, or what a trusted proxy says in X-Forwarded-For) must be in
+// AllowedNetworks when that is set. Forwarding headers from any other peer
+// are set by clients and prove nothing. A peer that cannot be parsed (not
+// TCP) counts as one source under its own name.
+func (h *Handler) source(r *http.Request) (string, bool) {
 	addr, ok := clientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), h.cfg.TrustedProxies)
-	return ok && contains(h.cfg.AllowedNetworks, addr)
+	if len(h.cfg.AllowedNetworks) == 0 {
+		if !ok {
+			return r.RemoteAddr, true
+		}
+		return addr.String(), true
+	}
+	if !ok || !contains(h.cfg.AllowedNetworks, addr) {
+		return "", false
+	}
+	return addr.String(), true
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {

@@ -74,7 +74,7 @@ func TestCompat_R_H10_CrossSiteBrowserPostRefused(t *testing.T) {
 func TestCompat_R_H10_BearerToken(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "compat-tokens")
-	const first, second = "compat-token-one-0123456789", "compat-token-two-0123456789-longer"
+	const first, second = "compat-token-one-0123456789abcdef", "compat-token-two-0123456789abcdef-longer"
 	require.NoError(t, os.WriteFile(path, []byte(first+"\n"), 0o600))
 	b := setup(t, func(c *compat.Config) { c.TokenFile = path })
 	with := func(tok string) *httptest.ResponseRecorder {
