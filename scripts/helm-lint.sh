@@ -278,9 +278,12 @@ fi
 check_values_docs
 
 mkdir -p "$WORK/secrets"
-printf '%s\n' 'postgres://msgx@postgres:5432/msgx?sslmode=require' >"$WORK/secrets/MSGX_POSTGRES_URL"
+# Placeholder secrets of the forms production mode accepts (R-K1): verified
+# TLS to PostgreSQL, rediss://, and the Kafka SASL password.
+printf '%s\n' 'postgres://msgx@postgres:5432/msgx?sslmode=verify-full' >"$WORK/secrets/MSGX_POSTGRES_URL"
 printf '%s\n' 'msgx:secret@tcp(mysql:3306)/mailbox' >"$WORK/secrets/MSGX_MYSQL_DSN"
-printf '%s\n' 'redis://redis:6379/0' >"$WORK/secrets/MSGX_REDIS_URL"
+printf '%s\n' 'rediss://redis:6380/0' >"$WORK/secrets/MSGX_REDIS_URL"
+printf '%s\n' 'kafka-secret' >"$WORK/secrets/MSGX_KAFKA_PASSWORD"
 # Placeholder control-plane credentials as the chart projects them: the
 # control plane's token file (a line per service principal and an
 # operator), a service's own token, the compat entry's tokens, and a

@@ -102,12 +102,16 @@ func checkCredentials(t *testing.T, m *manifests) {
 	t.Helper()
 	cfg := msgxConfig(t, m)
 	authSecret := valueString(t, m.values, "controlPlane.auth.existingSecret")
-	generated := authSecret == ""
-	if generated {
+	if authSecret == "" {
 		authSecret = "msgx-msgexchange-control-auth"
 	}
+	gen, _ := m.values.PathValue("controlPlane.auth.generate")
+	generated := gen == true
 	tlsOn, _ := m.values.PathValue("controlPlane.tls.enabled")
 	tlsSecret := valueString(t, m.values, "controlPlane.tls.secretName")
+	if tlsSecret == "" {
+		tlsSecret = "msgx-msgexchange-control-tls"
+	}
 	clientSecret := valueString(t, m.values, "controlPlane.tls.clientSecretName")
 	compatOn, _ := m.values.PathValue("ingest.compat.enabled")
 	compatTokens := valueString(t, m.values, "ingest.compat.tokenSecret.name")
@@ -401,7 +405,7 @@ func TestChart_R_H9_EachPodGetsOnlyItsCredentials(t *testing.T) {
 		"deploymentMode": "Distributed",
 		"secret":         map[string]any{"existingSecret": "msgx-secrets"},
 		"controlPlane": map[string]any{
-			"auth": map[string]any{"operators": []any{map[string]any{"name": "alice", "role": "operate"}, map[string]any{"name": "oncall", "role": "read"}}},
+			"auth": map[string]any{"generate": true, "operators": []any{map[string]any{"name": "alice", "role": "operate"}, map[string]any{"name": "oncall", "role": "read"}}},
 			"tls":  map[string]any{"enabled": true, "secretName": "control-tls", "clientSecretName": "service-tls"},
 		},
 	}, nil)
@@ -501,7 +505,7 @@ func TestChart_R_H9_GeneratedTokensAreRandomAndKeptAcrossUpgrades(t *testing.T) 
 			t.Parallel()
 			operators := []any{map[string]any{"name": "alice", "role": "operate"}}
 			vals := func(ops []any) map[string]any {
-				return map[string]any{"deploymentMode": mode.name, "controlPlane": map[string]any{"auth": map[string]any{"operators": ops}}}
+				return map[string]any{"deploymentMode": mode.name, "controlPlane": map[string]any{"auth": map[string]any{"generate": true, "operators": ops}}}
 			}
 			first := render(t, chrt, "install", vals(operators), nil)
 			tokens := controlAuth(t, first)
@@ -666,7 +670,7 @@ func TestChart_R_H10_CompatEntryOwnPortServiceAndNetworkPolicy(t *testing.T) {
 			require.Equal(t, 1, rules, "one NetworkPolicy rule for port compat")
 
 			lb := render(t, chrt, "lb", map[string]any{"deploymentMode": mode, "ingest": map[string]any{"compat": map[string]any{
-				"enabled": true,
+				"enabled": true, "allowedNetworks": []any{"10.20.0.0/16"}, "tokenSecret": map[string]any{"name": "senders"},
 				"service": map[string]any{"type": "LoadBalancer", "externalTrafficPolicy": "Local", "loadBalancerSourceRanges": []any{"10.20.0.0/16"}},
 			}}}, nil)
 			for _, s := range lb.services {
@@ -690,7 +694,7 @@ func TestChart_R_H9_ValuesThatCannotWorkAreRefused(t *testing.T) {
 	chrt := loadChart(t)
 	cp := func(v map[string]any) map[string]any { return map[string]any{"controlPlane": v} }
 	op := func(name, role string) map[string]any {
-		return cp(map[string]any{"auth": map[string]any{"operators": []any{map[string]any{"name": name, "role": role}}}})
+		return cp(map[string]any{"auth": map[string]any{"generate": true, "operators": []any{map[string]any{"name": name, "role": role}}}})
 	}
 	for _, tc := range []struct {
 		name   string
@@ -701,10 +705,12 @@ func TestChart_R_H9_ValuesThatCannotWorkAreRefused(t *testing.T) {
 		{"ServiceRoleForAnOperator", op("alice", "service"), "role"},
 		{"PrincipalWithSpace", op("al ice", "read"), "name"},
 		{"OperatorNamedLikeAService", map[string]any{"deploymentMode": "Distributed", "controlPlane": op("processor", "read")["controlPlane"]}, `"processor" is a service's principal`},
-		{"OperatorTwice", cp(map[string]any{"auth": map[string]any{"operators": []any{map[string]any{"name": "a", "role": "read"}, map[string]any{"name": "a", "role": "operate"}}}}), `"a" is listed twice`},
-		{"OperatorsWithExistingSecret", cp(map[string]any{"auth": map[string]any{"existingSecret": "mine", "operators": []any{map[string]any{"name": "a", "role": "read"}}}}), "tokens are generated only without existingSecret"},
-		{"TLSWithoutSecret", cp(map[string]any{"tls": map[string]any{"enabled": true}}), "set controlPlane.tls.secretName"},
-		{"ClientCertificateWithoutTLS", cp(map[string]any{"tls": map[string]any{"clientSecretName": "svc"}}), "mutual TLS needs controlPlane.tls.enabled"},
+		{"OperatorTwice", cp(map[string]any{"auth": map[string]any{"generate": true, "operators": []any{map[string]any{"name": "a", "role": "read"}, map[string]any{"name": "a", "role": "operate"}}}}), `"a" is listed twice`},
+		{"OperatorsWithoutGenerate", cp(map[string]any{"auth": map[string]any{"existingSecret": "mine", "operators": []any{map[string]any{"name": "a", "role": "read"}}}}), "tokens are generated only with controlPlane.auth.generate"},
+		{"GenerateWithExistingSecret", cp(map[string]any{"auth": map[string]any{"existingSecret": "mine", "generate": true}}), "set existingSecret or generate, not both"},
+		{"ClientCertificateWithoutTLS", cp(map[string]any{"tls": map[string]any{"enabled": false, "clientSecretName": "svc"}}), "mutual TLS needs controlPlane.tls.enabled"},
+		{"CompatWithoutTokens", map[string]any{"ingest": map[string]any{"compat": map[string]any{"enabled": true, "allowedNetworks": []any{"10.0.0.0/8"}}}}, "ingest.compat.tokenSecret.name: required"},
+		{"CompatWithoutNetworks", map[string]any{"ingest": map[string]any{"compat": map[string]any{"enabled": true, "tokenSecret": map[string]any{"name": "t"}}}}, "ingest.compat.allowedNetworks: required"},
 		{"CompatServiceType", map[string]any{"ingest": map[string]any{"compat": map[string]any{"service": map[string]any{"type": "Ingress"}}}}, "type"},
 		{"CompatNetworksAsOneString", map[string]any{"ingest": map[string]any{"compat": map[string]any{"allowedNetworks": "10.0.0.0/8,10.1.0.0/16"}}}, "allowedNetworks"},
 		{"ControlPlaneTypo", cp(map[string]any{"tsl": map[string]any{}}), "tsl"},

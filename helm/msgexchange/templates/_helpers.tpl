@@ -107,8 +107,11 @@ both existing and created.
 {{- fail "secret: set existingSecret or create, not both" }}
 {{- end }}
 {{- $cp := .Values.controlPlane }}
-{{- if and $cp.auth.existingSecret $cp.auth.operators }}
-{{- fail "controlPlane.auth.operators: tokens are generated only without existingSecret; add the operators' lines to the existing Secret's tokens instead" }}
+{{- if and $cp.auth.existingSecret $cp.auth.generate }}
+{{- fail "controlPlane.auth: set existingSecret or generate, not both" }}
+{{- end }}
+{{- if and $cp.auth.operators (not $cp.auth.generate) }}
+{{- fail "controlPlane.auth.operators: tokens are generated only with controlPlane.auth.generate; add the operators' lines to the existing Secret's tokens instead" }}
 {{- end }}
 {{- $principals := splitList " " (include "msgexchange.servicePrincipals" .) }}
 {{- $seen := dict }}
@@ -121,8 +124,12 @@ both existing and created.
 {{- end }}
 {{- $_ := set $seen .name true }}
 {{- end }}
-{{- if and $cp.tls.enabled (not $cp.tls.secretName) }}
-{{- fail "controlPlane.tls.enabled: set controlPlane.tls.secretName, the Secret with tls.crt, tls.key and ca.crt" }}
+{{- $compat := .Values.ingest.compat }}
+{{- if and $compat.enabled (not $compat.tokenSecret.name) }}
+{{- fail "ingest.compat.tokenSecret.name: required with ingest.compat.enabled: production mode refuses a compat entry without bearer tokens (R-K1)" }}
+{{- end }}
+{{- if and $compat.enabled (not $compat.allowedNetworks) }}
+{{- fail "ingest.compat.allowedNetworks: required with ingest.compat.enabled: production mode refuses a compat entry open to every address (R-K1)" }}
 {{- end }}
 {{- if and $cp.tls.clientSecretName (not $cp.tls.enabled) }}
 {{- fail "controlPlane.tls.clientSecretName: mutual TLS needs controlPlane.tls.enabled" }}
@@ -149,9 +156,20 @@ lease.token-file.
 {{- if eq .target "all" }}all-in-one{{ else if has .target (list "ingest" "processor" "dispatcher") }}{{ .target }}{{ end }}
 {{- end }}
 
-{{/* Name of the Secret with the control-plane tokens: the existing one, or the one the chart generates. */}}
+{{/* Name of the Secret with the control-plane tokens: the existing one, or the one the chart generates (controlPlane.auth.generate); both default to <fullname>-control-auth. */}}
 {{- define "msgexchange.controlAuthSecretName" -}}
 {{- .Values.controlPlane.auth.existingSecret | default (printf "%s-control-auth" (include "msgexchange.fullname" .)) }}
+{{- end }}
+
+{{/* Name of the Secret with the control plane's certificate: the one given, or <fullname>-control-tls (issued by cert-manager where its API exists, otherwise an existing Secret). */}}
+{{- define "msgexchange.controlTLSSecretName" -}}
+{{- .Values.controlPlane.tls.secretName | default (printf "%s-control-tls" (include "msgexchange.fullname" .)) }}
+{{- end }}
+
+{{/* True (non-empty) when the chart renders a cert-manager Certificate for the control plane. */}}
+{{- define "msgexchange.controlCertificate" -}}
+{{- $tls := .Values.controlPlane.tls }}
+{{- if and $tls.enabled (not $tls.secretName) $tls.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1") }}true{{ end }}
 {{- end }}
 
 {{/* The name the lease clients verify in the control plane's certificate. */}}
@@ -191,7 +209,7 @@ need none (projector, migrate). Takes (dict "ctx" $ "target" name).
         path: control-tokens
 {{- if $tls.enabled }}
 - secret:
-    name: {{ $tls.secretName }}
+    name: {{ include "msgexchange.controlTLSSecretName" $ctx }}
     items:
       - key: tls.crt
         path: control-tls.crt
@@ -214,7 +232,7 @@ need none (projector, migrate). Takes (dict "ctx" $ "target" name).
         path: lease-token
 {{- if $tls.enabled }}
 - secret:
-    name: {{ $tls.secretName }}
+    name: {{ include "msgexchange.controlTLSSecretName" $ctx }}
     items:
       - key: ca.crt
         path: lease-ca.crt
@@ -238,13 +256,9 @@ need none (projector, migrate). Takes (dict "ctx" $ "target" name).
 {{- end }}
 {{- end }}
 
-{{/* Name of the Secret mounted under /etc/msgx/secrets; empty when there is none. */}}
+{{/* Name of the Secret mounted under /etc/msgx/secrets: the existing one, or <fullname>-secrets (created with secret.create, otherwise expected to exist). */}}
 {{- define "msgexchange.secretName" -}}
-{{- if .Values.secret.existingSecret }}
-{{- .Values.secret.existingSecret }}
-{{- else if .Values.secret.create }}
-{{- printf "%s-secrets" (include "msgexchange.fullname" .) }}
-{{- end }}
+{{- .Values.secret.existingSecret | default (printf "%s-secrets" (include "msgexchange.fullname" .)) }}
 {{- end }}
 
 {{/*
