@@ -286,14 +286,17 @@ func TestRunbook_R_G4_EveryMsgxctlCommandExists(t *testing.T) {
 		return string(out)
 	}
 	rootHelp := help()
-	globals := flagsOf(helpSection(rootHelp, "Global flags"))
+	globals := flagsOf(helpSection(rootHelp, "Flags:"))
 	require.Contains(t, globals, "addr")
 	var leaves [][]string
 	for _, line := range strings.Split(helpSection(rootHelp, "Commands:"), "\n") {
 		if !strings.HasPrefix(line, "  ") || strings.TrimSpace(line) == "" {
 			continue
 		}
-		synopsis, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		synopsis, ok := strings.CutPrefix(strings.TrimSpace(line), "msgxctl ")
+		if !ok {
+			continue // a command's description, on the line below its synopsis
+		}
 		if words := commandWords(strings.Fields(synopsis)); len(words) > 0 {
 			leaves = append(leaves, words)
 		}
@@ -365,15 +368,20 @@ func helpSection(help, title string) string {
 	return b.String()
 }
 
-var flagLine = regexp.MustCompile(`^\s+-([a-z][a-z0-9-]*)(?:\s+(\S+))?\s*$`)
+// flagLine is one flag of a cobra (pflag) usage text:
+// "  -o, --output format   description" or "      --tls   description".
+var flagLine = regexp.MustCompile(`^\s+(?:-([a-zA-Z]), )?--([a-z][a-z0-9-]*)(?: (\S+))?(?:\s{2,}|$)`)
 
-// flagsOf reads the flags of a Go flag usage text: name → whether it takes
-// a value (a boolean flag is listed without one).
+// flagsOf reads the flags of a cobra usage text, long and short names:
+// name → whether it takes a value (a boolean flag is listed without one).
 func flagsOf(usage string) map[string]bool {
 	out := map[string]bool{}
 	for _, line := range strings.Split(usage, "\n") {
 		if m := flagLine.FindStringSubmatch(line); m != nil {
-			out[m[1]] = m[2] != ""
+			out[m[2]] = m[3] != ""
+			if m[1] != "" {
+				out[m[1]] = m[3] != ""
+			}
 		}
 	}
 	return out
