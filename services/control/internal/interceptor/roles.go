@@ -22,6 +22,7 @@ var methodRoles = map[string]caller.Role{
 	controlv1.AdminService_GetFlight_FullMethodName:              caller.Read,
 	controlv1.AdminService_ListOutbox_FullMethodName:             caller.Read,
 	controlv1.AdminService_ListAbandonedBackfills_FullMethodName: caller.Read,
+	controlv1.AdminService_ListParkedKeys_FullMethodName:         caller.Read,
 	controlv1.AdminService_GetRebuild_FullMethodName:             caller.Read,
 	controlv1.AdminService_ListMessages_FullMethodName:           caller.Read,
 	controlv1.AdminService_RequeueOutbox_FullMethodName:          caller.Operate,

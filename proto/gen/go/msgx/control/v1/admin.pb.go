@@ -1950,6 +1950,228 @@ func (x *ListAbandonedBackfillsResponse) GetNextAfterId() int64 {
 	return 0
 }
 
+// ListParkedKeysRequest selects one page of parked keys.
+type ListParkedKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target limits the list to one target; empty means every event target.
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// limit is the maximum number of entries returned: 0 means 100, larger
+	// values than 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// after_id returns only entries whose DEAD row has a larger outbox ID.
+	AfterId       int64 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListParkedKeysRequest) Reset() {
+	*x = ListParkedKeysRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListParkedKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListParkedKeysRequest) ProtoMessage() {}
+
+func (x *ListParkedKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListParkedKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListParkedKeysRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListParkedKeysRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ListParkedKeysRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListParkedKeysRequest) GetAfterId() int64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+// ListParkedKeysResponse is one page of parked keys.
+type ListParkedKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries are in ascending outbox ID order of their DEAD rows.
+	Entries []*ParkedKey `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next_after_id is the after_id of the next page; 0 when this page is
+	// the last.
+	NextAfterId   int64 `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListParkedKeysResponse) Reset() {
+	*x = ListParkedKeysResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListParkedKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListParkedKeysResponse) ProtoMessage() {}
+
+func (x *ListParkedKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListParkedKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListParkedKeysResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListParkedKeysResponse) GetEntries() []*ParkedKey {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListParkedKeysResponse) GetNextAfterId() int64 {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return 0
+}
+
+// ParkedKey is a key whose events on a target wait behind a dead-lettered
+// row (R-L3).
+type ParkedKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target is the outbox target (the topic).
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// key is the record key, the FLID.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// dead_id is the DEAD row's outbox ID (requeue or discard it).
+	DeadId int64 `protobuf:"varint,3,opt,name=dead_id,json=deadId,proto3" json:"dead_id,omitempty"`
+	// msg_id is the mailbox ID of the DEAD row's message; 0 when none.
+	MsgId int64 `protobuf:"varint,4,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// created_at is when the DEAD row was written.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// last_error is the cause it was dead-lettered with.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// waiting is how many later rows of the key wait behind it (PENDING).
+	Waiting       int64 `protobuf:"varint,7,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParkedKey) Reset() {
+	*x = ParkedKey{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkedKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkedKey) ProtoMessage() {}
+
+func (x *ParkedKey) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkedKey.ProtoReflect.Descriptor instead.
+func (*ParkedKey) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ParkedKey) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ParkedKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ParkedKey) GetDeadId() int64 {
+	if x != nil {
+		return x.DeadId
+	}
+	return 0
+}
+
+func (x *ParkedKey) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *ParkedKey) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ParkedKey) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ParkedKey) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
 // AbandonedBackfill is a mailbox marker the dispatcher abandoned: the
 // message was processed, but its mailbox row was gone, so it was never
 // marked (and never treated as marked).
@@ -1977,7 +2199,7 @@ type AbandonedBackfill struct {
 
 func (x *AbandonedBackfill) Reset() {
 	*x = AbandonedBackfill{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2211,7 @@ func (x *AbandonedBackfill) String() string {
 func (*AbandonedBackfill) ProtoMessage() {}
 
 func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2224,7 @@ func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonedBackfill.ProtoReflect.Descriptor instead.
 func (*AbandonedBackfill) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AbandonedBackfill) GetId() int64 {
@@ -2068,7 +2290,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2302,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2315,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RebuildProjectionRequest) GetOperator() string {
@@ -2122,7 +2344,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2356,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2369,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -2168,7 +2390,7 @@ type GetRebuildRequest struct {
 
 func (x *GetRebuildRequest) Reset() {
 	*x = GetRebuildRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2402,7 @@ func (x *GetRebuildRequest) String() string {
 func (*GetRebuildRequest) ProtoMessage() {}
 
 func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2415,7 @@ func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetRebuildRequest) GetGeneration() int64 {
@@ -2214,7 +2436,7 @@ type GetRebuildResponse struct {
 
 func (x *GetRebuildResponse) Reset() {
 	*x = GetRebuildResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2448,7 @@ func (x *GetRebuildResponse) String() string {
 func (*GetRebuildResponse) ProtoMessage() {}
 
 func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2461,7 @@ func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -2281,7 +2503,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2515,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2528,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProjectionRebuild) GetGeneration() int64 {
@@ -2403,7 +2625,7 @@ type RebuildDelivery struct {
 
 func (x *RebuildDelivery) Reset() {
 	*x = RebuildDelivery{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2637,7 @@ func (x *RebuildDelivery) String() string {
 func (*RebuildDelivery) ProtoMessage() {}
 
 func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2650,7 @@ func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildDelivery.ProtoReflect.Descriptor instead.
 func (*RebuildDelivery) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RebuildDelivery) GetPending() int64 {
@@ -2498,7 +2720,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2732,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2745,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -2582,7 +2804,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2816,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2829,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2641,7 +2863,7 @@ type EndMessageRequest struct {
 
 func (x *EndMessageRequest) Reset() {
 	*x = EndMessageRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2875,7 @@ func (x *EndMessageRequest) String() string {
 func (*EndMessageRequest) ProtoMessage() {}
 
 func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2888,7 @@ func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageRequest.ProtoReflect.Descriptor instead.
 func (*EndMessageRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndMessageRequest) GetMsgId() int64 {
@@ -2704,7 +2926,7 @@ type EndMessageResponse struct {
 
 func (x *EndMessageResponse) Reset() {
 	*x = EndMessageResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2938,7 @@ func (x *EndMessageResponse) String() string {
 func (*EndMessageResponse) ProtoMessage() {}
 
 func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2951,7 @@ func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageResponse.ProtoReflect.Descriptor instead.
 func (*EndMessageResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EndMessageResponse) GetMessage() *Message {
@@ -2776,7 +2998,7 @@ type MessageEndAudit struct {
 
 func (x *MessageEndAudit) Reset() {
 	*x = MessageEndAudit{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3010,7 @@ func (x *MessageEndAudit) String() string {
 func (*MessageEndAudit) ProtoMessage() {}
 
 func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3023,7 @@ func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEndAudit.ProtoReflect.Descriptor instead.
 func (*MessageEndAudit) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MessageEndAudit) GetId() int64 {
@@ -3010,7 +3232,24 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\"\x82\x01\n" +
 	"\x1eListAbandonedBackfillsResponse\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".msgx.control.v1.AbandonedBackfillR\aentries\x12\"\n" +
-	"\rnext_after_id\x18\x02 \x01(\x03R\vnextAfterId\"\x89\x02\n" +
+	"\rnext_after_id\x18\x02 \x01(\x03R\vnextAfterId\"`\n" +
+	"\x15ListParkedKeysRequest\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x19\n" +
+	"\bafter_id\x18\x03 \x01(\x03R\aafterId\"r\n" +
+	"\x16ListParkedKeysResponse\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.msgx.control.v1.ParkedKeyR\aentries\x12\"\n" +
+	"\rnext_after_id\x18\x02 \x01(\x03R\vnextAfterId\"\xd9\x01\n" +
+	"\tParkedKey\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x17\n" +
+	"\adead_id\x18\x03 \x01(\x03R\x06deadId\x12\x15\n" +
+	"\x06msg_id\x18\x04 \x01(\x03R\x05msgId\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12\x18\n" +
+	"\awaiting\x18\a \x01(\x03R\awaiting\"\x89\x02\n" +
 	"\x11AbandonedBackfill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
 	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x129\n" +
@@ -3112,7 +3351,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
 	"\x16OUTBOX_STATE_ABANDONED\x10\x04\x12\x1a\n" +
-	"\x16OUTBOX_STATE_DISCARDED\x10\x052\x8e\t\n" +
+	"\x16OUTBOX_STATE_DISCARDED\x10\x052\xf1\t\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -3122,7 +3361,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponse\x12^\n" +
 	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12y\n" +
-	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12^\n" +
+	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12a\n" +
+	"\x0eListParkedKeys\x12&.msgx.control.v1.ListParkedKeysRequest\x1a'.msgx.control.v1.ListParkedKeysResponse\x12^\n" +
 	"\rDiscardOutbox\x12%.msgx.control.v1.DiscardOutboxRequest\x1a&.msgx.control.v1.DiscardOutboxResponse\x12s\n" +
 	"\x14AcknowledgeBackfills\x12,.msgx.control.v1.AcknowledgeBackfillsRequest\x1a-.msgx.control.v1.AcknowledgeBackfillsResponse\x12j\n" +
 	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12U\n" +
@@ -3145,7 +3385,7 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
@@ -3171,93 +3411,100 @@ var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(*AcknowledgeBackfillsResponse)(nil),   // 21: msgx.control.v1.AcknowledgeBackfillsResponse
 	(*ListAbandonedBackfillsRequest)(nil),  // 22: msgx.control.v1.ListAbandonedBackfillsRequest
 	(*ListAbandonedBackfillsResponse)(nil), // 23: msgx.control.v1.ListAbandonedBackfillsResponse
-	(*AbandonedBackfill)(nil),              // 24: msgx.control.v1.AbandonedBackfill
-	(*RebuildProjectionRequest)(nil),       // 25: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),      // 26: msgx.control.v1.RebuildProjectionResponse
-	(*GetRebuildRequest)(nil),              // 27: msgx.control.v1.GetRebuildRequest
-	(*GetRebuildResponse)(nil),             // 28: msgx.control.v1.GetRebuildResponse
-	(*ProjectionRebuild)(nil),              // 29: msgx.control.v1.ProjectionRebuild
-	(*RebuildDelivery)(nil),                // 30: msgx.control.v1.RebuildDelivery
-	(*ListMessagesRequest)(nil),            // 31: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),           // 32: msgx.control.v1.ListMessagesResponse
-	(*EndMessageRequest)(nil),              // 33: msgx.control.v1.EndMessageRequest
-	(*EndMessageResponse)(nil),             // 34: msgx.control.v1.EndMessageResponse
-	(*MessageEndAudit)(nil),                // 35: msgx.control.v1.MessageEndAudit
-	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
+	(*ListParkedKeysRequest)(nil),          // 24: msgx.control.v1.ListParkedKeysRequest
+	(*ListParkedKeysResponse)(nil),         // 25: msgx.control.v1.ListParkedKeysResponse
+	(*ParkedKey)(nil),                      // 26: msgx.control.v1.ParkedKey
+	(*AbandonedBackfill)(nil),              // 27: msgx.control.v1.AbandonedBackfill
+	(*RebuildProjectionRequest)(nil),       // 28: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),      // 29: msgx.control.v1.RebuildProjectionResponse
+	(*GetRebuildRequest)(nil),              // 30: msgx.control.v1.GetRebuildRequest
+	(*GetRebuildResponse)(nil),             // 31: msgx.control.v1.GetRebuildResponse
+	(*ProjectionRebuild)(nil),              // 32: msgx.control.v1.ProjectionRebuild
+	(*RebuildDelivery)(nil),                // 33: msgx.control.v1.RebuildDelivery
+	(*ListMessagesRequest)(nil),            // 34: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),           // 35: msgx.control.v1.ListMessagesResponse
+	(*EndMessageRequest)(nil),              // 36: msgx.control.v1.EndMessageRequest
+	(*EndMessageResponse)(nil),             // 37: msgx.control.v1.EndMessageResponse
+	(*MessageEndAudit)(nil),                // 38: msgx.control.v1.MessageEndAudit
+	(*timestamppb.Timestamp)(nil),          // 39: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	36, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	36, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	36, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	36, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	36, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	36, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	36, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	36, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	39, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	39, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	39, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	39, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	39, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	39, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	39, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	39, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	36, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	39, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	36, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	36, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	39, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	36, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	36, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	36, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	39, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	39, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	39, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
-	24, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
-	36, // 26: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
-	36, // 27: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
-	29, // 28: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	29, // 29: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	36, // 30: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	30, // 31: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
-	3,  // 32: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
-	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	36, // 35: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
-	36, // 36: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
-	6,  // 37: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	6,  // 38: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
-	35, // 39: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
-	0,  // 40: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
-	1,  // 41: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
-	36, // 42: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
-	4,  // 43: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	7,  // 44: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
-	10, // 45: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	13, // 46: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
-	16, // 47: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
-	22, // 48: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
-	18, // 49: msgx.control.v1.AdminService.DiscardOutbox:input_type -> msgx.control.v1.DiscardOutboxRequest
-	20, // 50: msgx.control.v1.AdminService.AcknowledgeBackfills:input_type -> msgx.control.v1.AcknowledgeBackfillsRequest
-	25, // 51: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	27, // 52: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
-	31, // 53: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	33, // 54: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
-	5,  // 55: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 56: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 57: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 58: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	17, // 59: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
-	23, // 60: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
-	19, // 61: msgx.control.v1.AdminService.DiscardOutbox:output_type -> msgx.control.v1.DiscardOutboxResponse
-	21, // 62: msgx.control.v1.AdminService.AcknowledgeBackfills:output_type -> msgx.control.v1.AcknowledgeBackfillsResponse
-	26, // 63: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	28, // 64: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
-	32, // 65: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	34, // 66: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
-	55, // [55:67] is the sub-list for method output_type
-	43, // [43:55] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	27, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
+	26, // 26: msgx.control.v1.ListParkedKeysResponse.entries:type_name -> msgx.control.v1.ParkedKey
+	39, // 27: msgx.control.v1.ParkedKey.created_at:type_name -> google.protobuf.Timestamp
+	39, // 28: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	39, // 29: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	32, // 30: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	32, // 31: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	39, // 32: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	33, // 33: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
+	3,  // 34: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
+	0,  // 35: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,  // 36: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	39, // 37: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
+	39, // 38: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
+	6,  // 39: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	6,  // 40: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
+	38, // 41: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
+	0,  // 42: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
+	1,  // 43: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
+	39, // 44: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
+	4,  // 45: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	7,  // 46: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
+	10, // 47: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	13, // 48: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
+	16, // 49: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
+	22, // 50: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	24, // 51: msgx.control.v1.AdminService.ListParkedKeys:input_type -> msgx.control.v1.ListParkedKeysRequest
+	18, // 52: msgx.control.v1.AdminService.DiscardOutbox:input_type -> msgx.control.v1.DiscardOutboxRequest
+	20, // 53: msgx.control.v1.AdminService.AcknowledgeBackfills:input_type -> msgx.control.v1.AcknowledgeBackfillsRequest
+	28, // 54: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	30, // 55: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
+	34, // 56: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	36, // 57: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
+	5,  // 58: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 59: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 60: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 61: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 62: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	23, // 63: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	25, // 64: msgx.control.v1.AdminService.ListParkedKeys:output_type -> msgx.control.v1.ListParkedKeysResponse
+	19, // 65: msgx.control.v1.AdminService.DiscardOutbox:output_type -> msgx.control.v1.DiscardOutboxResponse
+	21, // 66: msgx.control.v1.AdminService.AcknowledgeBackfills:output_type -> msgx.control.v1.AcknowledgeBackfillsResponse
+	29, // 67: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	31, // 68: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
+	35, // 69: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	37, // 70: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
+	58, // [58:71] is the sub-list for method output_type
+	45, // [45:58] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_admin_proto_init() }
@@ -3271,7 +3518,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	AdminService_ListOutbox_FullMethodName             = "/msgx.control.v1.AdminService/ListOutbox"
 	AdminService_RequeueOutbox_FullMethodName          = "/msgx.control.v1.AdminService/RequeueOutbox"
 	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
+	AdminService_ListParkedKeys_FullMethodName         = "/msgx.control.v1.AdminService/ListParkedKeys"
 	AdminService_DiscardOutbox_FullMethodName          = "/msgx.control.v1.AdminService/DiscardOutbox"
 	AdminService_AcknowledgeBackfills_FullMethodName   = "/msgx.control.v1.AdminService/AcknowledgeBackfills"
 	AdminService_RebuildProjection_FullMethodName      = "/msgx.control.v1.AdminService/RebuildProjection"
@@ -87,6 +88,11 @@ type AdminServiceClient interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error)
+	// ListParkedKeys lists the keys (FLIDs) parked on an event topic
+	// (flight-state, msg, projection-control): each DEAD row of those targets
+	// with how many later rows of its key wait behind it, undelivered, until
+	// the DEAD row is requeued or discarded (R-L3), in ascending ID order.
+	ListParkedKeys(ctx context.Context, in *ListParkedKeysRequest, opts ...grpc.CallOption) (*ListParkedKeysResponse, error)
 	// DiscardOutbox ends DEAD outbox rows nobody needs delivered any more
 	// (for example a COUTMSGS request whose answer is no longer wanted): they
 	// move to the terminal state DISCARDED, leave the dead-letter queue and
@@ -217,6 +223,16 @@ func (c *adminServiceClient) ListAbandonedBackfills(ctx context.Context, in *Lis
 	return out, nil
 }
 
+func (c *adminServiceClient) ListParkedKeys(ctx context.Context, in *ListParkedKeysRequest, opts ...grpc.CallOption) (*ListParkedKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListParkedKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListParkedKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) DiscardOutbox(ctx context.Context, in *DiscardOutboxRequest, opts ...grpc.CallOption) (*DiscardOutboxResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DiscardOutboxResponse)
@@ -317,6 +333,11 @@ type AdminServiceServer interface {
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
 	ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error)
+	// ListParkedKeys lists the keys (FLIDs) parked on an event topic
+	// (flight-state, msg, projection-control): each DEAD row of those targets
+	// with how many later rows of its key wait behind it, undelivered, until
+	// the DEAD row is requeued or discarded (R-L3), in ascending ID order.
+	ListParkedKeys(context.Context, *ListParkedKeysRequest) (*ListParkedKeysResponse, error)
 	// DiscardOutbox ends DEAD outbox rows nobody needs delivered any more
 	// (for example a COUTMSGS request whose answer is no longer wanted): they
 	// move to the terminal state DISCARDED, leave the dead-letter queue and
@@ -404,6 +425,9 @@ func (UnimplementedAdminServiceServer) RequeueOutbox(context.Context, *RequeueOu
 }
 func (UnimplementedAdminServiceServer) ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAbandonedBackfills not implemented")
+}
+func (UnimplementedAdminServiceServer) ListParkedKeys(context.Context, *ListParkedKeysRequest) (*ListParkedKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListParkedKeys not implemented")
 }
 func (UnimplementedAdminServiceServer) DiscardOutbox(context.Context, *DiscardOutboxRequest) (*DiscardOutboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DiscardOutbox not implemented")
@@ -552,6 +576,24 @@ func _AdminService_ListAbandonedBackfills_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListParkedKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListParkedKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListParkedKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListParkedKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListParkedKeys(ctx, req.(*ListParkedKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_DiscardOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DiscardOutboxRequest)
 	if err := dec(in); err != nil {
@@ -690,6 +732,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAbandonedBackfills",
 			Handler:    _AdminService_ListAbandonedBackfills_Handler,
+		},
+		{
+			MethodName: "ListParkedKeys",
+			Handler:    _AdminService_ListParkedKeys_Handler,
 		},
 		{
 			MethodName: "DiscardOutbox",
