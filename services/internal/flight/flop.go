@@ -26,6 +26,21 @@ var (
 	requiredCodes = map[string]bool{"ACFT": true, "FLIN": true, "FLTY": true}
 )
 
+// provisionalSubtypes are the FLOP subtypes only the interface's XSD names
+// (sis.XSDFLOPSubtypes; the catalogue describes none of them): each sets
+// one element named like the subtype under the single-value rule — absent
+// keeps, empty clears, a value sets, stored as sent with no format
+// checked. The rule is provisional until the AODB's owner documents their
+// content; until then a message of theirs is applied rather than parked
+// (R-L7, G-FLOP-UNMAPPED).
+var provisionalSubtypes = func() map[string]bool {
+	out := map[string]bool{}
+	for _, s := range sis.XSDFLOPSubtypes() {
+		out[s] = true
+	}
+	return out
+}()
+
 // codeDomains are the elements whose value is one of a fixed set of codes
 // (catalogue §3, §5): a value outside it is rejected, wherever the element
 // is set.
@@ -101,7 +116,7 @@ func init() {
 // of subtype styp; ok is false for a subtype without a rule.
 func payloadNames(styp string) (names []string, ok bool) {
 	switch {
-	case timeSubtypes[styp], codeSubtypes[styp], replaceLists[styp]:
+	case timeSubtypes[styp], codeSubtypes[styp], provisionalSubtypes[styp], replaceLists[styp]:
 		return []string{styp}, true
 	case independentSubtypes[styp] != nil:
 		return independentSubtypes[styp], true
@@ -141,7 +156,7 @@ func applyPayload(d Doc, styp string, rec *sis.Node) error {
 	switch {
 	case timeSubtypes[styp]:
 		return applyTime(d, styp, rec)
-	case codeSubtypes[styp]:
+	case codeSubtypes[styp], provisionalSubtypes[styp]:
 		return applyCode(d, styp, rec)
 	case independentSubtypes[styp] != nil:
 		names := independentSubtypes[styp]

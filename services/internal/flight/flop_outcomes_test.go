@@ -193,6 +193,13 @@ func formsFor(styp string) (outcomeForms, bool) {
 		f, ok := codeForms[styp]
 		f.emptyAttr = "<" + styp + ` X=""/>`
 		return f, ok
+	case provisionalSubtypes[styp]:
+		// No format is known for them (R-L7): any text is stored as sent.
+		return outcomeForms{
+			valid:     "<" + styp + ">V1</" + styp + ">",
+			emptyAttr: "<" + styp + ` X=""/>`,
+			bad:       "<" + styp + ">" + probeNoCode + "</" + styp + ">",
+		}, true
 	}
 	if r, isList := listRules[styp]; isList {
 		f, ok := listForms[styp]
@@ -213,6 +220,7 @@ func ruleSubtypes() []string {
 	var out []string
 	out = slices.AppendSeq(out, maps.Keys(timeSubtypes))
 	out = slices.AppendSeq(out, maps.Keys(codeSubtypes))
+	out = slices.AppendSeq(out, maps.Keys(provisionalSubtypes))
 	out = slices.AppendSeq(out, maps.Keys(independentSubtypes))
 	out = slices.AppendSeq(out, maps.Keys(replaceLists))
 	out = slices.AppendSeq(out, maps.Keys(listRules))

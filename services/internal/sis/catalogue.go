@@ -19,14 +19,27 @@ var referenceTypes = []string{
 // only say which pairs have samples.
 var referenceSubtypes = []string{"DNLD", "RESP", "ADD", "UPD", "DEL"}
 
-// flopSubtypes is the FLOP whitelist (catalogue §5 and §7), FDEL included.
-var flopSubtypes = []string{
+// catalogueFLOPSubtypes are the FLOP subtypes of the catalogue (§5 and
+// §7), FDEL included.
+var catalogueFLOPSubtypes = []string{
 	"ABTM", "ACFT", "APPT", "BOTM", "CHDT", "CHOT", "CKDT", "CLDT", "CNCL", "COBT",
 	"CTOT", "DELY", "EGSR", "EGST", "EOBT", "ERUT", "EXSS", "FDEL", "FDIV", "FINT",
 	"FLAB", "FLIN", "FLTY", "FRET", "FTSS", "GTDT", "HNAG", "IEST", "LACL", "MAXP",
 	"NAAT", "NEAT", "PADT", "PEDT", "PORT", "PSDT", "PSHT", "REMC", "RENO", "RUNW",
 	"SRVT", "STND", "TAOP", "TIPT", "TOBT", "TRML", "VIPF", "VIPP",
 }
+
+// xsdFLOPSubtypes are the FLOP subtypes only the interface's XSD names:
+// the catalogue describes none of them and no sample carries one, but the
+// predecessor decoded them, so a message of theirs is applied, never
+// parked (R-L7, G-FLOP-UNMAPPED).
+var xsdFLOPSubtypes = []string{
+	"BDCL", "BDOP", "BDPB", "CKCL", "CKOP", "CKPB", "FLBG", "GTOP", "LCTM", "PXNO", "UNCL",
+}
+
+// flopSubtypes is the FLOP whitelist: the catalogue's and the XSD's
+// subtypes, sorted.
+var flopSubtypes = slices.Sorted(slices.Values(append(slices.Clone(catalogueFLOPSubtypes), xsdFLOPSubtypes...)))
 
 // snapshotSubtypes are the SCHS subtypes (catalogue §4) and the SCHD
 // snapshot subtypes (catalogue §3).
@@ -56,6 +69,11 @@ func ReferenceTypes() []string { return slices.Clone(referenceTypes) }
 // FLOPSubtypes returns the whitelist of FLOP STYPs (FDEL included) in
 // alphabetical order. The slice is a fresh copy.
 func FLOPSubtypes() []string { return slices.Clone(flopSubtypes) }
+
+// XSDFLOPSubtypes returns the FLOP STYPs only the interface's XSD names
+// (BDCL … UNCL), whose content no document describes, in alphabetical
+// order. The slice is a fresh copy.
+func XSDFLOPSubtypes() []string { return slices.Clone(xsdFLOPSubtypes) }
 
 // IsReferenceType reports whether typ (upper case) is one of the 23
 // reference data TYPEs.

@@ -124,7 +124,7 @@ func TestClassifyWithoutMessage(t *testing.T) {
 func TestClassifyCatalogueTables(t *testing.T) {
 	t.Parallel()
 	require.Len(t, ReferenceTypes(), 23)
-	require.Len(t, FLOPSubtypes(), 48)
+	require.Len(t, FLOPSubtypes(), 59)
 	require.IsNonDecreasing(t, ReferenceTypes())
 	require.IsNonDecreasing(t, FLOPSubtypes())
 	types := ReferenceTypes()

@@ -89,7 +89,7 @@ func TestGolden(t *testing.T) {
 // TYPE/STYP pair that has a real message, in the dev corpus or held back.
 var catalogueInventory = func() []string {
 	pairs := []string{"SCHD-DNLD", "SCHS-DNLD", "SCHS-RESP"}
-	for _, s := range flopSubtypes {
+	for _, s := range catalogueFLOPSubtypes {
 		pairs = append(pairs, "FLOP-"+s)
 	}
 	ref := map[string][]string{

@@ -54,6 +54,39 @@ func (v TxView) Children(ctx context.Context, flid int64) ([]flight.Child, error
 	return kids, nil
 }
 
+// retiredSelect reads the highest version published for archived flights:
+// a flight archived while ACTIVE also published its tombstone, one version
+// above its history row (R-L1).
+const retiredSelect = `SELECT flid, max(state_version + CASE WHEN state = 'ACTIVE' THEN 1 ELSE 0 END)
+	FROM flight_history WHERE flid = ANY($1) GROUP BY flid`
+
+// Retired returns the highest version published for flid while it has no
+// live row; 0 when it was never archived.
+func (v TxView) Retired(ctx context.Context, flid int64) (int64, error) {
+	top := map[int64]int64{}
+	rows, err := v.Tx.Query(ctx, retiredSelect, []int64{flid})
+	if err == nil {
+		err = readRetired(rows, top)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading archived versions of flight %d: %w", flid, err)
+	}
+	return top[flid], nil
+}
+
+// readRetired adds the rows of retiredSelect to top.
+func readRetired(rows pgx.Rows, top map[int64]int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var flid, v int64
+		if err := rows.Scan(&flid, &v); err != nil {
+			return err
+		}
+		top[flid] = v
+	}
+	return rows.Err()
+}
+
 // TxSink is decide's Sink and SeasonSink over one message's transaction:
 // it writes each change into the transaction as it is made, with its
 // outbox rows and pending projection, in one round trip.

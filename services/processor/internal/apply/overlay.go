@@ -32,7 +32,10 @@ type Overlay struct {
 	tx   pgx.Tx
 	rows map[int64]*ovRow // nil: known not to exist
 	// kids are the flights whose code-share children are all in rows.
-	kids    map[int64]bool
+	kids map[int64]bool
+	// retired holds the archived versions (TxView.Retired) of the flights
+	// looked up so far; a flight known here and absent has none.
+	retired map[int64]int64
 	journal []ovUndo
 	changes []*decide.Change
 	refs    []decide.RefOp
@@ -60,7 +63,7 @@ type Mark struct{ journal, changes, refs int }
 // NewOverlay is an empty overlay over the batch's transaction tx; rows it
 // was not given (QueueLoad, Load) it reads from tx with row locks.
 func NewOverlay(tx pgx.Tx) *Overlay {
-	return &Overlay{tx: tx, rows: map[int64]*ovRow{}, kids: map[int64]bool{}}
+	return &Overlay{tx: tx, rows: map[int64]*ovRow{}, kids: map[int64]bool{}, retired: map[int64]int64{}}
 }
 
 // absorb adds loaded rows the overlay does not hold yet.
@@ -109,6 +112,20 @@ func (o *Overlay) Flight(ctx context.Context, flid int64) (*decide.Flight, error
 		return nil, fmt.Errorf("reading flight %d document: %w", flid, err)
 	}
 	return &f, nil
+}
+
+// Retired (View) is the highest version published for flid while it has
+// no live row: loaded with the batch's flights, or read on first use.
+func (o *Overlay) Retired(ctx context.Context, flid int64) (int64, error) {
+	if v, ok := o.retired[flid]; ok {
+		return v, nil
+	}
+	v, err := TxView{Tx: o.tx}.Retired(ctx, flid)
+	if err != nil {
+		return 0, &ReadError{Err: err}
+	}
+	o.retired[flid] = v
+	return v, nil
 }
 
 // Children (View) lists the ACTIVE code-share children of flid as the
@@ -258,6 +275,7 @@ func (o *Overlay) queuePending(b *pgx.Batch) int {
 // with its code-share children, locked. Load reads its result.
 func QueueLoad(b *pgx.Batch, flids []int64) {
 	b.Queue(flightSelect+` WHERE flid = ANY($1) OR master_flid = ANY($1) ORDER BY flid FOR UPDATE`, flids)
+	b.Queue(retiredSelect, flids)
 }
 
 // Load takes the result of QueueLoad from br: flids are then known (absent
@@ -273,6 +291,16 @@ func (o *Overlay) Load(br pgx.BatchResults, flids []int64) error {
 	for _, f := range flids {
 		o.known(f)
 		o.kids[f] = true
+	}
+	if rows, err = br.Query(); err != nil {
+		return err
+	}
+	top := map[int64]int64{}
+	if err := readRetired(rows, top); err != nil {
+		return fmt.Errorf("reading archived versions: %w", err)
+	}
+	for _, f := range flids {
+		o.retired[f] = top[f]
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ func (m *memStore) Children(_ context.Context, flid int64) ([]flight.Child, erro
 	return out, nil
 }
 
+// Retired: the store archives nothing.
+func (m *memStore) Retired(context.Context, int64) (int64, error) { return 0, nil }
+
 func (m *memStore) Change(_ context.Context, c *Change) error {
 	row := c.Row
 	if prev, ok := m.flights[row.FLID]; ok && c.Deleted() {

@@ -27,6 +27,12 @@ type View interface {
 	// Children returns the ACTIVE code-share children of flid (master_flid
 	// = flid) in ascending FLID: the content of its MAFL.
 	Children(ctx context.Context, flid int64) ([]flight.Child, error)
+	// Retired returns the highest version ever published for flid while it
+	// has no live row (the history sweep archived it, with a tombstone when
+	// it was still ACTIVE); 0 when it was never archived. A flight sent
+	// again after the sweep continues from there, so the projection's
+	// version guard and consumers see it as newer than its tombstone (R-L1).
+	Retired(ctx context.Context, flid int64) (int64, error)
 }
 
 // OutboxRow is one outbox row a change produces.

@@ -86,7 +86,15 @@ func (w *Writer) Put(ctx context.Context, cur *Flight, flid int64, doc flight.Do
 	version := int64(1)
 	before := flight.Doc{}
 	evType := contract.EventCreated
-	if cur != nil {
+	if cur == nil {
+		// A flight the history sweep archived continues from the version
+		// it last published, never from 1 again (R-L1).
+		top, err := w.View.Retired(ctx, flid)
+		if err != nil {
+			return false, err
+		}
+		version = top + 1
+	} else {
 		version = cur.Version + 1
 		if cur.OpDay != nil {
 			opDay = cur.OpDay

@@ -74,3 +74,30 @@ func TestFlop_R_C3_SnapshotEmptyAfterFLOPClearBumpsNothing(t *testing.T) {
 	require.Equal(t, int64(4), h.flight(15).Version, "the same content merged again adds nothing")
 	require.Len(t, h.flight(15).Doc["SRVT"], 1)
 }
+
+// TestFlop_R_L7_XSDSubtypeBDOPApplied: BDOP, a FLOP subtype only the XSD
+// names, is applied under the single-value rule — a value sets it, an
+// absent element keeps it, an empty one clears it — and never parked as
+// unsupported (G-FLOP-UNMAPPED).
+func TestFlop_R_L7_XSDSubtypeBDOPApplied(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	v := h.flight(15).Version
+
+	h.run(2, flopMsg(2, "BDOP", flopRec(15, "<BDOP>23JAN210450</BDOP>")))
+	require.Equal(t, StateApplied, h.state(2), h.proc(2).Reason)
+	f := h.flight(15)
+	require.Equal(t, "23JAN210450", f.Doc["BDOP"], "a value sets it")
+	require.Equal(t, v+1, f.Version)
+	require.Len(t, h.outbox(`target='msg' AND msg_id=2`), 1, "one FLIGHT_UPDATED event")
+
+	h.run(3, flopMsg(3, "BDOP", flopRec(15, "")))
+	require.Equal(t, "23JAN210450", h.flight(15).Doc["BDOP"], "an absent element keeps it")
+	require.Equal(t, v+1, h.flight(15).Version)
+
+	h.run(4, flopMsg(4, "BDOP", flopRec(15, "<BDOP/>")))
+	require.Equal(t, StateApplied, h.state(4), h.proc(4).Reason)
+	require.NotContains(t, h.flight(15).Doc, "BDOP", "an empty element clears it")
+	require.Equal(t, v+2, h.flight(15).Version)
+}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -387,4 +388,39 @@ func TestMaintenance_R_B10_R_C11_LoopRunsDailyAtRunAt(t *testing.T) {
 	h.clk.Set(airport(t, 2021, 1, 28, 3, 30))
 	require.Eventually(t, func() bool { return runs() == 2 }, 10*time.Second, 5*time.Millisecond)
 	require.Empty(t, h.flightRows(), "day 24 became due on the 28th")
+}
+
+// TestHistory_R_L1_FlightSentAgainContinuesVersion: a flight the history
+// sweep archived and then sent again (a DNLD for the swept day, an ADD)
+// is created at a version above everything published for it — above the
+// sweep's tombstone for one archived ACTIVE, above its FDEL for one
+// archived DELETED — so the projection's version guard and consumers take
+// it as newer, never as a stale v1. The one message path and a batch
+// (pipeline.batch > 1) both continue the version.
+func TestHistory_R_L1_FlightSentAgainContinuesVersion(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{1, 8} {
+		t.Run(fmt.Sprintf("batch%d", batch), func(t *testing.T) {
+			t.Parallel()
+			h := sweepFixture(t, func(o *Options) { o.Batch = batch })
+			v101, v102, v103 := h.flight(101).Version, h.flight(102).Version, h.flight(103).Version
+			h.historySweep()
+			require.Equal(t, []int64{201}, h.flightRows())
+
+			h.run(10, schd(10, "DNLD", fltr(101, day23), fltr(103, day23)))
+			require.Equal(t, StateApplied, h.state(10), h.proc(10).Reason)
+			h.run(11, schd(11, "ADD", fltr(102, day23)))
+			require.Equal(t, StateApplied, h.state(11), h.proc(11).Reason)
+
+			for flid, want := range map[int64]int64{101: v101 + 2, 102: v102 + 2, 103: v103 + 1} {
+				f := h.flight(flid)
+				require.Equal(t, "ACTIVE", f.State, "flight %d", flid)
+				require.Equal(t, want, f.Version, "flight %d continues above its last published version", flid)
+				key := strconv.FormatInt(flid, 10)
+				ev := h.outbox(`target='msg' AND pkey=$1 AND msg_id IN (10, 11)`, key)
+				require.Len(t, ev, 1, "flight %d: one creation event", flid)
+				require.Equal(t, strconv.FormatInt(want, 10), ev[0].Headers["msgx-state-version"])
+			}
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -97,14 +98,27 @@ type Flight struct {
 	Doc  json.RawMessage
 }
 
+// DefaultTombstoneGrace is how long the version of a deleted flight is
+// remembered after its tombstone was applied (R-L1). The processor
+// publishes the versions of a FLID in increasing order, also across the
+// history sweep, so only a redelivered older record can carry a lower
+// version than the tombstone; Kafka redelivers the records after the last
+// committed offset, minutes at most. Seven days cover that with a wide
+// margin and stay far below flight_history's retention, the processor's
+// own memory of a FLID's versions. After the grace the entry goes, so the
+// version memory holds the live flights plus a week of deletions.
+const DefaultTombstoneGrace = 7 * 24 * time.Hour
+
 // Store reads and writes the projection under one key prefix.
 type Store struct {
-	rdb         *redis.Client
-	script      *redis.Script
-	remove      *redis.Script
-	flightsKey  string
-	versionsKey string
-	lockKey     string
+	rdb           *redis.Client
+	script        *redis.Script
+	remove        *redis.Script
+	flightsKey    string
+	versionsKey   string
+	tombstonesKey string
+	lockKey       string
+	grace         time.Duration
 	// currentKey holds when the projection last held everything the
 	// topic had (MarkCurrent).
 	currentKey string
@@ -118,14 +132,27 @@ func New(rdb *redis.Client, prefix string) *Store {
 
 func newStore(rdb *redis.Client, prefix string, script *redis.Script) *Store {
 	return &Store{
-		rdb:         rdb,
-		script:      script,
-		remove:      removeScript,
-		flightsKey:  prefix + "flights",
-		versionsKey: prefix + "flight-versions",
-		lockKey:     prefix + "projection-rebuild-lock",
-		currentKey:  prefix + "projection-current-at",
+		rdb:           rdb,
+		script:        script,
+		remove:        removeScript,
+		flightsKey:    prefix + "flights",
+		versionsKey:   prefix + "flight-versions",
+		tombstonesKey: prefix + "flight-tombstones",
+		lockKey:       prefix + "projection-rebuild-lock",
+		grace:         DefaultTombstoneGrace,
+		currentKey:    prefix + "projection-current-at",
 	}
+}
+
+// WithTombstoneGrace sets how long the version of a deleted flight is kept
+// (DefaultTombstoneGrace when d is not positive; whole seconds) and
+// returns s.
+func (s *Store) WithTombstoneGrace(d time.Duration) *Store {
+	if d <= 0 {
+		d = DefaultTombstoneGrace
+	}
+	s.grace = d
+	return s
 }
 
 // Apply runs the version guard for every update, in order, in one pipelined
@@ -169,7 +196,8 @@ func (s *Store) Apply(ctx context.Context, updates []Update) ([]Outcome, error) 
 }
 
 func (s *Store) applyPipelined(ctx context.Context, updates []Update) ([]*redis.Cmd, error) {
-	keys := []string{s.flightsKey, s.versionsKey}
+	keys := []string{s.flightsKey, s.versionsKey, s.tombstonesKey}
+	grace := strconv.FormatInt(int64(s.grace/time.Second), 10)
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(updates))
 	for i, u := range updates {
@@ -180,9 +208,9 @@ func (s *Store) applyPipelined(ctx context.Context, updates []Update) ([]*redis.
 			mode = "repair"
 		}
 		if u.Value == nil {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "", mode, DocsField)
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "del", "", mode, DocsField, grace)
 		} else {
-			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value, mode, DocsField)
+			cmds[i] = s.script.EvalSha(ctx, pipe, keys, flid, version, "set", u.Value, mode, DocsField, grace)
 		}
 	}
 	_, err := pipe.Exec(ctx)

@@ -308,3 +308,43 @@ func BenchmarkApplyBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestStore_R_L1_DeletedVersionForgottenAfterGrace: the version of a
+// deleted flight keeps an older record from resurrecting it during the
+// tombstone grace; after the grace a later tombstone forgets it, so the
+// version memory holds the live flights plus the recent deletions, and a
+// newer version of the FLID (the processor continues above its tombstone)
+// projects the flight again. A live flight's version is never forgotten.
+func TestStore_R_L1_DeletedVersionForgottenAfterGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.store.WithTombstoneGrace(time.Second)
+	ctx := ctxT(t)
+	apply := func(u Update) Outcome {
+		t.Helper()
+		out, err := b.store.Apply(ctx, []Update{u})
+		require.NoError(t, err)
+		return out[0]
+	}
+	versions := b.prefix + "flight-versions"
+	require.Equal(t, Applied, apply(Update{FLID: 1, Version: 1, Value: doc(1, 1)}))
+	require.Equal(t, Applied, apply(Update{FLID: 1, Version: 2}))
+	require.Equal(t, Applied, apply(Update{FLID: 3, Version: 1, Value: doc(3, 1)}))
+	require.Equal(t, Stale, apply(Update{FLID: 1, Version: 1, Value: doc(1, 1)}), "within the grace an older record stays stale")
+
+	// Tombstones of other flights forget flight 1 once its grace passed.
+	next := int64(100)
+	require.Eventually(t, func() bool {
+		next++
+		apply(Update{FLID: next, Version: 1})
+		return !b.rdb.HExists(ctx, versions, "1").Val()
+	}, 5*time.Second, 50*time.Millisecond, "the deleted flight's version is forgotten after the grace")
+	require.True(t, b.rdb.HExists(ctx, versions, "3").Val(), "a live flight keeps its version")
+	require.LessOrEqual(t, b.rdb.ZCard(ctx, b.prefix+"flight-tombstones").Val(), next-100, "the tombstone memory is bounded")
+
+	require.Equal(t, Applied, apply(Update{FLID: 1, Version: 3, Value: doc(1, 3)}), "the flight sent again projects")
+	got, err := b.store.Get(ctx, 1)
+	require.NoError(t, err)
+	require.JSONEq(t, string(doc(1, 3)), string(got))
+	require.Zero(t, b.rdb.ZScore(ctx, b.prefix+"flight-tombstones", "1").Val(), "a live flight has no tombstone")
+}
