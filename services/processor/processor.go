@@ -36,6 +36,7 @@ type PipelineConfig struct {
 	BackoffCap    time.Duration `yaml:"backoff_cap"`
 	HeadDeadline  time.Duration `yaml:"head_deadline"`
 	SnapshotBatch int           `yaml:"snapshot_batch"`
+	MaxRecords    int           `yaml:"max_records"`
 	Batch         int           `yaml:"batch"`
 	IgnoreTypes   string        `yaml:"ignore_types"`
 	// RecordRetention: finished, backfilled records are deleted this long
@@ -95,6 +96,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
 	fs.IntVar(&c.Pipeline.Batch, prefix+"pipeline.batch", pipeline.DefaultBatch, "consecutive due messages executed in one transaction, each with the outcome it would have alone (R-J1); 1 is one transaction per message")
 	fs.IntVar(&c.Pipeline.SnapshotBatch, prefix+"pipeline.snapshot-batch", 200, "records of a daily snapshot (SCHD DNLD/RESP) written per transaction (R-C6)")
+	fs.IntVar(&c.Pipeline.MaxRecords, prefix+"pipeline.max-records", pipeline.DefaultMaxRecords, "most records (flights, FLOP or reference records) one message may carry; a message with more is DEAD(MALFORMED) naming the limit (R-K4)")
 	fs.StringVar(&c.Pipeline.IgnoreTypes, prefix+"pipeline.ignore-types", "LDM,REGN,RSTA,EROR", "message TYPEs that are SKIPPED with a reason and backfilled")
 	fs.BoolVar(&c.Identity.IncludeDayBoundary, prefix+"identity.include-day-boundary", false, "add the DTTM day to the identity key SNDR|TYPE|STYP|SEQN")
 	fs.StringVar(&c.OpDay.Zone, prefix+"operation-day.zone", "Asia/Shanghai", "airport time zone for operation days")
@@ -127,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.SnapshotBatch < 1 {
 		errs = append(errs, errors.New("pipeline.snapshot-batch: must be at least 1 (default 200)"))
+	}
+	if c.Pipeline.MaxRecords < 1 {
+		errs = append(errs, fmt.Errorf("pipeline.max-records: must be at least 1 (default %d)", pipeline.DefaultMaxRecords))
 	}
 	if _, err := time.LoadLocation(c.OpDay.Zone); err != nil {
 		errs = append(errs, fmt.Errorf("operation-day.zone: %w", err))
@@ -216,6 +221,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		BackoffCap:           cfg.Pipeline.BackoffCap,
 		HeadDeadline:         cfg.Pipeline.HeadDeadline,
 		SnapshotBatch:        cfg.Pipeline.SnapshotBatch,
+		MaxRecords:           cfg.Pipeline.MaxRecords,
 		Batch:                cfg.Pipeline.Batch,
 		IgnoreTypes:          ignore,
 		IncludeDayBoundary:   cfg.Identity.IncludeDayBoundary,

@@ -195,3 +195,24 @@ func dttmDay(dttm string) (string, *Error) {
 	}
 	return dttm[:8], nil
 }
+
+// Records counts the records a message carries: the FLTR records of an
+// SCHD or SCHS wrapper, and every other element under MSG except META and
+// RECS (FLOP records, reference records, a request). The processor bounds
+// it per message (pipeline.max-records, R-K4).
+func Records(m *Message) int {
+	if m == nil || m.Root == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range m.Root.Children {
+		switch c.Name {
+		case "META", "RECS":
+		case typeSCHD, typeSCHS:
+			n += len(c.ChildrenNamed("FLTR"))
+		default:
+			n++
+		}
+	}
+	return n
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/internal/sisrequest"
 )
@@ -22,7 +21,11 @@ import (
 // request, expired, or closed by an operator. Such a request stays closed
 // (a late answer never changes a closed request, R-D5); the package is
 // finished all the same and its note says so.
-func ScheduleResponse(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, q *Requests, msg *sis.Message, od flight.OpDay, budget int) (Outcome, error) {
+//
+// plan returns the package's plan (PlanSnapshot, or the one a caller kept
+// from an earlier step, R-K4); it is asked only once the RESP has its
+// request, so a RESP nobody asked for is SKIPPED without being validated.
+func ScheduleResponse(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, q *Requests, msg *sis.Message, plan func(context.Context) (*SnapshotPlan, error), budget int) (Outcome, error) {
 	p, err := v.Progress(ctx)
 	if err != nil {
 		return Outcome{}, err
@@ -41,7 +44,11 @@ func ScheduleResponse(ctx context.Context, w *Writer, v SnapshotView, s Snapshot
 		q.logMatch(msg, m)
 		p.Match = m
 	}
-	out, err := Snapshot(ctx, w, v, s, msg, od, p, budget)
+	pl, err := plan(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out, err := SnapshotStep(ctx, w, v, s, pl, p, budget)
 	if err != nil || out.Continue != "" {
 		return out, err
 	}

@@ -90,20 +90,62 @@ type SnapshotSink interface {
 // progress (or from its start if it is lost): records already written
 // compare equal and bump nothing (INV-13, INV-20b).
 func Snapshot(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, msg *sis.Message, od flight.OpDay, p Progress, budget int) (Outcome, error) {
-	recs, days, err := SnapshotRecords(msg, od)
+	plan, err := PlanSnapshot(ctx, v, msg, od)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := checkStoredDays(ctx, v, recs, days); err != nil {
-		return Outcome{}, err
+	return SnapshotStep(ctx, w, v, s, plan, p, budget)
+}
+
+// SnapshotPlan is a daily snapshot read, validated and ordered: what every
+// step of the package needs besides its progress. Making it costs time
+// linear in the package (decoding the records, one read of the stored
+// operation days); a caller that keeps it for the message's later steps
+// makes the whole package cost linear in its size instead of quadratic
+// (R-K4).
+type SnapshotPlan struct {
+	// Msg is the message the plan was made from.
+	Msg        *sis.Message
+	recs       []flight.Record
+	days       []time.Time
+	order      []int
+	inSnapshot map[int64]bool
+	dayList    []time.Time
+}
+
+// Records is how many flight records the package carries.
+func (pl *SnapshotPlan) Records() int { return len(pl.recs) }
+
+// PlanSnapshot reads and validates the whole package (step 1 of Snapshot):
+// a violation is returned as a *flight.RejectError, nothing written. The
+// validation holds for the message's later steps as long as only the
+// message itself writes flights meanwhile, which the FIFO guarantees.
+func PlanSnapshot(ctx context.Context, v SnapshotView, msg *sis.Message, od flight.OpDay) (*SnapshotPlan, error) {
+	recs, days, err := SnapshotRecords(msg, od)
+	if err != nil {
+		return nil, err
 	}
-	order := WriteOrder(recs)
-	inSnapshot := make(map[int64]bool, len(recs))
+	if err := checkStoredDays(ctx, v, recs, days); err != nil {
+		return nil, err
+	}
+	pl := &SnapshotPlan{Msg: msg, recs: recs, days: days, order: WriteOrder(recs), inSnapshot: make(map[int64]bool, len(recs))}
 	covered := map[time.Time]bool{}
 	for i, r := range recs {
-		inSnapshot[r.FLID] = true
+		pl.inSnapshot[r.FLID] = true
 		covered[days[i]] = true
 	}
+	pl.dayList = make([]time.Time, 0, len(covered))
+	for d := range covered {
+		pl.dayList = append(pl.dayList, d)
+	}
+	sort.Slice(pl.dayList, func(i, j int) bool { return pl.dayList[i].Before(pl.dayList[j]) })
+	return pl, nil
+}
+
+// SnapshotStep applies one transaction's share of the planned package from
+// progress p (steps 2 to 4 of Snapshot). The plan is only read.
+func SnapshotStep(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, pl *SnapshotPlan, p Progress, budget int) (Outcome, error) {
+	recs, days, order, inSnapshot, dayList := pl.recs, pl.days, pl.order, pl.inSnapshot, pl.dayList
 	if p.Next < len(order) {
 		end := min(p.Next+budget, len(order))
 		for _, i := range order[p.Next:end] {
@@ -136,11 +178,6 @@ func Snapshot(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, ms
 			return commitBatch(ctx, s, p, len(order))
 		}
 	}
-	dayList := make([]time.Time, 0, len(covered))
-	for d := range covered {
-		dayList = append(dayList, d)
-	}
-	sort.Slice(dayList, func(i, j int) bool { return dayList[i].Before(dayList[j]) })
 	n, more, err := deleteAbsent(ctx, w, v, dayList, inSnapshot, budget)
 	if err != nil {
 		return Outcome{}, err

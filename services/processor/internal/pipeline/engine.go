@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +72,10 @@ type Options struct {
 	// SnapshotBatch is how many records one transaction of a daily
 	// snapshot writes (R-C6); 0 means DefaultSnapshotBatch (200).
 	SnapshotBatch int
+	// MaxRecords is the most records one message may carry (R-K4); a
+	// message with more is DEAD(MALFORMED) naming the limit. 0 means
+	// DefaultMaxRecords.
+	MaxRecords int
 	// SelfCheckInterval is how often the self-check finishes stranded
 	// messages (R-H4); 0 means DefaultSelfCheckInterval.
 	SelfCheckInterval time.Duration
@@ -123,6 +128,13 @@ type Engine struct {
 	// batched counts the messages finished by batches of more than one
 	// (tests read it to see that a batch ran).
 	batched int
+	// snapshots keeps the daily snapshot being written across its steps
+	// (R-K4); decodes and plans count the messages decoded and the
+	// snapshot plans made (tests read them to see that a package is read
+	// once, not once per step).
+	snapshots snapshotMemo
+	decodes   atomic.Int64
+	plans     atomic.Int64
 }
 
 // NewEngine builds an engine.

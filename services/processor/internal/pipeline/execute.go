@@ -135,6 +135,10 @@ func (e *Engine) read(ctx context.Context, h *head) reading {
 		r.state, r.class, r.reason = StateDead, ClassMalformed, "raw message missing"
 		return r
 	}
+	if kept, ok := e.snapshots.reading(h.MsgID, h.Raw); ok {
+		return kept // a snapshot's later step (R-K4)
+	}
+	e.decodes.Add(1)
 	if err := e.guard(ctx, h.MsgID, "decoding", func() (err error) {
 		r.msg, err = sis.DecodeText(h.Raw)
 		return err
@@ -168,6 +172,15 @@ func (e *Engine) read(ctx context.Context, h *head) reading {
 		default:
 			r.state, r.class, r.reason, r.parked = StateDead, ClassUnsupported, err.Error(), true
 		}
+		return r
+	}
+	if n, limit := sis.Records(r.msg), e.maxRecords(); n > limit {
+		r.state, r.class = StateDead, ClassMalformed
+		r.reason = fmt.Sprintf("the message carries %d records, more than pipeline.max-records (%d)", n, limit)
+		return r
+	}
+	if r.cls.Kind == sis.KindFlightSnapshot {
+		e.snapshots.keep(h.MsgID, h.Raw, r)
 	}
 	return r
 }

@@ -60,6 +60,7 @@ func (e *Engine) executorService() *lifecycle.Service {
 		// again only from the term's first step that reaches the database.
 		e.floor.reset()
 		e.runningSince = time.Time{}
+		e.snapshots.forget(0)
 		for {
 			progressed, wait, err := e.Step(ctx)
 			if ctx.Err() != nil {

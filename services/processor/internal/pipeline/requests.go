@@ -57,8 +57,10 @@ func (e *Engine) requests(w *writer) *decide.Requests {
 // package.
 func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
 	st := apply.Snapshot{Tx: w.tx, MsgID: w.msgID, Now: w.now}
-	out, err := decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, e.opday, e.snapshotBatch())
-	return snapshotOutcome(out, err)
+	plan := func(ctx context.Context) (*decide.SnapshotPlan, error) { return e.snapshotPlan(ctx, st, w.msgID, msg) }
+	out, err := snapshotOutcome(decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch()))
+	e.snapshotStepDone(w.msgID, err)
+	return out, err
 }
 
 // zone is the airport zone in which DTTM is read.

@@ -12,6 +12,20 @@ import (
 // transaction of a daily snapshot holds when Options.SnapshotBatch is 0.
 const DefaultSnapshotBatch = 200
 
+// DefaultMaxRecords is pipeline.max-records when Options.MaxRecords is 0:
+// well above the largest real airport day (a few thousand flights), so
+// that only a message no AODB sends — a runaway export, a broken
+// generator — is refused before it occupies the FIFO for minutes (R-K4).
+const DefaultMaxRecords = 50000
+
+// maxRecords is the configured limit of records per message.
+func (e *Engine) maxRecords() int {
+	if e.opt.MaxRecords > 0 {
+		return e.opt.MaxRecords
+	}
+	return DefaultMaxRecords
+}
+
 // batchCommitted ends a handler that wrote one batch of a larger package:
 // the executor commits the batch (state changes, events, progress) and
 // leaves the message open, so the next step continues it (R-C6).
@@ -37,7 +51,14 @@ func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (out
 	if err != nil {
 		return outcome{}, err
 	}
-	return snapshotOutcome(decide.Snapshot(ctx, w.Writer, st, st, msg, e.opday, p, e.snapshotBatch()))
+	pl, err := e.snapshotPlan(ctx, st, w.msgID, msg)
+	if err != nil {
+		e.snapshotStepDone(w.msgID, err)
+		return outcome{}, err
+	}
+	out, err := snapshotOutcome(decide.SnapshotStep(ctx, w.Writer, st, st, pl, p, e.snapshotBatch()))
+	e.snapshotStepDone(w.msgID, err)
+	return out, err
 }
 
 // snapshotOutcome is the outcome of a snapshot's step: one that leaves work
