@@ -61,6 +61,10 @@ type MailboxConfig struct {
 	// Zone is the IANA zone CMINMSGS DATETIMEs are written in (default
 	// Asia/Shanghai).
 	Zone string `yaml:"zone"`
+	// StartID is the first CMINMSGS_ID this gateway reads (R-L6): the rows
+	// below it belong to the predecessor, which processes and marks them;
+	// they are never read, published or marked here. 0 reads every row.
+	StartID int64 `yaml:"start_id"`
 }
 
 // CompatConfig tunes POST /cminmsgs/send.
@@ -156,6 +160,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 		"CMINMSGS_STATUS written by compat inserts")
 	fs.StringVar(&c.Mailbox.Zone, prefix+"mailbox.zone", DefaultZone,
 		"IANA time zone of the mailbox DATETIME columns (the airport's zone)")
+	fs.Int64Var(&c.Mailbox.StartID, prefix+"mailbox.start-id", 0,
+		"first CMINMSGS_ID read: rows below it are left to the predecessor, never read, published nor marked (R-L6 cutover); 0 reads every row")
 	c.Compat.MaxBody = DefaultMaxBody
 	fs.Var(&c.Compat.MaxBody, prefix+"compat.max-body",
 		"largest POST /cminmsgs/send body, bytes or with a unit such as 10MiB or 10MB (default 10MiB; at most 16MiB-1)")
@@ -208,6 +214,9 @@ func (c *Config) Validate() error {
 	case c.Mailbox.StatusFilter != "" && c.Mailbox.StatusFilter != c.Mailbox.ValidStatus:
 		errs = append(errs, fmt.Errorf("mailbox.valid-status %q does not pass mailbox.status-filter %q: compat messages would never be published; make them equal",
 			c.Mailbox.ValidStatus, c.Mailbox.StatusFilter))
+	}
+	if c.Mailbox.StartID < 0 {
+		errs = append(errs, fmt.Errorf("mailbox.start-id: must be 0 (every row) or a CMINMSGS_ID, got %d", c.Mailbox.StartID))
 	}
 	if _, err := c.Mailbox.location(); err != nil {
 		errs = append(errs, err)

@@ -116,7 +116,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps:    deps,
 		logger:  deps.Logger.With("component", "ingest"),
 		loc:     loc,
-		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter),
+		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter).StartingAt(cfg.Mailbox.StartID),
 		wake:    make(chan struct{}, 1),
 	}
 	if s.metrics, err = scanner.NewMetrics(deps.Meter); err != nil {

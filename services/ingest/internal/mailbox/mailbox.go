@@ -45,6 +45,9 @@ type Mailbox struct {
 	db           Querier
 	loc          *time.Location
 	statusFilter string
+	// startID: rows with a lower CMINMSGS_ID are never read as unmarked
+	// (0: every row), see StartingAt.
+	startID int64
 }
 
 // New returns a Mailbox on db. loc is the airport zone the DATETIME columns
@@ -54,10 +57,24 @@ func New(db Querier, loc *time.Location, statusFilter string) *Mailbox {
 	return &Mailbox{db: db, loc: loc, statusFilter: statusFilter}
 }
 
-// unmarkedWhere is the predicate every read shares: not yet marked and, when
-// configured, of the accepted status.
+// StartingAt makes every read of unmarked rows ignore the rows below id
+// and returns m (R-L6, taking over from the predecessor): the rows the
+// predecessor still owns are never published, so they are never processed
+// nor marked by this gateway, whatever their marker. 0 or less reads every
+// row.
+func (m *Mailbox) StartingAt(id int64) *Mailbox {
+	m.startID = max(id, 0)
+	return m
+}
+
+// unmarkedWhere is the predicate every read shares: not yet marked, at or
+// above the starting ID and, when configured, of the accepted status.
 func (m *Mailbox) unmarkedWhere(args []any) (string, []any) {
 	where := "CMINMSGS_DATE_PROCESSED IS NULL"
+	if m.startID > 0 {
+		where += " AND CMINMSGS_ID >= ?"
+		args = append(args, m.startID)
+	}
 	if m.statusFilter != "" {
 		where += " AND CMINMSGS_STATUS = ?"
 		args = append(args, m.statusFilter)
@@ -121,12 +138,16 @@ type Seen struct {
 
 // eligible is the unmarked predicate as a selected column.
 func (m *Mailbox) eligible(args []any) (string, []any) {
-	col := "(CMINMSGS_DATE_PROCESSED IS NULL)"
+	col := "CMINMSGS_DATE_PROCESSED IS NULL"
+	if m.startID > 0 {
+		col += " AND CMINMSGS_ID >= ?"
+		args = append(args, m.startID)
+	}
 	if m.statusFilter != "" {
-		col = "(CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS <=> ?)"
+		col += " AND CMINMSGS_STATUS <=> ?"
 		args = append(args, m.statusFilter)
 	}
-	return col, args
+	return "(" + col + ")", args
 }
 
 // After returns, in ascending order, at most limit rows with an ID greater

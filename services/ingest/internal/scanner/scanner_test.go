@@ -556,3 +556,35 @@ func TestScanner_R_A8_NeverWritesMarkers(t *testing.T) {
 	require.Len(t, b.inbox.Await(t, 180, awaitTimeout), 180, "published, then republished twice")
 	require.Equal(t, len(ids), b.mb.Count(t, "CMINMSGS_DATE_PROCESSED IS NULL AND CMINMSGS_STATUS = 'VALID'"))
 }
+
+// TestScanner_R_L6_StartIDLeavesThePredecessorsRowsAlone: taking over a
+// mailbox the predecessor has partly marked, with mailbox.start-id at the
+// first row this gateway owns: the rows below it — marked or still
+// unmarked, the predecessor's to finish — are never published, not at the
+// start, not by the full rescan, not by the republish check; the rows from
+// the starting ID on are published once, and so is a row written later.
+func TestScanner_R_L6_StartIDLeavesThePredecessorsRowsAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old := b.mb.InsertValid(t, 5)
+	b.mb.Mark(t, old[0], old[1]) // the predecessor processed these; 3 are still its work
+	mine := b.mb.InsertValid(t, 2)
+	b.scanner = b.newScanner(t, mailbox.New(b.mb.DB, ingesttest.Location(t), "VALID").StartingAt(mine[0]))
+
+	r := b.round(t)
+	require.Equal(t, 2, r.Published)
+	require.Equal(t, mine, ingesttest.Keys(t, b.inbox.Await(t, 2, awaitTimeout)))
+
+	// A full rescan and the republish check pass over the whole table: the
+	// predecessor's unmarked rows stay its own.
+	later := b.mb.InsertValid(t, 1)
+	for range 3 {
+		b.clock.Advance(11 * time.Minute)
+		b.round(t)
+	}
+	recs := b.inbox.Await(t, int(b.inbox.EndOffset(t)), awaitTimeout)
+	for _, id := range ingesttest.Keys(t, recs) {
+		require.GreaterOrEqual(t, id, mine[0], "a row below mailbox.start-id was published")
+	}
+	require.Contains(t, ingesttest.Keys(t, recs), later[0], "a row written after the start is published")
+}
