@@ -18,6 +18,9 @@ type HistoryConfig struct {
 	// RunAt is the time of day (HH:MM, airport time in operation-day.zone)
 	// of the daily record cleanup and history sweep.
 	RunAt string `yaml:"run_at"`
+	// Keep is how long a flight stays in flight_history after its
+	// operation day, in whole days (G-FLIGHT-HIST-RETENTION).
+	Keep time.Duration `yaml:"keep"`
 }
 
 // registerMaintenanceFlags registers pipeline.record-retention,
@@ -32,6 +35,8 @@ func (c *Config) registerMaintenanceFlags(prefix string, fs *flag.FlagSet) {
 		"the self-check repairs only states older than this, so it never acts on a message a live transaction is still finishing")
 	fs.DurationVar(&c.History.Retention, prefix+"history.retention", pipeline.DefaultHistoryRetention,
 		"flights move to flight_history this many whole days after their operation day (72h = 3 days)")
+	fs.DurationVar(&c.History.Keep, prefix+"history.keep", pipeline.DefaultHistoryKeep,
+		"flight_history keeps a flight this many whole days after its operation day (9600h = 400 days), then the daily maintenance deletes it; at least 30 days more than history.retention")
 	fs.StringVar(&c.History.RunAt, prefix+"history.run-at", "03:30",
 		"time of day HH:MM in operation-day.zone of the daily record cleanup and history sweep")
 }
@@ -44,6 +49,9 @@ func (c *Config) validateMaintenance() []error {
 	}
 	if r := c.History.Retention; r < 24*time.Hour || r%(24*time.Hour) != 0 {
 		errs = append(errs, fmt.Errorf("history.retention %v: must be a positive number of whole days, e.g. 72h for 3 days", r))
+	}
+	if k := c.History.Keep; k%(24*time.Hour) != 0 || k < c.History.Retention+30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("history.keep %v: must be whole days, at least 30 days (720h) more than history.retention, e.g. 9600h for 400 days", k))
 	}
 	if c.Pipeline.SelfCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("pipeline.self-check-interval %v: must be positive, e.g. 30s", c.Pipeline.SelfCheckInterval))

@@ -237,6 +237,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		SelfCheckGrace:       cfg.Pipeline.SelfCheckGrace,
 		HistoryRetention:     cfg.History.Retention,
 		HistoryRunAt:         runAt,
+		HistoryKeep:          cfg.History.Keep,
 	})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ type Options struct {
 	// HistoryRunAt is the time of day, in Zone, of the daily maintenance
 	// (record cleanup and history sweep), as an offset from midnight.
 	HistoryRunAt time.Duration
+	// HistoryKeep is how long after its operation day a flight stays in
+	// flight_history (G-FLIGHT-HIST-RETENTION); 0 means DefaultHistoryKeep.
+	HistoryKeep time.Duration
 	// CleanupBatch is how many records one cleanup statement deletes at
 	// most; 0 means 1000.
 	CleanupBatch int

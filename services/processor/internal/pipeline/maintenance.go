@@ -84,6 +84,7 @@ type HistoryResult struct {
 type MaintenanceResult struct {
 	Cleanup CleanupResult
 	History HistoryResult
+	Purge   PurgeResult
 }
 
 func (e *Engine) recordRetention() time.Duration {
@@ -439,6 +440,9 @@ func (e *Engine) RunMaintenance(ctx context.Context, scheduledFor time.Time) (Ma
 		errs = append(errs, err)
 	}
 	if res.History, err = e.RunHistorySweep(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if res.Purge, err = e.RunHistoryPurge(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	runErr := errors.Join(errs...)

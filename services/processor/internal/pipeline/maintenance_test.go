@@ -424,3 +424,28 @@ func TestHistory_R_L1_FlightSentAgainContinuesVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestHistory_R_L7_FlightHistoryKeptForHistoryKeep: flight_history has a
+// retention (G-FLIGHT-HIST-RETENTION): the daily maintenance deletes the
+// history of operation days more than history.keep days before today
+// (airport time) and keeps the rest; the default keeps 400 days.
+func TestHistory_R_L7_FlightHistoryKeptForHistoryKeep(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t, func(o *Options) { o.HistoryKeep = 5 * day })
+	require.Equal(t, 400, (&Engine{}).historyKeepDays(), "the default keeps 400 days")
+	h.historySweep()
+	h.clk.Set(airport(t, 2021, 1, 28, 3, 30))
+	h.historySweep() // day 24 too
+	require.Equal(t, 4, h.count(`SELECT count(*) FROM flight_history`))
+
+	res, err := h.e.RunMaintenance(context.Background(), h.clk.Now())
+	require.NoError(t, err)
+	require.Equal(t, PurgeResult{Cutoff: time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)}, res.Purge, "day 23 is 5 days back: kept")
+	require.Equal(t, 4, h.count(`SELECT count(*) FROM flight_history`))
+
+	h.clk.Set(airport(t, 2021, 1, 29, 3, 30))
+	res, err = h.e.RunMaintenance(context.Background(), h.clk.Now())
+	require.NoError(t, err)
+	require.Equal(t, PurgeResult{Cutoff: time.Date(2021, 1, 24, 0, 0, 0, 0, time.UTC), Flights: 3}, res.Purge)
+	require.Equal(t, []int64{201}, h.ids(`SELECT flid FROM flight_history ORDER BY flid`), "day 24 stays")
+}

@@ -1,0 +1,58 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DefaultHistoryKeep is how long flight_history keeps a flight after its
+// operation day when Options.HistoryKeep is 0: a year and a season, so a
+// flight can be looked up against the same day of the previous year and
+// the season it belonged to (G-FLIGHT-HIST-RETENTION).
+const DefaultHistoryKeep = 400 * 24 * time.Hour
+
+// PurgeResult is what one purge of flight_history did.
+type PurgeResult struct {
+	// Cutoff is the first operation day whose history is kept.
+	Cutoff time.Time
+	// Flights is the number of history rows deleted.
+	Flights int64
+}
+
+// historyKeepDays is the flight_history retention in whole days.
+func (e *Engine) historyKeepDays() int {
+	d := e.opt.HistoryKeep
+	if d <= 0 {
+		d = DefaultHistoryKeep
+	}
+	return int(d / (24 * time.Hour))
+}
+
+// RunHistoryPurge deletes, in batches, the flight_history rows of
+// operation days more than history.keep days before today (airport time),
+// so the table holds a bounded window instead of growing for ever
+// (G-FLIGHT-HIST-RETENTION). The history is also the processor's memory of
+// the versions a swept FLID published (R-L1): a FLID sent again after its
+// history is purged starts at version 1 again, which only a consumer that
+// remembers deleted flights for more than history.keep would drop.
+func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
+	local := e.clock.Now().In(e.airportZone()).Add(-time.Duration(e.opt.CutoffHour) * time.Hour)
+	y, m, d := local.Date()
+	res := PurgeResult{Cutoff: time.Date(y, m, d-e.historyKeepDays(), 0, 0, 0, 0, time.UTC)}
+	batch := e.cleanupBatch()
+	for {
+		tag, err := e.exec(ctx, `
+			DELETE FROM flight_history WHERE (flid, state_version) IN (
+				SELECT flid, state_version FROM flight_history WHERE operation_day < $1 LIMIT $2)`, res.Cutoff, batch)
+		if err != nil {
+			return res, fmt.Errorf("purging flight history before %s: %w", res.Cutoff.Format(time.DateOnly), err)
+		}
+		res.Flights += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			break
+		}
+	}
+	e.log.Info("flight history purge done", "deleted", res.Flights, "kept_from", res.Cutoff.Format(time.DateOnly))
+	return res, nil
+}
