@@ -76,7 +76,7 @@ $$;
 GRANT SELECT, INSERT, UPDATE         ON consumer_offset    TO msgx_processor; -- offsets, upserted
 GRANT SELECT, INSERT, UPDATE, DELETE ON proc_state         TO msgx_processor; -- message states; history sweep deletes
 GRANT SELECT, INSERT, UPDATE, DELETE ON flight             TO msgx_processor; -- flight state; archived flights deleted
-GRANT INSERT                         ON flight_history     TO msgx_processor; -- archive of swept flights
+GRANT SELECT, INSERT, DELETE         ON flight_history     TO msgx_processor; -- archive of swept flights; a swept FLID's versions continue from it (R-L1); purged after history.keep
 GRANT SELECT, INSERT, DELETE         ON outbox             TO msgx_processor; -- intents; replay and sweep delete
 GRANT SELECT, INSERT, UPDATE, DELETE ON projection_pending TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE, DELETE ON snapshot_progress  TO msgx_processor;
