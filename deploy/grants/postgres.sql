@@ -80,6 +80,7 @@ GRANT SELECT, INSERT, DELETE         ON flight_history     TO msgx_processor; --
 GRANT SELECT, INSERT, DELETE         ON outbox             TO msgx_processor; -- intents; replay and sweep delete
 GRANT SELECT, INSERT, UPDATE, DELETE ON projection_pending TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE, DELETE ON snapshot_progress  TO msgx_processor;
+GRANT SELECT, INSERT, DELETE         ON snapshot_log       TO msgx_processor; -- written by a package's last step, purged after 90 days
 GRANT SELECT, INSERT, UPDATE, DELETE ON ref_data           TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON season_schedule    TO msgx_processor;
 GRANT SELECT, INSERT, DELETE         ON season_flight      TO msgx_processor;

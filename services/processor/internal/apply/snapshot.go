@@ -113,6 +113,19 @@ func (s Snapshot) SaveProgress(ctx context.Context, p decide.Progress, note stri
 	return nil
 }
 
+// LogSnapshot writes the finished package's row of snapshot_log: its run
+// started when the message's current run did (processing_started_at).
+func (s Snapshot) LogSnapshot(ctx context.Context, sum decide.SnapshotSummary) error {
+	if _, err := s.Tx.Exec(ctx, `
+		INSERT INTO snapshot_log (msg_id, styp, days, records, changed, deleted, unchanged, batches, started_at, finished_at, outcome)
+		SELECT msg_id, $10, $2, $3, $4, $5, $6, $7, COALESCE(processing_started_at, $8), $8, $9
+		FROM proc_state WHERE msg_id=$1`,
+		s.MsgID, sum.Days, sum.Records, sum.Changed, sum.Deleted, sum.Unchanged, sum.Batches, s.Now, sum.Outcome, sum.Styp); err != nil {
+		return fmt.Errorf("logging snapshot of message %d: %w", s.MsgID, err)
+	}
+	return nil
+}
+
 // ClearProgress deletes the progress row.
 func (s Snapshot) ClearProgress(ctx context.Context) error {
 	if _, err := s.Tx.Exec(ctx, `DELETE FROM snapshot_progress WHERE msg_id=$1`, s.MsgID); err != nil {

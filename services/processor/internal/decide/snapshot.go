@@ -65,6 +65,20 @@ type SnapshotSink interface {
 	SaveProgress(ctx context.Context, p Progress, note string) error
 	// ClearProgress removes the progress once the package is written.
 	ClearProgress(ctx context.Context) error
+	// LogSnapshot records the finished package in the snapshot log
+	// (R-L7), with the last step's transaction.
+	LogSnapshot(ctx context.Context, sum SnapshotSummary) error
+}
+
+// SnapshotSummary is what the snapshot log keeps of a finished package.
+type SnapshotSummary struct {
+	// Styp is the message's subtype (DNLD, RESP).
+	Styp                                          string
+	Days                                          []time.Time
+	Records, Changed, Deleted, Unchanged, Batches int
+	// Outcome is the message's state after the last step: APPLIED while
+	// projections of the package are pending, else SUCCEEDED.
+	Outcome string
 }
 
 // Snapshot applies one transaction's share of a daily snapshot (SCHD DNLD,
@@ -191,6 +205,14 @@ func SnapshotStep(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink
 	}
 	pending, err := v.ProjectionsPending(ctx)
 	if err != nil {
+		return Outcome{}, err
+	}
+	sum := SnapshotSummary{Styp: pl.Msg.Meta.STYP, Days: dayList, Records: len(recs), Changed: p.Changed, Deleted: p.Deleted,
+		Unchanged: len(recs) - p.Changed, Batches: p.Batches + 1, Outcome: "SUCCEEDED"}
+	if pending || w.Projections() > 0 {
+		sum.Outcome = "APPLIED"
+	}
+	if err := s.LogSnapshot(ctx, sum); err != nil {
 		return Outcome{}, err
 	}
 	note := fmt.Sprintf("snapshot: %d records, %d changed, %d deleted, %d days", len(recs), p.Changed, p.Deleted, len(dayList))

@@ -22,6 +22,7 @@ type memStore struct {
 	progress *Progress
 	notes    []string
 	cleared  int
+	logged   []SnapshotSummary
 }
 
 func (m *memStore) Flight(_ context.Context, flid int64) (*Flight, error) {
@@ -43,6 +44,12 @@ func (m *memStore) Children(_ context.Context, flid int64) ([]flight.Child, erro
 	}
 	slices.SortFunc(out, func(a, b flight.Child) int { return int(a.FLID - b.FLID) })
 	return out, nil
+}
+
+// LogSnapshot keeps the finished packages' summaries.
+func (m *memStore) LogSnapshot(_ context.Context, sum SnapshotSummary) error {
+	m.logged = append(m.logged, sum)
+	return nil
 }
 
 // Retired: the store archives nothing.

@@ -12,12 +12,19 @@ import (
 // the season it belonged to (G-FLIGHT-HIST-RETENTION).
 const DefaultHistoryKeep = 400 * 24 * time.Hour
 
+// SnapshotLogKeep is how long a row of snapshot_log is kept after its
+// package finished (R-L7: the seeds' SCHD_SNAP_LOG keeps 90 days).
+const SnapshotLogKeep = 90 * 24 * time.Hour
+
 // PurgeResult is what one purge of flight_history did.
 type PurgeResult struct {
 	// Cutoff is the first operation day whose history is kept.
 	Cutoff time.Time
 	// Flights is the number of history rows deleted.
 	Flights int64
+	// SnapshotLogs is the number of snapshot_log rows deleted: those of
+	// packages finished more than SnapshotLogKeep ago.
+	SnapshotLogs int64
 }
 
 // historyKeepDays is the flight_history retention in whole days.
@@ -29,7 +36,8 @@ func (e *Engine) historyKeepDays() int {
 	return int(d / (24 * time.Hour))
 }
 
-// RunHistoryPurge deletes, in batches, the flight_history rows of
+// RunHistoryPurge deletes, in batches, the snapshot_log rows older than
+// SnapshotLogKeep and the flight_history rows of
 // operation days more than history.keep days before today (airport time),
 // so the table holds a bounded window instead of growing for ever
 // (G-FLIGHT-HIST-RETENTION). The history is also the processor's memory of
@@ -53,6 +61,20 @@ func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
 			break
 		}
 	}
-	e.log.Info("flight history purge done", "deleted", res.Flights, "kept_from", res.Cutoff.Format(time.DateOnly))
+	logCutoff := e.clock.Now().Add(-SnapshotLogKeep)
+	for {
+		tag, err := e.exec(ctx, `
+			DELETE FROM snapshot_log WHERE (msg_id, finished_at) IN (
+				SELECT msg_id, finished_at FROM snapshot_log WHERE finished_at < $1 LIMIT $2)`, logCutoff, batch)
+		if err != nil {
+			return res, fmt.Errorf("purging the snapshot log before %s: %w", logCutoff.Format(time.RFC3339), err)
+		}
+		res.SnapshotLogs += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			break
+		}
+	}
+	e.log.Info("flight history purge done", "deleted", res.Flights, "kept_from", res.Cutoff.Format(time.DateOnly),
+		"snapshot_log_deleted", res.SnapshotLogs)
 	return res, nil
 }
