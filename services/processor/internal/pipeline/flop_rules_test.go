@@ -78,7 +78,9 @@ func TestFlop_R_C3_SnapshotEmptyAfterFLOPClearBumpsNothing(t *testing.T) {
 // TestFlop_R_L7_XSDSubtypeBDOPApplied: BDOP, a FLOP subtype only the XSD
 // names, is applied under the single-value rule — a value sets it, an
 // absent element keeps it, an empty one clears it — and never parked as
-// unsupported (G-FLOP-UNMAPPED).
+// unsupported.
+//
+// Also names G-FLOP-UNMAPPED.
 func TestFlop_R_L7_XSDSubtypeBDOPApplied(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

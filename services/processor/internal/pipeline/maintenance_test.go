@@ -429,6 +429,8 @@ func TestHistory_R_L1_FlightSentAgainContinuesVersion(t *testing.T) {
 // retention (G-FLIGHT-HIST-RETENTION): the daily maintenance deletes the
 // history of operation days more than history.keep days before today
 // (airport time) and keeps the rest; the default keeps 400 days.
+//
+// Also names G-FLIGHT-HIST-RETENTION.
 func TestHistory_R_L7_FlightHistoryKeptForHistoryKeep(t *testing.T) {
 	t.Parallel()
 	h := sweepFixture(t, func(o *Options) { o.HistoryKeep = 5 * day })

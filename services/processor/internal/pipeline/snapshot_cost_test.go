@@ -55,6 +55,8 @@ func TestSnapshot_R_K4_RecordsLimitIsMalformed(t *testing.T) {
 // daily snapshot package writes its row of snapshot_log — days, records,
 // changed, deleted, unchanged, batches, duration, outcome (SCHD_SNAP_LOG)
 // — and the daily maintenance deletes the rows older than 90 days.
+//
+// Also names SCHD_SNAP_LOG.
 func TestSnapshot_R_L7_SnapshotLogKeptNinetyDays(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, batchOf2)
