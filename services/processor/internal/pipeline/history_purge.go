@@ -12,6 +12,13 @@ import (
 // the season it belonged to (G-FLIGHT-HIST-RETENTION).
 const DefaultHistoryKeep = 400 * 24 * time.Hour
 
+// historyArchivedKeep is how long a flight stays in flight_history after
+// it was archived, whatever its operation day: the history is what
+// continues a swept FLID's versions (R-L1), and it must outlive the
+// projector's memory of the FLID's tombstone (7 days), also for a flight
+// of a day already older than history.keep when it was swept.
+const historyArchivedKeep = 30 * 24 * time.Hour
+
 // SnapshotLogKeep is how long a row of snapshot_log is kept after its
 // package finished (R-L7: the seeds' SCHD_SNAP_LOG keeps 90 days).
 const SnapshotLogKeep = 90 * 24 * time.Hour
@@ -38,9 +45,9 @@ func (e *Engine) historyKeepDays() int {
 
 // RunHistoryPurge deletes, in batches, the snapshot_log rows older than
 // SnapshotLogKeep and the flight_history rows of
-// operation days more than history.keep days before today (airport time),
-// so the table holds a bounded window instead of growing for ever
-// (G-FLIGHT-HIST-RETENTION). The history is also the processor's memory of
+// operation days more than history.keep days before today (airport time)
+// that were archived at least 30 days ago, so the table holds a bounded
+// window instead of growing for ever (G-FLIGHT-HIST-RETENTION). The history is also the processor's memory of
 // the versions a swept FLID published (R-L1): a FLID sent again after its
 // history is purged starts at version 1 again, which only a consumer that
 // remembers deleted flights for more than history.keep would drop.
@@ -52,7 +59,8 @@ func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
 	for {
 		tag, err := e.exec(ctx, `
 			DELETE FROM flight_history WHERE (flid, state_version) IN (
-				SELECT flid, state_version FROM flight_history WHERE operation_day < $1 LIMIT $2)`, res.Cutoff, batch)
+				SELECT flid, state_version FROM flight_history WHERE operation_day < $1 AND archived_at < $3 LIMIT $2)`,
+			res.Cutoff, batch, e.clock.Now().Add(-historyArchivedKeep))
 		if err != nil {
 			return res, fmt.Errorf("purging flight history before %s: %w", res.Cutoff.Format(time.DateOnly), err)
 		}

@@ -426,28 +426,53 @@ func TestHistory_R_L1_FlightSentAgainContinuesVersion(t *testing.T) {
 }
 
 // TestHistory_R_L7_FlightHistoryKeptForHistoryKeep: flight_history has a
-// retention (G-FLIGHT-HIST-RETENTION): the daily maintenance deletes the
-// history of operation days more than history.keep days before today
-// (airport time) and keeps the rest; the default keeps 400 days.
+// retention: the daily maintenance deletes the history of operation days
+// more than history.keep days before today (airport time) once it was
+// archived at least 30 days ago (the history continues a swept FLID's
+// versions, R-L1), and keeps the rest; the default keeps 400 days.
 //
 // Also names G-FLIGHT-HIST-RETENTION.
 func TestHistory_R_L7_FlightHistoryKeptForHistoryKeep(t *testing.T) {
 	t.Parallel()
-	h := sweepFixture(t, func(o *Options) { o.HistoryKeep = 5 * day })
+	h := sweepFixture(t, func(o *Options) { o.HistoryKeep = 36 * day })
 	require.Equal(t, 400, (&Engine{}).historyKeepDays(), "the default keeps 400 days")
 	h.historySweep()
 	h.clk.Set(airport(t, 2021, 1, 28, 3, 30))
 	h.historySweep() // day 24 too
 	require.Equal(t, 4, h.count(`SELECT count(*) FROM flight_history`))
 
+	h.clk.Set(airport(t, 2021, 2, 28, 3, 30))
 	res, err := h.e.RunMaintenance(context.Background(), h.clk.Now())
 	require.NoError(t, err)
-	require.Equal(t, PurgeResult{Cutoff: time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)}, res.Purge, "day 23 is 5 days back: kept")
+	require.Equal(t, PurgeResult{Cutoff: time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)}, res.Purge, "day 23 is 36 days back: kept")
 	require.Equal(t, 4, h.count(`SELECT count(*) FROM flight_history`))
 
-	h.clk.Set(airport(t, 2021, 1, 29, 3, 30))
+	h.clk.Set(airport(t, 2021, 3, 1, 3, 30))
 	res, err = h.e.RunMaintenance(context.Background(), h.clk.Now())
 	require.NoError(t, err)
 	require.Equal(t, PurgeResult{Cutoff: time.Date(2021, 1, 24, 0, 0, 0, 0, time.UTC), Flights: 3}, res.Purge)
 	require.Equal(t, []int64{201}, h.ids(`SELECT flid FROM flight_history ORDER BY flid`), "day 24 stays")
+}
+
+// TestHistory_R_L1_OldDayHistoryKeptThirtyDaysAfterArchiving: a flight of
+// an operation day already older than history.keep when the sweep archived
+// it keeps its history for 30 days after the archiving, so a resend of it
+// still continues its versions above its tombstone.
+func TestHistory_R_L1_OldDayHistoryKeptThirtyDaysAfterArchiving(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions, func(o *Options) { o.HistoryKeep = 33 * day })
+	h.run(1, schd(1, "DNLD", fltr(101, day23)))
+	h.clk.Set(airport(t, 2021, 3, 10, 3, 30)) // day 23 is 46 days back
+	res, err := h.e.RunMaintenance(context.Background(), h.clk.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, res.History.Archived)
+	require.Zero(t, res.Purge.Flights, "archived today: kept although its day is older than history.keep")
+
+	h.run(2, schd(2, "DNLD", fltr(101, day23)))
+	require.Equal(t, int64(3), h.flight(101).Version, "created above the sweep's tombstone (v2)")
+
+	h.clk.Set(airport(t, 2021, 4, 10, 3, 30))
+	res, err = h.e.RunMaintenance(context.Background(), h.clk.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Purge.Flights, "31 days after archiving it goes")
 }
