@@ -92,8 +92,8 @@ GRANT UPDATE (state, applied_at, replayed, refused, refused_ids)
 GRANT INSERT                         ON replay_audit       TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON maintenance_run    TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON mailbox_reuse      TO msgx_processor; -- reused mailbox IDs held (R-L5)
-GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq
-    TO msgx_processor;
+GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq,
+    snapshot_log_id_seq TO msgx_processor;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;
 
 -- ---------------------------------------------------------------------

@@ -7,6 +7,7 @@
 -- package's last step, in its transaction; kept 90 days (the daily
 -- maintenance deletes older rows). A replayed package logs each run.
 CREATE TABLE snapshot_log (
+    id          bigserial   PRIMARY KEY,
     msg_id      bigint      NOT NULL,
     styp        text        NOT NULL,
     days        date[]      NOT NULL,
@@ -17,9 +18,9 @@ CREATE TABLE snapshot_log (
     batches     integer     NOT NULL CHECK (batches >= 1),
     started_at  timestamptz NOT NULL,
     finished_at timestamptz NOT NULL,
-    outcome     text        NOT NULL,
-    PRIMARY KEY (msg_id, finished_at)
+    outcome     text        NOT NULL
 );
+CREATE INDEX snapshot_log_msg_id_idx ON snapshot_log (msg_id);
 CREATE INDEX snapshot_log_finished_at_idx ON snapshot_log (finished_at);
 
 -- +goose Down

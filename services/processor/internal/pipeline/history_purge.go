@@ -72,8 +72,8 @@ func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
 	logCutoff := e.clock.Now().Add(-SnapshotLogKeep)
 	for {
 		tag, err := e.exec(ctx, `
-			DELETE FROM snapshot_log WHERE (msg_id, finished_at) IN (
-				SELECT msg_id, finished_at FROM snapshot_log WHERE finished_at < $1 LIMIT $2)`, logCutoff, batch)
+			DELETE FROM snapshot_log WHERE id IN (
+				SELECT id FROM snapshot_log WHERE finished_at < $1 LIMIT $2)`, logCutoff, batch)
 		if err != nil {
 			return res, fmt.Errorf("purging the snapshot log before %s: %w", logCutoff.Format(time.RFC3339), err)
 		}
