@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/clip"
+)
+
+// recordCrash counts the execution of h that another instance announced
+// and never finished: its process ended while it ran (R-H1).
+func (e *Engine) recordCrash(ctx context.Context, h *head) error {
+	e.metrics.crashed.Add(ctx, 1)
+	reason := fmt.Sprintf("execution by %s ended its process before recording an outcome (panic outside the handler, out-of-memory, liveness kill or SIGKILL)",
+		clip.N(*h.ExecutingBy, 256))
+	e.log.Error("previous execution of the head ended its process; counted as a failed attempt",
+		"msg_id", h.MsgID, "executing_by", clip.N(*h.ExecutingBy, 256), "attempt", h.Attempts+1, "max_attempts", e.opt.MaxAttempts,
+		"alert", "processor-crashed-execution")
+	return e.recordFailure(ctx, h, ClassInfra, reason)
+}
+
+// failure is a retryable outcome of an execution.
+type failure struct {
+	class, reason string
+}
+
+func (f *failure) Error() string { return f.class + ": " + f.reason }
+
+// recordFailure moves the head to FAILED with backoff, or to
+// DEAD(EXHAUSTED) when this was its last allowed attempt; it withdraws the
+// head's execution marker in the same transaction, so a failure is counted
+// once. A head an operator ended meanwhile is left as it is (ErrNotOpen).
+func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason string) error {
+	attempts := h.Attempts + 1
+	reason = clip.Text(reason)
+	if attempts >= e.opt.MaxAttempts {
+		err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
+			if _, err := tx.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts); err != nil {
+				return false, fmt.Errorf("recording attempt: %w", err)
+			}
+			return false, e.finishIn(ctx, tx, h.MsgID, nil, StateDead, ClassExhausted,
+				fmt.Sprintf("gave up after %d attempts (last %s: %s)", attempts, class, reason))
+		})
+		if err == nil {
+			e.metrics.failed.Add(ctx, 1, classAttr(class))
+		}
+		return err
+	}
+	now := e.clock.Now()
+	next := now.Add(e.backoff(attempts))
+	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
+		tag, err := tx.Exec(ctx, `
+			UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,
+				processing_started_at=COALESCE(processing_started_at, $6)
+			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, reason, attempts, next, now)
+		if err != nil {
+			return false, fmt.Errorf("recording failure: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return false, fmt.Errorf("recording failure of %d: %w", h.MsgID, ErrNotOpen)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	e.metrics.failed.Add(ctx, 1, classAttr(class))
+	e.log.Warn("message failed; will retry", "msg_id", h.MsgID, "class", class, "reason", reason, "attempt", attempts, "next_attempt_at", next)
+	return nil
+}
+
+// metaCols are the META values written with a state transition.
+type metaCols struct {
+	SNDR, TYPE, STYP, SEQN, DTTM string
+}
+
+// finishNonBusiness writes a terminal state that touches no business table
+// (DEAD, SKIPPED) together with its backfill intent in one statement
+// (INV-8), and hands the execution marker to the next head.
+func (e *Engine) finishNonBusiness(ctx context.Context, msgID int64, meta *metaCols, state, class, reason string) error {
+	return e.finishTx(ctx, msgID, func(tx pgx.Tx) (bool, error) {
+		return false, e.finishIn(ctx, tx, msgID, meta, state, class, reason)
+	})
+}
+
+// finishIn writes a terminal state inside a given transaction: the outbox
+// row for the mailbox marker is inserted by the same statement that makes
+// the state terminal (INV-8). The reason, often quoting the message, is
+// clipped (R-H2). A message that ends DEAD or SKIPPED applied nothing, so
+// it gives up the identity it bound in this transaction (R-K3): a forged
+// or rejected message never suppresses the genuine one that comes later.
+func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *metaCols, state, class, reason string) error {
+	now := e.clock.Now()
+	var m metaCols
+	if meta != nil {
+		m = *meta
+	}
+	var cls *string
+	if class != "" {
+		cls = &class
+	}
+	reason = clip.Text(reason)
+	tag, err := q.Exec(ctx, `
+		WITH u AS (
+			UPDATE proc_state SET state=$2, error_class=$3, reason=$4, finished_at=$5, updated_at=$5,
+				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
+				identity_key=CASE WHEN $2 IN ('DEAD', 'SKIPPED') THEN NULL ELSE identity_key END,
+				sndr=COALESCE(NULLIF($6, ''), sndr), msg_type=COALESCE(NULLIF($7, ''), msg_type),
+				msg_styp=COALESCE(NULLIF($8, ''), msg_styp), seqn=COALESCE(NULLIF($9, ''), seqn),
+				dttm=COALESCE(NULLIF($10, ''), dttm)
+			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED', 'APPLIED')
+			RETURNING msg_id)
+		INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+		SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM u`,
+		msgID, state, cls, reason, now, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+	if err != nil {
+		return fmt.Errorf("writing terminal state %s: %w", state, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("writing terminal state %s for %d: %w", state, msgID, ErrNotOpen)
+	}
+	e.metrics.finished.Add(ctx, 1, stateAttr(state))
+	if state == StateDead {
+		e.reportDead(ctx, msgID, class, reason, flightAttrs(ctx)...)
+		return nil
+	}
+	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
+	return nil
+}

@@ -1,0 +1,254 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Defaults of the self-check, used where Options leave them zero.
+const (
+	// DefaultSelfCheckInterval is how often the self-check looks for
+	// stranded messages (R-H4).
+	DefaultSelfCheckInterval = 30 * time.Second
+	// DefaultSelfCheckGrace is how old a stranded state must be before the
+	// self-check repairs it, so it never acts on a state a live
+	// transaction is still completing.
+	DefaultSelfCheckGrace = time.Minute
+
+	// selfCheckPage is how many candidates the self-check reads at once.
+	selfCheckPage = 500
+)
+
+func (e *Engine) selfCheckInterval() time.Duration {
+	if e.opt.SelfCheckInterval > 0 {
+		return e.opt.SelfCheckInterval
+	}
+	return DefaultSelfCheckInterval
+}
+
+func (e *Engine) selfCheckGrace() time.Duration {
+	if e.opt.SelfCheckGrace > 0 {
+		return e.opt.SelfCheckGrace
+	}
+	return DefaultSelfCheckGrace
+}
+
+// Kinds of stranded message the self-check repairs (R-H4): the kind
+// attribute of msgx_processor_selfcheck_repaired_total and of the alert
+// log line.
+const (
+	// StrandedApplied is an APPLIED message without a pending projection:
+	// no ack will ever finish it.
+	StrandedApplied = "applied-without-pending"
+	// StrandedTerminal is a terminal message (SUCCEEDED, SKIPPED, DEAD)
+	// whose mailbox marker is not written and that has no backfill intent
+	// waiting: nothing will ever mark its mailbox row.
+	StrandedTerminal = "terminal-without-intent"
+)
+
+// SelfCheckResult is what one self-check run repaired (R-H4).
+type SelfCheckResult struct {
+	// Cutoff is the grace cutoff: only states older than it were repaired.
+	Cutoff time.Time
+	// Applied are the APPLIED messages without a pending projection that
+	// were finished SUCCEEDED with their backfill intent, in msg_id order.
+	Applied []int64
+	// Terminal are the terminal messages without a backfill intent that got
+	// one, in finish order.
+	Terminal []int64
+}
+
+// selfCheck runs the self-check for the maintenance loop: a failed run is
+// logged and the next interval tries again.
+func (e *Engine) selfCheck(ctx context.Context) {
+	// The head floor's safety net (floor.go): a message opened by a path
+	// that does not lower the floor waits at most one interval.
+	e.floor.reset()
+	res, err := e.RunSelfCheck(ctx)
+	if err != nil && ctx.Err() == nil {
+		e.log.Error("self-check failed; next run at the next interval", "err", err,
+			"repaired_applied", len(res.Applied), "repaired_terminal", len(res.Terminal), "alert", "selfcheck-failed")
+	}
+}
+
+// RunSelfCheck finds every message whose next step is not scheduled and
+// finishes it (R-H4). Every other state of a message has a next step that
+// something is bound to take: PENDING and FAILED are the executor's head or
+// behind it, APPLIED waits for the acks of its pending projections, and a
+// terminal message's backfill intent waits for the dispatcher. Two states
+// have none:
+//
+//   - APPLIED without a pending projection: no ack will ever move it. It is
+//     finished SUCCEEDED with its backfill intent, as the last ack would
+//     have done.
+//   - terminal, not marked, without a backfill intent that is not SENT (a
+//     SENT one belongs to an earlier outcome before a replay): the mailbox
+//     row would never be marked. The intent is written, with the finish
+//     time as its creation time, so the dispatcher's overdue bound still
+//     counts from the finish (INV-7).
+//
+// Only states older than the self-check grace are considered, and each
+// repair is one fenced transaction that locks the message's row and checks
+// its state again in a statement that starts after the lock is held, so a
+// transaction that is still completing the message (an ack, the executor,
+// a replay) is waited for and never raced. Each repair is counted in
+// msgx_processor_selfcheck_repaired_total{kind} and logged at ERROR with
+// alert "stranded-message": a repair means a path that should have
+// scheduled the next step did not, which is a bug to report. The
+// candidates are read through partial indexes that hold only APPLIED and
+// only unmarked terminal messages, never the terminal history. A failing
+// repair (the lease lost included) ends the run at once.
+func (e *Engine) RunSelfCheck(ctx context.Context) (SelfCheckResult, error) {
+	res := SelfCheckResult{Cutoff: e.clock.Now().Add(-e.selfCheckGrace())}
+	var after int64
+	for {
+		rows, err := e.pool.Query(ctx, `
+			SELECT ps.msg_id FROM proc_state ps
+			WHERE ps.state = 'APPLIED' AND ps.msg_id > $2 AND COALESCE(ps.applied_at, ps.updated_at) < $1
+			  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
+			ORDER BY ps.msg_id LIMIT $3`, res.Cutoff, after, selfCheckPage)
+		if err != nil {
+			return res, fmt.Errorf("listing applied messages without pending projections: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return res, fmt.Errorf("listing applied messages without pending projections: %w", err)
+		}
+		for _, id := range ids {
+			ok, err := e.repairApplied(ctx, id, res.Cutoff)
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				res.Applied = append(res.Applied, id)
+				e.reportRepair(ctx, id, StrandedApplied)
+			}
+		}
+		if len(ids) < selfCheckPage {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	var afterAt time.Time // keyset (finished_at, msg_id); the zero time precedes every finish
+	after = 0
+	for {
+		rows, err := e.pool.Query(ctx, `
+			SELECT ps.msg_id, ps.finished_at FROM proc_state ps
+			WHERE ps.finished_at IS NOT NULL AND ps.backfilled_at IS NULL
+			  AND ps.finished_at < $1 AND (ps.finished_at, ps.msg_id) > ($2, $3)
+			  AND ps.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = ps.msg_id AND o.target = $5 AND o.state <> 'SENT')
+			ORDER BY ps.finished_at, ps.msg_id LIMIT $4`, res.Cutoff, afterAt, after, selfCheckPage, TargetMailbox)
+		if err != nil {
+			return res, fmt.Errorf("listing terminal messages without backfill intent: %w", err)
+		}
+		type candidate struct {
+			id       int64
+			finished time.Time
+		}
+		cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
+			var c candidate
+			err := r.Scan(&c.id, &c.finished)
+			return c, err
+		})
+		if err != nil {
+			return res, fmt.Errorf("listing terminal messages without backfill intent: %w", err)
+		}
+		for _, c := range cands {
+			ok, err := e.repairTerminal(ctx, c.id, res.Cutoff)
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				res.Terminal = append(res.Terminal, c.id)
+				e.reportRepair(ctx, c.id, StrandedTerminal)
+			}
+		}
+		if len(cands) < selfCheckPage {
+			break
+		}
+		last := cands[len(cands)-1]
+		afterAt, after = last.finished, last.id
+	}
+	return res, nil
+}
+
+// reportRepair counts and logs one repair of the self-check.
+func (e *Engine) reportRepair(ctx context.Context, msgID int64, kind string) {
+	e.metrics.selfCheckRepaired.Add(ctx, 1, kindAttr(kind))
+	e.log.Error("stranded message finished by the self-check", "msg_id", msgID, "kind", kind, "alert", "stranded-message")
+}
+
+// repairApplied finishes msgID SUCCEEDED with its backfill intent if it is
+// still APPLIED since before cutoff without a pending projection, checked
+// after its row lock is held. It reports whether it did.
+func (e *Engine) repairApplied(ctx context.Context, msgID int64, cutoff time.Time) (bool, error) {
+	var repaired bool
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		now := e.clock.Now()
+		tag, err := lockedExec(ctx, tx, msgID, `
+			WITH s AS (
+				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
+				WHERE ps.msg_id=$1 AND ps.state='APPLIED' AND COALESCE(ps.applied_at, ps.updated_at) < $3
+				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
+				RETURNING ps.msg_id)
+			INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+			SELECT $4, msg_id::text, msg_id, $2, $2 FROM s`, msgID, now, cutoff, TargetMailbox)
+		repaired = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("finishing stranded applied message %d: %w", msgID, err)
+	}
+	if repaired {
+		e.metrics.finished.Add(ctx, 1, stateAttr(StateSucceeded))
+	}
+	return repaired, nil
+}
+
+// repairTerminal writes the missing backfill intent of msgID if it is
+// still terminal since before cutoff, unmarked and without an intent that
+// is not SENT, checked after its row lock is held. It reports whether it
+// did.
+func (e *Engine) repairTerminal(ctx context.Context, msgID int64, cutoff time.Time) (bool, error) {
+	var repaired bool
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := lockedExec(ctx, tx, msgID, `
+			INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
+			SELECT $4, ps.msg_id::text, ps.msg_id, $2, ps.finished_at FROM proc_state ps
+			WHERE ps.msg_id=$1 AND ps.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+			  AND ps.finished_at < $3 AND ps.backfilled_at IS NULL
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = ps.msg_id AND o.target = $4 AND o.state <> 'SENT')`,
+			msgID, e.clock.Now(), cutoff, TargetMailbox)
+		repaired = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("writing backfill intent of stranded message %d: %w", msgID, err)
+	}
+	return repaired, nil
+}
+
+// lockedExec locks the proc_state row of msgID and then runs sql, in one
+// round trip: sql is a statement of its own, so its snapshot is taken once
+// the lock is held and shows what the transaction that held the row before
+// committed.
+func lockedExec(ctx context.Context, tx pgx.Tx, msgID int64, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID)
+	b.Queue(sql, args...)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return pgconn.CommandTag{}, fmt.Errorf("locking message %d: %w", msgID, err)
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
