@@ -2,7 +2,8 @@
 // proc_state and every write to the authoritative flight state and
 // reference data in PostgreSQL.
 //
-// Three loops run in one process:
+// Five loops run in one process (under the processor lease when one is
+// configured):
 //
 //   - the inbox registrar consumes partition 0 of msgx.inbox by itself (no
 //     consumer group, so no rebalancing can reorder anything) and registers
@@ -20,13 +21,18 @@
 //     outcome it would have alone (R-J1, internal/pipeline/batch.go);
 //   - the ack consumer reads msgx.projection-acks and moves APPLIED messages
 //     to SUCCEEDED, with their backfill intent, once every Redis write they
-//     caused is acknowledged (R-B7, INV-23).
+//     caused is acknowledged (R-B7, INV-23);
+//   - the maintenance loop (processor-maintenance) deletes old finished
+//     records (R-B10) and moves old flights to flight_history (R-C11) once
+//     a day, inside this process so that its flight row locks meet the
+//     executor's (INV-18), and runs the self-check that finishes stranded
+//     messages (R-H4) every self-check interval; the sweep reaches flights
+//     only through internal/decide and internal/apply, like a message;
+//   - the request timers (processor-requests) time out and purge outbound
+//     requests (R-D5).
 //
 // Operators' replays (R-F1) are applied by the executor at the start of
-// each step, because it is the only writer of proc_state; the
-// processor-maintenance loop deletes old finished records (R-B10) and moves
-// old flights to flight_history (R-C11) once a day, inside this process so
-// that its flight row locks meet the executor's (INV-18).
+// each step.
 //
 // All external side effects (Kafka events, the Redis projection through
 // msgx.flight-state, the mailbox marker) are outbox rows relayed by the

@@ -17,6 +17,13 @@
 // pgx.Batch (Queue): flights once at their last state, outbox rows in
 // decision order, pending projections, reference-data writes in order.
 //
+// The history sweep (no message): Sweep is decide's SweepView and
+// SweepSink over the transaction of one flight due for history. It locks
+// rows without waiting, copies the flight to flight_history before its
+// deletion's outbox rows and the removal of the live row, and rewrites a
+// code-share master's version and document; outbox rows no message caused
+// have no msg_id.
+//
 // What is not a decision's effect stays with the FIFO head in package
 // pipeline: proc_state's transitions (identity bindings, terminal and
 // APPLIED states, execution markers), fencing, and the transaction

@@ -321,7 +321,8 @@ func (o *Overlay) Queue(b *pgx.Batch, outbox []decide.OutboxRow) int {
 	return n
 }
 
-// queueOutbox queues one statement inserting the outbox rows in order.
+// queueOutbox queues one statement inserting the outbox rows in order. A
+// row no message caused (MsgID 0: the history sweep's) has no msg_id.
 func queueOutbox(b *pgx.Batch, outbox []decide.OutboxRow) int {
 	if len(outbox) == 0 {
 		return 0
@@ -338,7 +339,7 @@ func queueOutbox(b *pgx.Batch, outbox []decide.OutboxRow) int {
 	}
 	b.Queue(`
 			INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at)
-			SELECT t, k, p, h::jsonb, m, a, a
+			SELECT t, k, p, h::jsonb, NULLIF(m, 0), a, a
 			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS u(t, k, p, h, m, a, ord)
 			ORDER BY ord`, targets, pkeys, payloads, headers, msgIDs, ats)
 	return 1

@@ -13,7 +13,11 @@
 // responses answer (Requests: RequestView, RequestSink), and the steps of
 // a daily snapshot (Snapshot, ScheduleResponse: SnapshotView,
 // SnapshotSink). A snapshot step that leaves work says so in
-// Outcome.Continue; committing that batch is the pipeline's.
+// Outcome.Continue; committing that batch is the pipeline's. The history
+// sweep, which no message causes, has its own pair too (Sweep: SweepView,
+// SweepSink): the one deletion of a purged flight and the rewrite of its
+// code-share master are encoded here (event.outbox), like a message's
+// changes, so every flight event the processor writes has one encoding.
 //
 // Package apply implements the views and sinks, and package pipeline (the
 // FIFO head) pairs them with the handlers in two ways. One message at a

@@ -15,6 +15,10 @@ type Flight struct {
 	OpDay   *time.Time
 	Master  *int64
 	Doc     flight.Doc
+	// LastMsgID is the message that wrote the row last. Only the history
+	// sweep's view reads it: the records of a change no message caused
+	// name the flight's last message (SweepView.Master).
+	LastMsgID int64
 }
 
 // Active reports whether the flight exists and is not deleted.

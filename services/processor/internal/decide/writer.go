@@ -189,6 +189,49 @@ func (w *Writer) Remove(ctx context.Context, cur *Flight) (bool, error) {
 
 // emit hands one change with its three outbox rows to the sink.
 func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType string, changed []string) error {
+	src := w.Src
+	parent, state := telemetry.TraceParent(ctx) // the records continue the message's trace (R-I4)
+	if w.OnFlight != nil {
+		w.OnFlight(row.FLID)
+	}
+	outbox, err := event{row: row, canonical: canonical, evType: evType, changed: changed, source: &src,
+		stateMsgID: w.MsgID, now: w.Now, zone: w.Zone, trace: contract.Trace{Parent: parent, State: state}}.outbox(w.MsgID)
+	if err != nil {
+		return err
+	}
+	c := &Change{Row: row, Canonical: canonical, MsgID: w.MsgID, Now: w.Now, Outbox: outbox}
+	if err := w.Sink.Change(ctx, c); err != nil {
+		return fmt.Errorf("writing flight %d: %w", row.FLID, err)
+	}
+	w.projections++
+	return nil
+}
+
+// event is one effective change of a flight as its events encode it.
+type event struct {
+	row       Flight
+	canonical []byte // the stored document's encoding, embedded in the payloads
+	evType    string
+	changed   []string
+	// source is the message that caused the change; nil for a change no
+	// message caused (the history sweep's).
+	source *contract.Source
+	// stateMsgID is the message the flight-state record names; 0 with no
+	// source names none (a deletion no message caused carries only its
+	// version header).
+	stateMsgID int64
+	// reason is the event's reason, empty for a message's change.
+	reason string
+	now    time.Time
+	zone   *time.Location
+	trace  contract.Trace
+}
+
+// outbox encodes the change's three outbox rows — the msgx.flight-state
+// record, the msg event and the schd record, in that order — for message
+// msgID (0: no message).
+func (ev event) outbox(msgID int64) ([]OutboxRow, error) {
+	row := ev.row
 	day := ""
 	if row.OpDay != nil {
 		day = row.OpDay.Format(time.DateOnly)
@@ -201,34 +244,26 @@ func (w *Writer) emit(ctx context.Context, row Flight, canonical []byte, evType 
 	// The three payloads embed the canonical bytes Put encoded to compare
 	// and store the document, not an encoding each (docs/performance.md,
 	// R-J1).
-	rec, err := flightstate.EncodeCanonical(row.FLID, row.Version, row.State, row.OpDay, w.MsgID, doc, canonical)
+	rec, err := flightstate.EncodeCanonical(row.FLID, row.Version, row.State, row.OpDay, ev.stateMsgID, doc, ev.canonical)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	statePayload, headers := rec.Value, rec.Headers
-	src := w.Src
-	parent, state := telemetry.TraceParent(ctx) // the records continue the message's trace (R-I4)
-	tr := contract.Trace{Parent: parent, State: state}
-	tr.SetHeaders(headers)
-	if w.OnFlight != nil {
-		w.OnFlight(row.FLID)
+	if ev.source == nil && ev.stateMsgID == 0 {
+		delete(rec.Headers, flightstate.HeaderMsgID)
 	}
-	change := contract.Change{FLID: row.FLID, StateVersion: row.Version, EventType: evType, OperationDay: day,
-		Changed: changed, Source: &src, OccurredAt: w.Now, Flight: doc, FlightJSON: canonical, Trace: tr}
-	ev, st, err := contract.Encoder{Zone: w.Zone}.Records(change)
+	ev.trace.SetHeaders(rec.Headers)
+	change := contract.Change{FLID: row.FLID, StateVersion: row.Version, EventType: ev.evType, OperationDay: day,
+		Changed: ev.changed, Source: ev.source, Reason: ev.reason, OccurredAt: ev.now, Flight: doc, FlightJSON: ev.canonical,
+		Trace: ev.trace}
+	msg, st, err := contract.Encoder{Zone: ev.zone}.Records(change)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := &Change{Row: row, Canonical: canonical, MsgID: w.MsgID, Now: w.Now, Outbox: []OutboxRow{
-		{Target: TargetFlightState, Pkey: key, Payload: statePayload, Headers: contract.StringMapJSON(headers), MsgID: w.MsgID, At: w.Now},
-		{Target: TargetMsg, Pkey: key, Payload: ev.Value, Headers: contract.StringMapJSON(ev.Headers), MsgID: w.MsgID, At: w.Now},
-		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: contract.StringMapJSON(st.Headers), MsgID: w.MsgID, At: w.Now},
-	}}
-	if err := w.Sink.Change(ctx, c); err != nil {
-		return fmt.Errorf("writing flight %d: %w", row.FLID, err)
-	}
-	w.projections++
-	return nil
+	return []OutboxRow{
+		{Target: TargetFlightState, Pkey: key, Payload: rec.Value, Headers: contract.StringMapJSON(rec.Headers), MsgID: msgID, At: ev.now},
+		{Target: TargetMsg, Pkey: key, Payload: msg.Value, Headers: contract.StringMapJSON(msg.Headers), MsgID: msgID, At: ev.now},
+		{Target: TargetSchd, Pkey: key, Payload: st.Value, Headers: contract.StringMapJSON(st.Headers), MsgID: msgID, At: ev.now},
+	}, nil
 }
 
 func mustJSON(v any) []byte {

@@ -1,13 +1,14 @@
 package pipeline
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/processor/internal/decide"
 )
 
 // codeShareSweepFixture is a master 201 of a day that stays live (the
@@ -59,7 +60,7 @@ func TestHistory_R_C8_INV22_PurgedActiveChildRewritesItsMaster(t *testing.T) {
 		var ev map[string]any
 		require.NoError(t, json.Unmarshal(r.Payload, &ev))
 		require.Equal(t, EventUpdated, ev["event_type"])
-		require.Equal(t, historySweepReason, ev["reason"])
+		require.Equal(t, decide.HistorySweepReason, ev["reason"])
 		require.NotContains(t, ev, "source")
 		require.Equal(t, []any{"MAFL"}, ev["changed"])
 		mafls = append(mafls, ev["flight"].(map[string]any)["MAFL"])
