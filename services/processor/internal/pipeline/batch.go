@@ -60,7 +60,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/lease"
-	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -73,29 +72,6 @@ const DefaultBatch = 256
 func (e *Engine) batchSize() int {
 	return max(e.opt.Batch, 1)
 }
-
-// batchMsg is one message of a batch and what was decided for it.
-type batchMsg struct {
-	h    *head
-	ctx  context.Context
-	x    *execution
-	msg  *sis.Message
-	cls  sis.Classification
-	meta *metaCols
-	// decided before any write (prepare) or by decide.
-	state, class, reason string
-	now                  time.Time
-	parked               bool // DEAD(UNSUPPORTED): counted as a failure too
-	registered           *time.Time
-}
-
-// errBatchEmpty ends a batch transaction that decided nothing: its first
-// message runs alone.
-var errBatchEmpty = errors.New("batch decided no message")
-
-// errBatchChanged ends a batch whose messages changed meanwhile (an
-// operator ended one): the one message path handles the head.
-var errBatchChanged = errors.New("batch messages changed while it was prepared")
 
 // stepBatch runs a batch from heads (loaded in msg_id order, the head due
 // and not poisoned). ok is false when no batch was run and the one
@@ -270,12 +246,4 @@ func (e *Engine) restoreMarks(ctx context.Context, msgs []*batchMsg) error {
 		return fmt.Errorf("withdrawing batch marker: %w", err)
 	}
 	return nil
-}
-
-func batchIDs(msgs []*batchMsg) []int64 {
-	ids := make([]int64, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.h.MsgID
-	}
-	return ids
 }

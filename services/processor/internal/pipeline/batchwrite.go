@@ -11,6 +11,7 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/apply"
 	"msgexchange/services/processor/internal/decide"
 )
@@ -329,4 +330,35 @@ func (e *Engine) reportFinished(m *batchMsg) {
 	}
 	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", m.h.MsgID, "state", m.state, "class", m.class,
 		"reason", clip.Text(m.reason), "batch", true}, flightAttrs(ctx)...)...)
+}
+
+// batchMsg is one message of a batch and what was decided for it.
+type batchMsg struct {
+	h    *head
+	ctx  context.Context
+	x    *execution
+	msg  *sis.Message
+	cls  sis.Classification
+	meta *metaCols
+	// decided before any write (prepare) or by decide.
+	state, class, reason string
+	now                  time.Time
+	parked               bool // DEAD(UNSUPPORTED): counted as a failure too
+	registered           *time.Time
+}
+
+// errBatchEmpty ends a batch transaction that decided nothing: its first
+// message runs alone.
+var errBatchEmpty = errors.New("batch decided no message")
+
+// errBatchChanged ends a batch whose messages changed meanwhile (an
+// operator ended one): the one message path handles the head.
+var errBatchChanged = errors.New("batch messages changed while it was prepared")
+
+func batchIDs(msgs []*batchMsg) []int64 {
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.h.MsgID
+	}
+	return ids
 }

@@ -6,9 +6,22 @@
 // and the self-check of selfcheck.go) and request timers (requests.go).
 // It owns the FIFO head: which message runs next, its execution markers
 // (marks.go), fencing, attempts and backoff, and every state transition
-// of proc_state (identity bindings, terminal states in finish.go, APPLIED
-// states). What a message does is decided by package decide; the
-// statements that write a decision, and the views over a transaction that
-// decide reads, are package apply's. batch.go says step by step what the
-// executor does per batch. See the processor package for the design.
+// of proc_state (identity bindings, terminal states and failures in
+// finish.go, APPLIED states). What a message does is decided by package
+// decide; the statements that write a decision, and the views over a
+// transaction that decide reads, are package apply's. batch.go says step
+// by step what the executor does per batch. See the processor package for
+// the design.
+//
+// The files use each other's declarations in one direction (the
+// processor's TestFiles_DependOneWay fails on a cycle), so the package
+// reads from the bottom up: proc_state's states and the head row
+// (head.go), errors, events, outcomes and metrics; the Engine and its
+// options (engine.go) and its fenced transactions (fence.go); the loops
+// that use only those (acks.go, inbox.go, cleanup.go, selfcheck.go,
+// sweep.go) and the execution markers (marks.go); terminal states and
+// failures (finish.go); the runners of the handlers with their own
+// transaction rules (snapshot.go, season.go, requests.go, reference.go);
+// one message (execute.go); a batch (batchwrite.go, then batch.go); the
+// executor loop (executor.go); and loops.go, which starts them all.
 package pipeline

@@ -13,7 +13,6 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
-	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/processor/internal/pipeline/fenced"
 )
@@ -166,17 +165,6 @@ func NewEngine(opt Options) (*Engine, error) {
 	}, nil
 }
 
-// loops returns the processor's loops in start order.
-func (e *Engine) loops() []*lifecycle.Service {
-	return []*lifecycle.Service{
-		e.executorService(),
-		e.acksService(),
-		e.inboxService(),
-		e.maintenanceService(),
-		e.requestsService(),
-	}
-}
-
 // Wake makes the executor look at the head now.
 func (e *Engine) Wake() {
 	select {
@@ -199,4 +187,36 @@ func (e *Engine) backoff(n int) time.Duration {
 		d = e.opt.BackoffCap
 	}
 	return d
+}
+
+// orDefault returns v, or def when v is not positive.
+func orDefault(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// zone is the airport zone in which DTTM is read.
+func (e *Engine) zone() *time.Location {
+	if e.opt.Zone != nil {
+		return e.opt.Zone
+	}
+	return time.UTC
+}
+
+func (e *Engine) airportZone() *time.Location {
+	if e.opt.Zone != nil {
+		return e.opt.Zone
+	}
+	return time.UTC
+}
+
+// LeaseName is the processor's lease: one active processor at a time
+// (R-B8, PRE-5).
+const LeaseName = "processor"
+
+// Elector runs fn while this instance holds a lease (libs/lease.Elector).
+type Elector interface {
+	Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error
 }

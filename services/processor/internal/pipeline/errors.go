@@ -35,3 +35,10 @@ func classAttr(c string) metric.AddOption {
 func stateAttr(s string) metric.AddOption {
 	return metric.WithAttributes(attribute.String("state", s))
 }
+
+// failure is a retryable outcome of an execution.
+type failure struct {
+	class, reason string
+}
+
+func (f *failure) Error() string { return f.class + ": " + f.reason }

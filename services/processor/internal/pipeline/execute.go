@@ -14,16 +14,6 @@ import (
 	"msgexchange/services/processor/internal/decide"
 )
 
-// outcome is what a handler did.
-type outcome struct {
-	skipped string // non-empty: nothing applied, SKIPPED with this reason
-	note    string // reason recorded with a successful state
-	// pending: earlier transactions of this message (a snapshot's batches)
-	// left projections that are still pending, so it is APPLIED even if
-	// this transaction wrote none.
-	pending bool
-}
-
 // skipError ends a handler with SKIPPED and nothing written.
 type skipError = decide.Skip
 

@@ -13,26 +13,6 @@ import (
 	"msgexchange/libs/lifecycle"
 )
 
-// head is the FIFO head: the smallest unfinished mailbox ID (INV-3).
-type head struct {
-	MsgID               int64
-	State               string
-	Attempts            int
-	NextAttemptAt       *time.Time
-	ProcessingStartedAt *time.Time
-	ErrorClass          *string
-	Raw                 string
-	// ExecutingBy is the instance whose execution of the message is in
-	// flight (proc_state.executing_by), nil when none is (R-H1).
-	ExecutingBy *string
-	// ExecutingThrough is, on a head marked for a batch, the batch's last
-	// message (proc_state.executing_through); nil for a single message.
-	ExecutingThrough *int64
-	// TraceParent and TraceState are the trace context stored when the
-	// message was registered (R-I4); nil when it has none.
-	TraceParent, TraceState *string
-}
-
 func (e *Engine) executorService() *lifecycle.Service {
 	return lifecycle.NewService("processor-executor", nil, func(ctx context.Context) error {
 		// A new term: another instance may have registered or replayed
@@ -161,30 +141,6 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	return e.settle(ctx, h, err)
 }
 
-// settle turns the result of a write of the executor into Step's result.
-func (e *Engine) settle(ctx context.Context, h *head, err error) (bool, time.Duration, error) {
-	switch {
-	case err == nil:
-		return true, 0, nil
-	case ctx.Err() != nil, errors.Is(err, lease.ErrFenced):
-		// Stopping, or the term is over (R-H6): nothing more is written.
-		return false, 0, err
-	case errors.Is(err, ErrNotOpen):
-		// An operator ended the message while it executed (R-H3): its
-		// transaction rolled back, the operator's outcome stands, and the
-		// pipeline moves on without recording a failure.
-		e.log.Info("message was finished elsewhere while executing; its execution is discarded",
-			"msg_id", h.MsgID, "err", err)
-		return true, 0, nil
-	case isOutage(err):
-		// The processor's own database is unreachable: that says nothing
-		// about the message, so no attempt is burnt; the pipeline pauses
-		// and the head is tried again (R-B3).
-		return false, time.Second, err
-	}
-	return false, time.Second, err
-}
-
 // headExpired reports whether h has been at the head for head-deadline
 // (R-B5) — counting only time in which it could run (R-L2): from its
 // processing start, or from when this engine last began to be able to run
@@ -202,13 +158,6 @@ func (e *Engine) headExpired(h *head, now time.Time) bool {
 		from = e.runningSince
 	}
 	return now.Sub(from) >= e.opt.HeadDeadline
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "none"
-	}
-	return *s
 }
 
 // headsSQL reads the first $1 open messages at or above the floor $2.

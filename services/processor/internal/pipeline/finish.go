@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
 )
 
 // recordCrash counts the execution of h that another instance announced
@@ -20,13 +23,6 @@ func (e *Engine) recordCrash(ctx context.Context, h *head) error {
 		"alert", "processor-crashed-execution")
 	return e.recordFailure(ctx, h, ClassInfra, reason)
 }
-
-// failure is a retryable outcome of an execution.
-type failure struct {
-	class, reason string
-}
-
-func (f *failure) Error() string { return f.class + ": " + f.reason }
 
 // recordFailure moves the head to FAILED with backoff, or to
 // DEAD(EXHAUSTED) when this was its last allowed attempt; it withdraws the
@@ -69,11 +65,6 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	e.metrics.failed.Add(ctx, 1, classAttr(class))
 	e.log.Warn("message failed; will retry", "msg_id", h.MsgID, "class", class, "reason", reason, "attempt", attempts, "next_attempt_at", next)
 	return nil
-}
-
-// metaCols are the META values written with a state transition.
-type metaCols struct {
-	SNDR, TYPE, STYP, SEQN, DTTM string
 }
 
 // finishNonBusiness writes a terminal state that touches no business table
@@ -128,4 +119,28 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 	}
 	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
 	return nil
+}
+
+// settle turns the result of a write of the executor into Step's result.
+func (e *Engine) settle(ctx context.Context, h *head, err error) (bool, time.Duration, error) {
+	switch {
+	case err == nil:
+		return true, 0, nil
+	case ctx.Err() != nil, errors.Is(err, lease.ErrFenced):
+		// Stopping, or the term is over (R-H6): nothing more is written.
+		return false, 0, err
+	case errors.Is(err, ErrNotOpen):
+		// An operator ended the message while it executed (R-H3): its
+		// transaction rolled back, the operator's outcome stands, and the
+		// pipeline moves on without recording a failure.
+		e.log.Info("message was finished elsewhere while executing; its execution is discarded",
+			"msg_id", h.MsgID, "err", err)
+		return true, 0, nil
+	case isOutage(err):
+		// The processor's own database is unreachable: that says nothing
+		// about the message, so no attempt is burnt; the pipeline pauses
+		// and the head is tried again (R-B3).
+		return false, time.Second, err
+	}
+	return false, time.Second, err
 }

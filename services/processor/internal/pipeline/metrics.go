@@ -150,3 +150,16 @@ func kindAttr(k string) metric.AddOption {
 func outcomeAttr(o fenced.Outcome) metric.AddOption {
 	return metric.WithAttributes(attribute.String("outcome", string(o)))
 }
+
+// Kinds of stranded message the self-check repairs (R-H4): the kind
+// attribute of msgx_processor_selfcheck_repaired_total and of the alert
+// log line.
+const (
+	// StrandedApplied is an APPLIED message without a pending projection:
+	// no ack will ever finish it.
+	StrandedApplied = "applied-without-pending"
+	// StrandedTerminal is a terminal message (SUCCEEDED, SKIPPED, DEAD)
+	// whose mailbox marker is not written and that has no backfill intent
+	// waiting: nothing will ever mark its mailbox row.
+	StrandedTerminal = "terminal-without-intent"
+)

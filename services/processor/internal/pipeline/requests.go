@@ -36,14 +36,6 @@ func (e *Engine) requestTimeout(typ string) time.Duration {
 	return orDefault(e.opt.RQRDTimeout, DefaultRQRDTimeout)
 }
 
-// orDefault returns v, or def when v is not positive.
-func orDefault(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
 // requests is the request matching of the message of w, reading and
 // writing its transaction.
 func (e *Engine) requests(w *writer) *decide.Requests {
@@ -61,14 +53,6 @@ func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Messa
 	out, err := snapshotOutcome(decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch()))
 	e.snapshotStepDone(w.msgID, err)
 	return out, err
-}
-
-// zone is the airport zone in which DTTM is read.
-func (e *Engine) zone() *time.Location {
-	if e.opt.Zone != nil {
-		return e.opt.Zone
-	}
-	return time.UTC
 }
 
 // airport formats t in the airport zone for reasons and logs.

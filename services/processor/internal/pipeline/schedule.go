@@ -27,13 +27,6 @@ type MaintenanceResult struct {
 	Purge   PurgeResult
 }
 
-func (e *Engine) airportZone() *time.Location {
-	if e.opt.Zone != nil {
-		return e.opt.Zone
-	}
-	return time.UTC
-}
-
 // NextMaintenance returns the first run-at time (HistoryRunAt in the
 // airport zone) strictly after now.
 func (e *Engine) NextMaintenance(now time.Time) time.Time {

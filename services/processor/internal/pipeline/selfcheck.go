@@ -37,19 +37,6 @@ func (e *Engine) selfCheckGrace() time.Duration {
 	return DefaultSelfCheckGrace
 }
 
-// Kinds of stranded message the self-check repairs (R-H4): the kind
-// attribute of msgx_processor_selfcheck_repaired_total and of the alert
-// log line.
-const (
-	// StrandedApplied is an APPLIED message without a pending projection:
-	// no ack will ever finish it.
-	StrandedApplied = "applied-without-pending"
-	// StrandedTerminal is a terminal message (SUCCEEDED, SKIPPED, DEAD)
-	// whose mailbox marker is not written and that has no backfill intent
-	// waiting: nothing will ever mark its mailbox row.
-	StrandedTerminal = "terminal-without-intent"
-)
-
 // SelfCheckResult is what one self-check run repaired (R-H4).
 type SelfCheckResult struct {
 	// Cutoff is the grace cutoff: only states older than it were repaired.

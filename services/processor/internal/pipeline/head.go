@@ -1,0 +1,54 @@
+package pipeline
+
+import (
+	"time"
+)
+
+// States and error classes of proc_state.
+const (
+	StatePending   = "PENDING"
+	StateApplied   = "APPLIED"
+	StateSucceeded = "SUCCEEDED"
+	StateSkipped   = "SKIPPED"
+	StateFailed    = "FAILED"
+	StateDead      = "DEAD"
+
+	ClassMalformed   = "MALFORMED"
+	ClassCodec       = "CODEC_ERROR"
+	ClassUnsupported = "UNSUPPORTED"
+	ClassInfra       = "INFRA"
+	ClassProtocol    = "PROTOCOL"
+	ClassExhausted   = "EXHAUSTED"
+)
+
+// head is the FIFO head: the smallest unfinished mailbox ID (INV-3).
+type head struct {
+	MsgID               int64
+	State               string
+	Attempts            int
+	NextAttemptAt       *time.Time
+	ProcessingStartedAt *time.Time
+	ErrorClass          *string
+	Raw                 string
+	// ExecutingBy is the instance whose execution of the message is in
+	// flight (proc_state.executing_by), nil when none is (R-H1).
+	ExecutingBy *string
+	// ExecutingThrough is, on a head marked for a batch, the batch's last
+	// message (proc_state.executing_through); nil for a single message.
+	ExecutingThrough *int64
+	// TraceParent and TraceState are the trace context stored when the
+	// message was registered (R-I4); nil when it has none.
+	TraceParent, TraceState *string
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
+}
+
+// metaCols are the META values written with a state transition.
+type metaCols struct {
+	SNDR, TYPE, STYP, SEQN, DTTM string
+}
