@@ -21,6 +21,7 @@ import (
 	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/nullable"
 	"msgexchange/services/control/internal/rpcstatus"
+	"msgexchange/services/internal/outbox"
 )
 
 // ClassOperator is the error class of a message an operator ended
@@ -153,8 +154,7 @@ func endMessage(ctx context.Context, tx pgx.Tx, id int64, operator, reason strin
 				next_attempt_at = NULL
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED', 'APPLIED')
 			RETURNING msg_id)
-		INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-		SELECT 'mailbox', msg_id::text, msg_id, $4, $4 FROM u
+		`+outbox.InsertMailboxIntent("u", 4)+`
 		RETURNING id`, id, ClassOperator, stored, now).Scan(&outboxID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The state changed under the row lock: impossible, so it is

@@ -21,13 +21,14 @@ import (
 	"msgexchange/services/control/internal/rpcstatus"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
+	"msgexchange/services/internal/outbox"
 )
 
 // Outbox targets a rebuild writes; the dispatcher relays flight-state to
 // msgx.flight-state and projection-control to msgx.projection-control.
 const (
-	TargetFlightState       = "flight-state"
-	TargetProjectionControl = "projection-control"
+	TargetFlightState       = outbox.FlightState
+	TargetProjectionControl = outbox.ProjectionControl
 )
 
 // rebuildPage is how many flights one round trip of a rebuild reads and

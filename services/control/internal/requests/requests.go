@@ -21,6 +21,7 @@ import (
 	"msgexchange/services/control/internal/audit"
 	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/rpcstatus"
+	"msgexchange/services/internal/outbox"
 	"msgexchange/services/internal/sisrequest"
 )
 
@@ -32,7 +33,7 @@ const (
 )
 
 // TargetCoutmsgs is the outbox target the dispatcher relays into COUTMSGS.
-const TargetCoutmsgs = "coutmsgs"
+const TargetCoutmsgs = outbox.Coutmsgs
 
 // auditPurpose says, in the message of a missing operator or reason, what
 // is recorded.

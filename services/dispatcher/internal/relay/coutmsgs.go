@@ -13,12 +13,13 @@ import (
 
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/outbox"
 	"msgexchange/services/internal/sisrequest"
 )
 
 // TargetCoutmsgs is the outbox target of outbound requests: pkey is the
 // req_track ID, payload the request XML (R-D5).
-const TargetCoutmsgs = "coutmsgs"
+const TargetCoutmsgs = outbox.Coutmsgs
 
 // Outcomes of coutmsgs rows, recorded in outbox.outcome. A fresh insert is
 // OutcomeWritten.

@@ -22,17 +22,18 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/outbox"
 )
 
-// Outbox targets.
+// Outbox targets (services/internal/outbox).
 const (
-	TargetFlightState = "flight-state"
-	TargetMsg         = "msg"
-	TargetSchd        = "schd"
-	TargetMailbox     = "mailbox"
+	TargetFlightState = outbox.FlightState
+	TargetMsg         = outbox.Msg
+	TargetSchd        = outbox.Schd
+	TargetMailbox     = outbox.Mailbox
 	// TargetProjectionControl carries the control plane's projection
 	// rebuild manifests (R-E4).
-	TargetProjectionControl = "projection-control"
+	TargetProjectionControl = outbox.ProjectionControl
 )
 
 // Options configure a Relay.

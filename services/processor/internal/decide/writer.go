@@ -14,13 +14,14 @@ import (
 	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
+	"msgexchange/services/internal/outbox"
 )
 
-// Outbox targets a flight change writes.
+// Outbox targets a flight change writes (services/internal/outbox).
 const (
-	TargetFlightState = "flight-state"
-	TargetMsg         = "msg"
-	TargetSchd        = "schd"
+	TargetFlightState = outbox.FlightState
+	TargetMsg         = outbox.Msg
+	TargetSchd        = outbox.Schd
 )
 
 // Writer turns the flight changes of one message into Changes on its

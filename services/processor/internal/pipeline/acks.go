@@ -12,6 +12,7 @@ import (
 
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/outbox"
 )
 
 // Ack is the value of a msgx.projection-acks record.
@@ -258,15 +259,14 @@ SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
 // pending any more to SUCCEEDED and writes its backfill intent. Whether
 // anything is pending is one probe of projection_pending's primary key per
 // message (OFFSET 0 keeps it a probe, not an anti-join over the table).
-const ackFinishQuery = `
+var ackFinishQuery = `
 WITH s AS (
 	UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
 	WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
 	  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id OFFSET 0)
 	RETURNING ps.msg_id, ps.applied_at),
 o AS (
-	INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-	SELECT 'mailbox', msg_id::text, msg_id, $2, $2 FROM s
+	` + outbox.InsertMailboxIntent("s", 2) + `
 	RETURNING msg_id)
 SELECT o.msg_id, s.applied_at FROM o JOIN s USING (msg_id) ORDER BY o.msg_id`
 

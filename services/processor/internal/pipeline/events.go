@@ -6,14 +6,16 @@ import (
 
 	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flightstate"
+	"msgexchange/services/internal/outbox"
 )
 
-// Targets of outbox rows; the dispatcher relays each target on its own.
+// Targets of outbox rows (services/internal/outbox); the dispatcher
+// relays each target on its own.
 const (
-	TargetFlightState = "flight-state"
-	TargetMsg         = "msg"
-	TargetSchd        = "schd"
-	TargetMailbox     = "mailbox"
+	TargetFlightState = outbox.FlightState
+	TargetMsg         = outbox.Msg
+	TargetSchd        = outbox.Schd
+	TargetMailbox     = outbox.Mailbox
 )
 
 // FlightState is the value of a msgx.flight-state record (schema 1); the

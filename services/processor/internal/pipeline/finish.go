@@ -10,6 +10,7 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lease"
+	"msgexchange/services/internal/outbox"
 )
 
 // recordCrash counts the execution of h that another instance announced
@@ -103,8 +104,7 @@ func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *met
 				dttm=COALESCE(NULLIF($10, ''), dttm)
 			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED', 'APPLIED')
 			RETURNING msg_id)
-		INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-		SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM u`,
+		`+outbox.InsertMailboxIntent("u", 5),
 		msgID, state, cls, reason, now, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
 	if err != nil {
 		return fmt.Errorf("writing terminal state %s: %w", state, err)

@@ -16,6 +16,7 @@ import (
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/outbox"
 )
 
 // inboxService consumes partition 0 of msgx.inbox from the offset stored in
@@ -155,8 +156,7 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 					                        state, error_class, reason, finished_at)
 					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', $6, $5)
 					ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id)
-				INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-				SELECT 'mailbox', msg_id::text, msg_id, $5, $5 FROM i RETURNING msg_id`,
+				`+outbox.InsertMailboxIntent("i", 5)+` RETURNING msg_id`,
 					id, text, at, r.Offset, now, unstorableReason)
 				unstorable = append(unstorable, id)
 				continue

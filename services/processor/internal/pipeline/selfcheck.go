@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"msgexchange/services/internal/outbox"
 )
 
 // Defaults of the self-check, used where Options leave them zero.
@@ -183,8 +185,7 @@ func (e *Engine) repairApplied(ctx context.Context, msgID int64, cutoff time.Tim
 				WHERE ps.msg_id=$1 AND ps.state='APPLIED' AND COALESCE(ps.applied_at, ps.updated_at) < $3
 				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
 				RETURNING ps.msg_id)
-			INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-			SELECT $4, msg_id::text, msg_id, $2, $2 FROM s`, msgID, now, cutoff, TargetMailbox)
+			`+outbox.InsertMailboxIntent("s", 2), msgID, now, cutoff)
 		repaired = tag.RowsAffected() == 1
 		return err
 	})
