@@ -17,16 +17,6 @@ const (
 	AlertMessageParked = "message-parked"
 )
 
-// deadClasses and parkedClasses are the error classes with which the
-// processor itself ends a message DEAD; every one is counted from zero,
-// so an alert on any increase works from the first scrape. DEAD(OPERATOR)
-// is an operator's decision, made through the control plane, and is not
-// counted here.
-var (
-	deadClasses   = []string{ClassMalformed, ClassProtocol, ClassExhausted}
-	parkedClasses = []string{ClassCodec, ClassUnsupported}
-)
-
 // reportDead counts a message the processor ended DEAD, by class, in
 // msgx_processor_parked_messages_total when it is parked and in
 // msgx_processor_dead_messages_total otherwise, and logs it at ERROR with

@@ -141,25 +141,6 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	return e.settle(ctx, h, err)
 }
 
-// headExpired reports whether h has been at the head for head-deadline
-// (R-B5) — counting only time in which it could run (R-L2): from its
-// processing start, or from when this engine last began to be able to run
-// the head (its term's first step, the first step after the database came
-// back), whichever is later. An outage of PostgreSQL or of the lease, and
-// a lease handover, never spend a healthy head's deadline: after any of
-// them the head gets head-deadline again, while its attempts still bound a
-// message that keeps failing.
-func (e *Engine) headExpired(h *head, now time.Time) bool {
-	if h.ProcessingStartedAt == nil {
-		return false
-	}
-	from := *h.ProcessingStartedAt
-	if e.runningSince.After(from) {
-		from = e.runningSince
-	}
-	return now.Sub(from) >= e.opt.HeadDeadline
-}
-
 // headsSQL reads the first $1 open messages at or above the floor $2.
 const headsSQL = `
 	SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, executing_through,

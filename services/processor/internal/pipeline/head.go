@@ -52,3 +52,20 @@ func deref(s *string) string {
 type metaCols struct {
 	SNDR, TYPE, STYP, SEQN, DTTM string
 }
+
+// deadClasses and parkedClasses are the error classes with which the
+// processor itself ends a message DEAD; every one is counted from zero,
+// so an alert on any increase works from the first scrape. DEAD(OPERATOR)
+// is an operator's decision, made through the control plane, and is not
+// counted here.
+var (
+	deadClasses   = []string{ClassMalformed, ClassProtocol, ClassExhausted}
+	parkedClasses = []string{ClassCodec, ClassUnsupported}
+)
+
+// parkedClass reports whether a message that ends DEAD with this class is
+// parked: replayable by class once a release handles it, rather than
+// rejected for good (MALFORMED, PROTOCOL) or given up on (EXHAUSTED).
+func parkedClass(class string) bool {
+	return class == ClassUnsupported || class == ClassCodec
+}

@@ -35,13 +35,6 @@ type unsupportedError = decide.Unsupported
 // EXHAUSTED), which is what such a replay selects by. Only INFRA failures
 // — the ones that can heal by themselves — wait at the head with backoff.
 
-// parkedClass reports whether a message that ends DEAD with this class is
-// parked: replayable by class once a release handles it, rather than
-// rejected for good (MALFORMED, PROTOCOL) or given up on (EXHAUSTED).
-func parkedClass(class string) bool {
-	return class == ClassUnsupported || class == ClassCodec
-}
-
 // parkedReason ends the reason of a parked message with what happened and
 // what brings it back.
 func parkedReason(class, reason string) string {
