@@ -26,15 +26,6 @@ func (e *Engine) maxRecords() int {
 	return DefaultMaxRecords
 }
 
-// batchCommitted ends a handler that wrote one batch of a larger package:
-// the executor commits the batch (state changes, events, progress) and
-// leaves the message open, so the next step continues it (R-C6).
-type batchCommitted struct {
-	progress string
-}
-
-func (b *batchCommitted) Error() string { return "batch committed: " + b.progress }
-
 // snapshotBatch is the configured batch size.
 func (e *Engine) snapshotBatch() int {
 	if e.opt.SnapshotBatch > 0 {

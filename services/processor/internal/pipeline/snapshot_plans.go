@@ -3,77 +3,10 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/decide"
 )
-
-// snapshotMemo keeps the daily snapshot being written (R-K4): its reading
-// (decoded and classified message) and its plan (records read, package
-// validated, write order), so that the steps after the first — one per
-// pipeline.snapshot-batch records — neither decode nor validate the package
-// again, and a package costs time linear in its size. It holds one
-// message: only the FIFO head is executed, and a snapshot runs alone.
-//
-// An entry is recognised by its message ID and raw text (a message whose
-// raw changed is read again); it is dropped when the package ends (its
-// last step, a rejection) and when the engine starts a new term, since
-// another instance may have written flights meanwhile.
-type snapshotMemo struct {
-	mu    sync.Mutex
-	msgID int64
-	raw   string
-	read  *reading
-	plan  *decide.SnapshotPlan
-}
-
-// reading returns the memorised reading of msgID when raw is the text it
-// was read from.
-func (m *snapshotMemo) reading(msgID int64, raw string) (reading, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.read == nil || m.msgID != msgID || m.raw != raw {
-		return reading{}, false
-	}
-	return *m.read, true
-}
-
-// keep memorises the reading of a snapshot, replacing what was kept.
-func (m *snapshotMemo) keep(msgID int64, raw string, r reading) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.msgID, m.raw, m.read, m.plan = msgID, raw, &r, nil
-}
-
-// planFor returns the memorised plan of msgID's message msg, nil when
-// there is none.
-func (m *snapshotMemo) planFor(msgID int64, msg *sis.Message) *decide.SnapshotPlan {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.read == nil || m.msgID != msgID || m.plan == nil || m.plan.Msg != msg {
-		return nil
-	}
-	return m.plan
-}
-
-// keepPlan memorises the plan of the memorised message msgID.
-func (m *snapshotMemo) keepPlan(msgID int64, pl *decide.SnapshotPlan) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.read != nil && m.msgID == msgID && m.read.msg == pl.Msg {
-		m.plan = pl
-	}
-}
-
-// forget drops msgID's entry (every entry when msgID is 0).
-func (m *snapshotMemo) forget(msgID int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if msgID == 0 || m.msgID == msgID {
-		m.msgID, m.raw, m.read, m.plan = 0, "", nil, nil
-	}
-}
 
 // snapshotPlan returns the plan of the snapshot msgID, made once per
 // message and term (decide.PlanSnapshot) and memorised for its later
