@@ -21,7 +21,7 @@ import (
 	"strings"
 )
 
-var idRe = regexp.MustCompile(`\b(R-[A-J]\d+|INV-\d+b?|C-\d+|US-\d+|PRE-\d+|CLM-\d+|G-[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*)\b`)
+var idRe = regexp.MustCompile(`\b(R-[A-N]\d+|INV-\d+b?|C-\d+|US-\d+|PRE-\d+|CLM-\d+|G-[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*)\b`)
 
 func main() {
 	shared := flag.String("shared", "../shared", "folder with docs/ and seeds/")
