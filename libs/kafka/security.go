@@ -282,3 +282,39 @@ func isTLSError(err error) bool {
 	}
 	return strings.Contains(err.Error(), "tls:")
 }
+
+// RefusalHook returns a client hook that calls refused when a broker
+// refuses this client's TLS handshake or SASL credentials, and accepted
+// when a request past authentication goes through. A refusal repeats until
+// the configuration changes, so a loop reports it as a stall and its
+// process is not ready (R-L8, R-H8); an unreachable broker is not a
+// refusal.
+func RefusalHook(refused func(error), accepted func()) kgo.Hook {
+	return refusalHook{refused: refused, accepted: accepted}
+}
+
+type refusalHook struct {
+	refused  func(error)
+	accepted func()
+}
+
+var (
+	_ kgo.HookBrokerConnect = refusalHook{}
+	_ kgo.HookBrokerE2E     = refusalHook{}
+)
+
+func (h refusalHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil && isTLSError(err) {
+		h.refused(fmt.Errorf("kafka TLS handshake refused: %w", err))
+	}
+}
+
+func (h refusalHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	err := e2e.Err()
+	switch {
+	case err == nil && key != keySASLHandshake && key != keySASLAuthenticate && key != keyAPIVersions:
+		h.accepted()
+	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate):
+		h.refused(fmt.Errorf("kafka SASL authentication refused: %w", err))
+	}
+}

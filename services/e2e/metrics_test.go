@@ -109,6 +109,7 @@ var owners = []struct {
 	{"msgx_dispatcher_", []string{"dispatcher"}},
 	{"msgx_projector_", []string{"projector"}},
 	{"msgx_ingest_", []string{"ingest"}},
+	{"msgx_loop_", []string{"projector"}}, // only the projector's loops report progress so far
 	{"msgx_control_", []string{"control"}},
 	{"msgx_lease_", []string{"processor", "dispatcher", "ingest"}},
 	{"msgx_kafka_produced_", []string{"dispatcher", "projector", "ingest"}},

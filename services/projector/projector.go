@@ -179,13 +179,13 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
-	if err := progress.RegisterMetrics(deps.Meter, c.Progress(), rb.Progress()); err != nil {
+	if err := progress.RegisterMetrics(deps.Meter, c.Progress(), c.Auth(), rb.Progress()); err != nil {
 		return nil, fmt.Errorf("creating projector: %w", err)
 	}
 	svc := &Service{
 		freshness: fresh,
 		freshLp:   fresh.Service(),
-		loops:     []*progress.Tracker{c.Progress(), rb.Progress()},
+		loops:     []*progress.Tracker{c.Progress(), c.Auth(), rb.Progress()},
 		store:     st,
 		recovery:  rec.Service(),
 		consumer:  c,

@@ -93,6 +93,10 @@ type Consumer struct {
 	metrics *metrics
 	// progress says whether the loop can make progress (R-L8).
 	progress *progress.Tracker
+	// auth is stalled while a broker refuses the client's TLS handshake or
+	// credentials (R-L8, R-H8), apart from progress so that a request that
+	// goes through never clears a fenced membership's stall.
+	auth *progress.Tracker
 
 	mu     sync.Mutex
 	client *kgo.Client
@@ -121,6 +125,7 @@ func New(cfg Config, kcfg kafka.Config, st Store, logger *slog.Logger, clk clock
 		clock:      clk,
 		metrics:    m,
 		progress:   progress.New(ServiceName, clk),
+		auth:       progress.New(ServiceName+"-kafka-auth", clk),
 		instanceID: cfg.InstanceID,
 	}, nil
 }
@@ -135,6 +140,10 @@ func (c *Consumer) Service() *lifecycle.Service {
 // An unreachable broker is not a stall: the projection in Redis still
 // serves (R-N1).
 func (c *Consumer) Progress() *progress.Tracker { return c.progress }
+
+// Auth is stalled while a broker refuses the consumer's TLS handshake or
+// SASL credentials: a refusal no wait cures (R-L8, R-H8).
+func (c *Consumer) Auth() *progress.Tracker { return c.auth }
 
 // InstanceID returns the static member ID the consumer joined with last.
 func (c *Consumer) InstanceID() string {
@@ -181,6 +190,7 @@ func (c *Consumer) starting(context.Context) error {
 // instanceID when it is set.
 func (c *Consumer) newClient(instanceID string) (*kgo.Client, error) {
 	opts := append(c.kafka.ClientOpts(c.base, "projector"),
+		kgo.WithHooks(kafka.RefusalHook(c.auth.Stalled, c.auth.Progressed)),
 		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.ConsumeTopics(c.kafka.Topics.FlightState),
 		// A new group projects the whole compacted topic.
