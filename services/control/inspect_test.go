@@ -22,10 +22,10 @@ func seedTrail(t *testing.T, b *testBundle) {
 	enc := contract.Encoder{Zone: time.UTC}
 	for i, c := range []contract.Change{
 		{FLID: 15, StateVersion: 1, EventType: contract.EventCreated, OperationDay: "2026-03-01", Changed: []string{"FLNO", "STOT"},
-			Source: &contract.Source{MsgID: 41, Type: "FLOP", Subtype: "NEW", Sender: "AODB", Seqn: "000041"},
+			Source:     &contract.Source{MsgID: 41, Type: "FLOP", Subtype: "NEW", Sender: "AODB", Seqn: "000041"},
 			OccurredAt: testNow.Add(-2 * time.Hour), Flight: flight.Doc{"FLNO": "CA1234", "STOT": "01MAR261200"}},
 		{FLID: 15, StateVersion: 2, EventType: contract.EventUpdated, OperationDay: "2026-03-01", Changed: []string{"STND"},
-			Source: &contract.Source{MsgID: 42, Type: "FLOP", Subtype: "UPDT", Sender: "AODB", Seqn: "000042"},
+			Source:     &contract.Source{MsgID: 42, Type: "FLOP", Subtype: "UPDT", Sender: "AODB", Seqn: "000042"},
 			OccurredAt: testNow.Add(-time.Hour), Flight: flight.Doc{"FLNO": "CA1234", "STOT": "01MAR261200", "STND": "S209"}},
 		{FLID: 16, StateVersion: 1, EventType: contract.EventCreated, Changed: []string{"FLNO"},
 			Source:     &contract.Source{MsgID: 43, Type: "FLOP", Subtype: "NEW", Sender: "AODB", Seqn: "000043"},
