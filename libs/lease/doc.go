@@ -17,7 +17,9 @@
 // its lock cannot block the takeover forever.
 //
 // Fenced means stopped (R-H6): a Term (Writer.Term, NewRemoteTerm) is the
-// write access of one term. It is the only way a component should obtain a
+// write access of one term; Terms holds a component's current Term across
+// the terms it wins and is then its only handle on PostgreSQL, counting
+// each transaction's Outcome for an Observer. It is the only way a component should obtain a
 // write transaction, it checks the term before side effects outside
 // PostgreSQL, and its first refusal ends the term for all of the term's
 // work, which then returns ErrFenced to the Elector: one WARN line, back to

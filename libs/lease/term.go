@@ -16,7 +16,8 @@ import (
 // has no way to open a transaction that does not end with the fence, so
 // "every write is fenced" holds by construction, not by review (R-H6).
 type Writer struct {
-	db Beginner
+	db      Beginner
+	observe Observer
 }
 
 // NewWriter returns the Writer of db (*pgxpool.Pool in production).
@@ -29,7 +30,7 @@ func NewWriter(db Beginner) *Writer { return &Writer{db: db} }
 // cancel when the term's work has returned.
 func (w *Writer) Term(ctx context.Context, name string, token int64) (*Term, context.Context, context.CancelFunc) {
 	tctx, cancel := context.WithCancelCause(ctx)
-	t := &Term{db: w.db, name: name, token: token, fenced: true, end: cancel}
+	t := &Term{db: w.db, name: name, token: token, fenced: true, end: cancel, observe: w.observe}
 	return t, tctx, func() { cancel(context.Canceled) }
 }
 
@@ -37,7 +38,7 @@ func (w *Writer) Term(ctx context.Context, name string, token int64) (*Term, con
 // the fence and its checks always pass. It is for a component run alone
 // (its tests, or a deployment without standbys); a component that runs
 // under an Elector uses Writer.Term.
-func (w *Writer) Unfenced() *Term { return &Term{db: w.db} }
+func (w *Writer) Unfenced() *Term { return &Term{db: w.db, observe: w.observe} }
 
 // NewRemoteTerm returns the Term of a component that writes nothing to
 // PostgreSQL and whose side effects are outside it (ingest's scanner
@@ -65,6 +66,7 @@ type Term struct {
 	fenced  bool
 	confirm func(context.Context) error
 	end     context.CancelCauseFunc
+	observe Observer // nil: nobody counts the outcomes
 
 	mu    sync.Mutex
 	ended error
@@ -113,9 +115,9 @@ func (t *Term) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return fmt.Errorf("writing under lease %s token %d: the term has no database", t.name, t.token)
 	}
 	if !t.fenced {
-		return inTx(ctx, t.db, fn, func(pgx.Tx) error { return nil })
+		return inTx(ctx, t.db, fn, func(pgx.Tx) error { return nil }, t.observe)
 	}
-	return t.refused(inTx(ctx, t.db, fn, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }))
+	return t.refused(inTx(ctx, t.db, fn, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }, t.observe))
 }
 
 // Exec runs one statement in a fenced transaction.
@@ -153,7 +155,7 @@ func (t *Term) Check(ctx context.Context) error {
 	if x, ok := t.db.(execer); ok {
 		return t.refused(fence(ctx, x, t.name, t.token))
 	}
-	return t.refused(inTx(ctx, t.db, func(pgx.Tx) error { return nil }, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }))
+	return t.refused(inTx(ctx, t.db, func(pgx.Tx) error { return nil }, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }, nil))
 }
 
 // execer runs a statement outside an explicit transaction.
@@ -161,21 +163,28 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// inTx runs fn, then last (the fence), then COMMIT.
-func inTx(ctx context.Context, db Beginner, fn, last func(pgx.Tx) error) error {
+// inTx runs fn, then last (the fence), then COMMIT, and tells observe
+// (when not nil) how a transaction that began ended.
+func inTx(ctx context.Context, db Beginner, fn, last func(pgx.Tx) error, observe Observer) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning fenced transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
+	err = func() error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := last(tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("committing fenced transaction: %w", err)
+		}
+		return nil
+	}()
+	if observe != nil {
+		observe(ctx, outcomeOf(err))
 	}
-	if err := last(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing fenced transaction: %w", err)
-	}
-	return nil
+	return err
 }

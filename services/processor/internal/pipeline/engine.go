@@ -14,7 +14,6 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/services/internal/flight"
-	"msgexchange/services/processor/internal/pipeline/fenced"
 )
 
 // Options configure an Engine.
@@ -101,7 +100,7 @@ type Engine struct {
 	// lease. The raw pool is not kept: no code of the engine can write
 	// past the fence (R-B8, R-H6).
 	pool    reader
-	db      *fenced.DB
+	db      *lease.Terms
 	clock   clock.Clock
 	opday   flight.OpDay
 	wake    chan struct{}
@@ -148,9 +147,11 @@ func NewEngine(opt Options) (*Engine, error) {
 	if err := registerGauges(opt.Meter, opt.Pool, opt.Clock); err != nil {
 		return nil, err
 	}
-	db := fenced.New(opt.Pool, LeaseName, opt.Elector != nil, func(ctx context.Context, o fenced.Outcome) {
-		m.transactions.Add(ctx, 1, outcomeAttr(o))
-	})
+	observe := func(ctx context.Context, o lease.Outcome) { m.transactions.Add(ctx, 1, outcomeAttr(o)) }
+	db := lease.NewUnfencedTerms(opt.Pool, observe)
+	if opt.Elector != nil {
+		db = lease.NewTerms(opt.Pool, LeaseName, observe)
+	}
 	opt.Pool = nil // reads through pool, writes through db: nothing else
 	return &Engine{
 		opt:      opt,

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/lease"
-	"msgexchange/services/processor/internal/pipeline/fenced"
 )
 
 // grantLease writes the processor lease row as the control plane does
@@ -56,7 +55,7 @@ func TestFence_R_B8_R_H6_EveryWritePathWithStaleTokenCommitsNothing(t *testing.T
 	})
 	h.grantLease(7)
 	// A working term first: the same paths commit with the live token.
-	live, end := h.e.db.StartTerm(context.Background(), 7)
+	live, end := h.e.db.Start(context.Background(), 7)
 	require.NoError(t, h.e.register(live, inboxTopic, []*kgo.Record{{Key: []byte("1"), Value: []byte(refMsg(1, "GLST", "ADD", glst("G1", "a")))}}))
 	_, _, err := h.e.Step(live)
 	require.NoError(t, err)
@@ -115,7 +114,7 @@ func TestFence_R_B8_R_H6_EveryWritePathWithStaleTokenCommitsNothing(t *testing.T
 		reset()
 		tc.setup()
 		before := h.dbDigest()
-		ctx, end := h.e.db.StartTerm(context.Background(), 7)
+		ctx, end := h.e.db.Start(context.Background(), 7)
 		err := tc.write(ctx)
 		require.ErrorIs(t, err, lease.ErrFenced, tc.name)
 		require.ErrorIs(t, context.Cause(ctx), lease.ErrFenced, "%s: the refusal ends the term", tc.name)
@@ -124,7 +123,7 @@ func TestFence_R_B8_R_H6_EveryWritePathWithStaleTokenCommitsNothing(t *testing.T
 		require.ErrorIs(t, h.e.inTx(context.Background(), func(pgx.Tx) error {
 			t.Fatalf("%s: a transaction of an ended term began", tc.name)
 			return nil
-		}), fenced.ErrNoTerm, tc.name)
+		}), lease.ErrFenced, tc.name)
 		end()
 	}
 }
@@ -146,7 +145,7 @@ func TestFence_R_B8_R_H6_EngineHoldsNoRawPool(t *testing.T) {
 		if !v.IsValid() {
 			return
 		}
-		if v.Type() == reflect.TypeOf((*fenced.DB)(nil)) {
+		if v.Type() == reflect.TypeOf((*lease.Terms)(nil)) {
 			return // the one way to write, fenced
 		}
 		if v.Type().Implements(reflect.TypeOf((*beginner)(nil)).Elem()) && !(v.Kind() == reflect.Pointer && v.IsNil()) {
@@ -185,7 +184,7 @@ func TestFence_R_B8_CLM6_ZombieCommitsNothing(t *testing.T) {
 		o.Elector = electorFunc(func(context.Context, string, string, func(context.Context, int64) error) error { return nil })
 	})
 	h.grantLease(7)
-	ctx, end := h.e.db.StartTerm(context.Background(), 7)
+	ctx, end := h.e.db.Start(context.Background(), 7)
 	defer end()
 	h.insert(1, flopMsg(1, "STND", flopRec(77, "<STND>S1</STND>")))
 	_, _, err := h.e.Step(ctx)

@@ -29,7 +29,7 @@ func (e *Engine) Services() []*lifecycle.Service {
 	}
 	return []*lifecycle.Service{lifecycle.NewService("processor-leader", nil, func(ctx context.Context) error {
 		return e.opt.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
-			tctx, end := e.db.StartTerm(ctx, token)
+			tctx, end := e.db.Start(ctx, token)
 			defer end()
 			e.log.Info("processor lease acquired; active", "token", token, "holder", holder)
 			err := lifecycle.NewManager(e.log, e.loops()...).Run(tctx)

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"msgexchange/services/processor/internal/pipeline/fenced"
+	"msgexchange/libs/lease"
 )
 
 type metrics struct {
@@ -123,7 +123,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	for _, st := range []string{StateApplied, StateSucceeded, StateSkipped, StateDead} {
 		out.finished.Add(ctx, 0, stateAttr(st))
 	}
-	for _, o := range []fenced.Outcome{fenced.Committed, fenced.RolledBack, fenced.Refused} {
+	for _, o := range []lease.Outcome{lease.Committed, lease.RolledBack, lease.Refused} {
 		out.transactions.Add(ctx, 0, outcomeAttr(o))
 	}
 	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused} {
@@ -147,7 +147,7 @@ func kindAttr(k string) metric.AddOption {
 	return metric.WithAttributes(attribute.String("kind", k))
 }
 
-func outcomeAttr(o fenced.Outcome) metric.AddOption {
+func outcomeAttr(o lease.Outcome) metric.AddOption {
 	return metric.WithAttributes(attribute.String("outcome", string(o)))
 }
 

@@ -387,7 +387,7 @@ func TestSelfCheck_R_H4_R_H6_StaleTermRepairsNothing(t *testing.T) {
 	h.grantLease(8) // another instance holds the lease with a newer token
 	before := h.dbDigest()
 
-	ctx, end := h.e.db.StartTerm(context.Background(), 7)
+	ctx, end := h.e.db.Start(context.Background(), 7)
 	defer end()
 	res, err := h.e.RunSelfCheck(ctx)
 	require.ErrorIs(t, err, lease.ErrFenced)
