@@ -73,7 +73,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
-	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode: never write mailbox markers nor outbound requests (COUTMSGS)")
+	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode, beside the predecessor (R-L6): mailbox markers and outbound requests (COUTMSGS) are settled as shadowed, never written")
 }
 
 // Validate reports every invalid value.

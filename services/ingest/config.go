@@ -27,6 +27,11 @@ type Config struct {
 	Mailbox MailboxConfig `yaml:"mailbox"`
 	// Compat tunes POST /cminmsgs/send.
 	Compat CompatConfig `yaml:"compat"`
+	// Shadow runs beside the predecessor, which marks the rows it
+	// processes (R-L6): the rows at or above mailbox.start-id are read and
+	// published whether marked or not, so the gateway processes every one
+	// of them. Set with dispatcher.shadow, which writes no marker.
+	Shadow bool `yaml:"shadow"`
 }
 
 // PipelineConfig tunes the mailbox scan.
@@ -162,6 +167,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 		"IANA time zone of the mailbox DATETIME columns (the airport's zone)")
 	fs.Int64Var(&c.Mailbox.StartID, prefix+"mailbox.start-id", 0,
 		"first CMINMSGS_ID read: rows below it are left to the predecessor, never read, published nor marked (R-L6 cutover); 0 reads every row")
+	fs.BoolVar(&c.Shadow, prefix+"shadow", false,
+		"shadow mode beside the predecessor (R-L6, with dispatcher.shadow): publish the rows at or above mailbox.start-id whether the predecessor marked them or not; needs mailbox.start-id")
 	c.Compat.MaxBody = DefaultMaxBody
 	fs.Var(&c.Compat.MaxBody, prefix+"compat.max-body",
 		"largest POST /cminmsgs/send body, bytes or with a unit such as 10MiB or 10MB (default 10MiB; at most 16MiB-1)")
@@ -217,6 +224,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Mailbox.StartID < 0 {
 		errs = append(errs, fmt.Errorf("mailbox.start-id: must be 0 (every row) or a CMINMSGS_ID, got %d", c.Mailbox.StartID))
+	}
+	if c.Shadow && c.Mailbox.StartID < 1 {
+		errs = append(errs, errors.New("shadow: needs mailbox.start-id, the first row of the shadow run; without it every marked row of the mailbox's history would be published"))
 	}
 	if _, err := c.Mailbox.location(); err != nil {
 		errs = append(errs, err)

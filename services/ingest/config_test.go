@@ -65,6 +65,8 @@ func TestConfig_R_F6_ValidateRejectsEachProblem(t *testing.T) {
 		{"EmptyValidStatus", func(c *ingest.Config) { c.Mailbox.ValidStatus = "" }, "mailbox.valid-status"},
 		{"FilterHidesCompatRows", func(c *ingest.Config) { c.Mailbox.ValidStatus = "NEW" }, "mailbox.status-filter"},
 		{"LongStatus", func(c *ingest.Config) { c.Mailbox.StatusFilter = strings.Repeat("X", 21) }, "mailbox.status-filter"},
+		// R-L6: a shadow run without a first row would publish the whole history.
+		{"ShadowWithoutStartID", func(c *ingest.Config) { c.Shadow = true }, "needs mailbox.start-id"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +86,12 @@ func TestConfig_R_F6_ValidateRejectsEachProblem(t *testing.T) {
 		for _, key := range []string{"pipeline.poll-interval", "pipeline.claim-batch", "mailbox.zone"} {
 			require.Contains(t, err.Error(), key)
 		}
+	})
+	t.Run("R_L6_ShadowWithStartID", func(t *testing.T) {
+		t.Parallel()
+		c := defaults(t)
+		c.Shadow, c.Mailbox.StartID = true, 1
+		require.NoError(t, c.Validate())
 	})
 	t.Run("EmptyFilterAcceptsAnyValidStatus", func(t *testing.T) {
 		t.Parallel()

@@ -57,6 +57,13 @@
 // read of the backlog per round. After a restart the first round publishes
 // everything unmarked once more; both are harmless repeats.
 //
+// Shadow mode (R-L6, ingest.shadow, beside a predecessor that marks the
+// rows it processes): the reads of rows to publish ignore the marker from
+// mailbox.start-id on, so a row the predecessor marks before a round reads
+// it is published all the same; the republish check and the
+// reconciliation pass keep the marker, so a published row the predecessor
+// marked is forgotten and the marked history is never published again.
+//
 // Why errors stop the round (R-A6). A failed query or produce abandons the
 // round: the high-water mark, the gaps, the reconciliation pass and the
 // memory of published rows stay as they were (rows published before the

@@ -116,7 +116,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps:    deps,
 		logger:  deps.Logger.With("component", "ingest"),
 		loc:     loc,
-		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter).StartingAt(cfg.Mailbox.StartID),
+		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter).StartingAt(cfg.Mailbox.StartID).Shadowing(cfg.Shadow),
 		wake:    make(chan struct{}, 1),
 	}
 	if s.metrics, err = scanner.NewMetrics(deps.Meter); err != nil {

@@ -35,6 +35,9 @@ const (
 	OutcomeRequestMissing = "request-missing"
 )
 
+// shadowReason closes a request shadow mode settled without sending it.
+const shadowReason = "shadow mode: never sent"
+
 // clockSkewMargin widens the duplicate lookup of C-24 back from the
 // request's registration: the registration time comes from the control
 // plane's clock, COUTMSGS_DATE_INSERTED from the dispatcher's.
@@ -178,6 +181,9 @@ func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
 		// on its way, sending this one would only confuse the answer.
 		return r.coutmsgsSettled(ctx, c.id, "ABANDONED", OutcomeRequestClosed, reqID)
 	}
+	if r.opt.Shadow {
+		return r.shadowRequest(ctx, c.id, reqID)
+	}
 	routing, err := sisrequest.RoutingID(typ)
 	if err != nil {
 		return fmt.Errorf("request %d: %w", reqID, err)
@@ -271,6 +277,34 @@ func (r *Relay) insertCoutmsgs(ctx context.Context, routing string, xml []byte, 
 		return 0, false, fmt.Errorf("reading the new COUTMSGS_ID: %w", err)
 	}
 	return id, false, nil
+}
+
+// shadowRequest settles a request in shadow mode (R-L6) without writing
+// COUTMSGS: the outbox row is SENT with outcome shadowed, so it never
+// waits for a write, and the request is closed EXPIRED, so its scope is
+// free and nothing waits for an answer to a request never sent. Leaving
+// shadow mode sends none of them: the predecessor sent its own.
+func (r *Relay) shadowRequest(ctx context.Context, id, reqID int64) error {
+	done := r.opt.Clock.Now()
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`,
+			id, OutcomeShadowed, done); err != nil {
+			return fmt.Errorf("recording outbox row %d shadowed: %w", id, err)
+		}
+		if _, err := tx.Exec(tctx, `UPDATE req_track SET state='EXPIRED', closed_at=$2, closed_reason=$3 WHERE id=$1 AND state='REGISTERED'`,
+			reqID, done, shadowReason); err != nil {
+			return fmt.Errorf("closing shadowed request %d: %w", reqID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.shadowed.Add(ctx, 1, targetAttr(TargetCoutmsgs))
+	r.log.Info("outbound request not sent: shadow mode", "request_id", reqID, "outcome", OutcomeShadowed)
+	return nil
 }
 
 // coutmsgsSettled ends a row without sending it.

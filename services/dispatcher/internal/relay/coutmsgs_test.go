@@ -3,14 +3,12 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/sisrequest"
 )
 
@@ -286,44 +284,4 @@ func TestCoutmsgs_R_D5_SupersededRequestIsNotSent(t *testing.T) {
 	require.Equal(t, "EXPIRED", r.State, "a closed request is never changed")
 	require.Equal(t, "superseded by request 99", *r.ClosedReason)
 	require.Equal(t, OutcomeRequestMissing, b.coutOutbox(t, goneRow).Outcome)
-}
-
-// TestCoutmsgs_R_D5_ShadowModeWritesNoCoutmsgs: in shadow mode the coutmsgs
-// loop does not exist; the relay runs (the Kafka targets deliver) while the
-// request stays REGISTERED and COUTMSGS stays empty. Without shadow mode
-// the same setup inserts the request.
-func TestCoutmsgs_R_D5_ShadowModeWritesNoCoutmsgs(t *testing.T) {
-	t.Parallel()
-	for _, shadow := range []bool{true, false} {
-		t.Run(map[bool]string{true: "Shadow", false: "Live"}[shadow], func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, func(o *Options) { o.Shadow = shadow })
-			var names []string
-			for _, s := range b.r.Services() {
-				names = append(names, s.Name())
-			}
-			require.Equal(t, !shadow, slices.Contains(names, "dispatcher-coutmsgs"), "services %v", names)
-
-			reqID, rowID := b.registerRequest(t, sisrequest.TypeRQRD, 1)
-			msgRow := b.addRow(t, TargetMsg, "15", []byte(`{"flid":15}`), "")
-			m := lifecycle.NewManager(b.log, b.r.Services()...)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- m.Run(ctx) }()
-			defer func() {
-				cancel()
-				require.NoError(t, <-done)
-			}()
-			require.Eventually(t, func() bool { return b.coutOutbox(t, msgRow).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
-				"the relay runs")
-			if shadow {
-				require.Equal(t, "REGISTERED", b.request(t, reqID).State)
-				require.Equal(t, "PENDING", b.coutOutbox(t, rowID).State)
-				require.Empty(t, b.coutRows(t))
-				return
-			}
-			require.Eventually(t, func() bool { return b.request(t, reqID).State == "SENT" }, 20*time.Second, 10*time.Millisecond)
-			require.Len(t, b.coutRows(t), 1)
-		})
-	}
 }

@@ -27,6 +27,10 @@ const (
 	// (pipeline.overdue-backfill) after its message finished; automatic
 	// retries stopped at once, before backfill-max-attempts (INV-7, CLM-4).
 	OutcomeOverdue = "overdue"
+	// OutcomeShadowed: shadow mode settled the intent without writing the
+	// marker (R-L6); the backfill is finished with this outcome so nothing
+	// waits for a write that shadow mode never makes.
+	OutcomeShadowed = "shadowed"
 )
 
 // BackfillAbandoned is proc_state.backfill_outcome of a backfill finished
@@ -135,7 +139,14 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	for i, it := range batch {
 		ids[i] = it.msgID
 	}
-	outcomes, batchErr := r.markBatch(ctx, ids)
+	// Shadow mode settles every intent without a MySQL statement (R-L6).
+	var outcomes map[int64]string
+	var batchErr error
+	if r.opt.Shadow {
+		outcomes = shadowOutcomes(ids)
+	} else {
+		outcomes, batchErr = r.markBatch(ctx, ids)
+	}
 	if batchErr != nil && ctx.Err() != nil {
 		return false, nil
 	}
@@ -170,6 +181,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	done := r.opt.Clock.Now()
 	settled := make([]mailboxSettlement, 0, len(batch))
 	var marked []time.Time
+	var shadowedN int64
 	var markErr error
 	wait := time.Duration(0)
 	for _, it := range batch {
@@ -191,8 +203,13 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 			continue
 		}
 		settled = append(settled, mailboxSettlement{id: it.id, state: "SENT", outcome: outcome, sentAt: &done})
+		if outcome == OutcomeShadowed {
+			shadowedN++
+			continue
+		}
 		marked = append(marked, it.created)
 	}
+	r.shadowed.Add(ctx, shadowedN, targetAttr(TargetMailbox))
 	if wait == 0 {
 		r.outages.ok(TargetMailbox)
 	}
@@ -280,6 +297,18 @@ func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, e
 		return nil, fmt.Errorf("committing markers: %w", err)
 	}
 	return out, nil
+}
+
+// shadowOutcomes is markBatch in shadow mode (R-L6): every intent is
+// settled as shadowed and no marker is written, so intents never pile up
+// waiting for a write that shadow mode never makes; the backfill finishes
+// with outcome shadowed and the record is cleaned up at its retention.
+func shadowOutcomes(ids []int64) map[int64]string {
+	out := make(map[int64]string, len(ids))
+	for _, id := range ids {
+		out[id] = OutcomeShadowed
+	}
+	return out
 }
 
 // mark writes the processed marker of one message (markBatch of one).

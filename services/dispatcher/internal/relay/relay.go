@@ -60,7 +60,10 @@ type Options struct {
 	// this long after its message finished (the intent's created_at, our
 	// own clock) stops automatic retries at once. Zero disables the bound.
 	OverdueBackfill time.Duration
-	Shadow          bool
+	// Shadow runs beside the predecessor (R-L6): the mailbox and coutmsgs
+	// loops settle their rows as shadowed without a MySQL write, so no
+	// marker or COUTMSGS row is ever written and nothing piles up.
+	Shadow bool
 	// Elector, when set, makes each target single-active under its own
 	// lease and fences the target's writes (R-B8); nil only in tests.
 	Elector Elector
@@ -103,6 +106,7 @@ type Relay struct {
 	failed     metric.Int64Counter
 	dead       metric.Int64Counter
 	markers    metric.Int64Counter
+	shadowed   metric.Int64Counter
 	stages     metric.Float64Histogram
 }
 
@@ -138,6 +142,10 @@ func New(opt Options) (*Relay, error) {
 	if r.markers, err = m.Int64Counter("msgx_dispatcher_backfill_total", metric.WithDescription("mailbox marker outcomes, by outcome")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if r.shadowed, err = m.Int64Counter("msgx_dispatcher_shadowed_total",
+		metric.WithDescription("mailbox markers and outbound requests settled without being written because of shadow mode, by target")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	if err := r.initMetrics(m); err != nil {
 		return nil, err
 	}
@@ -162,12 +170,13 @@ func (r *Relay) Services() []*lifecycle.Service {
 		one(TargetProjectionControl, func() *lifecycle.Service {
 			return r.kafkaService(TargetProjectionControl, r.opt.Kafka.Topics.ProjectionControl)
 		}),
+		one(TargetMailbox, r.mailboxService),
+		one(TargetCoutmsgs, r.coutmsgsService), // outbound requests (R-D5)
 	}
-	if !r.opt.Shadow {
-		svcs = append(svcs, one(TargetMailbox, r.mailboxService))
-		svcs = append(svcs, one(TargetCoutmsgs, r.coutmsgsService)) // outbound requests (R-D5); shadow mode never writes COUTMSGS
-	} else {
-		r.log.Warn("shadow mode: mailbox markers and outbound requests (COUTMSGS) are never written")
+	if r.opt.Shadow {
+		// The two loops run and settle their rows unwritten (R-L6), so
+		// nothing piles up: see shadowOutcomes and shadowRequest.
+		r.log.Warn("shadow mode: mailbox markers and outbound requests (COUTMSGS) are settled as shadowed, never written")
 	}
 	return svcs
 }

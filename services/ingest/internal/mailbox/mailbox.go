@@ -48,6 +48,9 @@ type Mailbox struct {
 	// startID: rows with a lower CMINMSGS_ID are never read as unmarked
 	// (0: every row), see StartingAt.
 	startID int64
+	// shadow: the rows to publish are read whether marked or not, see
+	// Shadowing.
+	shadow bool
 }
 
 // New returns a Mailbox on db. loc is the airport zone the DATETIME columns
@@ -67,16 +70,51 @@ func (m *Mailbox) StartingAt(id int64) *Mailbox {
 	return m
 }
 
+// Shadowing makes the reads of the rows to publish ignore the marker and
+// returns m (R-L6, shadow mode beside the predecessor, which marks the rows
+// it processes): UnmarkedIDs, After, InRanges and Fetch return the rows at
+// or above the starting ID marked or not, so a row the predecessor marks
+// before a round reads it is published all the same, and its processing
+// is compared, never missed. StillUnmarked and UnmarkedIDsUpTo keep the
+// marker: a published row the predecessor marked is forgotten, and the
+// reconciliation pass does not publish the marked history again.
+func (m *Mailbox) Shadowing(on bool) *Mailbox {
+	m.shadow = on
+	return m
+}
+
 // unmarkedWhere is the predicate every read shares: not yet marked, at or
 // above the starting ID and, when configured, of the accepted status.
 func (m *Mailbox) unmarkedWhere(args []any) (string, []any) {
+	return m.where(args, true)
+}
+
+// publishWhere is the predicate of the reads of rows to publish:
+// unmarkedWhere, without the marker in shadow mode.
+func (m *Mailbox) publishWhere(args []any) (string, []any) {
+	return m.where(args, !m.shadow)
+}
+
+// where builds the predicate: the marker (when marker is set), the
+// starting ID and the accepted status. Without the marker, a marked row is
+// accepted whatever its status, because writing the marker rewrites
+// CMINMSGS_STATUS (mailbox.processed-value). <=> so that the predicate
+// read as a column is false, never NULL, for a row without a status.
+func (m *Mailbox) where(args []any, marker bool) (string, []any) {
 	where := "CMINMSGS_DATE_PROCESSED IS NULL"
+	if !marker {
+		where = "TRUE"
+	}
 	if m.startID > 0 {
 		where += " AND CMINMSGS_ID >= ?"
 		args = append(args, m.startID)
 	}
 	if m.statusFilter != "" {
-		where += " AND CMINMSGS_STATUS = ?"
+		if marker {
+			where += " AND CMINMSGS_STATUS <=> ?"
+		} else {
+			where += " AND (CMINMSGS_DATE_PROCESSED IS NOT NULL OR CMINMSGS_STATUS <=> ?)"
+		}
 		args = append(args, m.statusFilter)
 	}
 	return where, args
@@ -89,7 +127,7 @@ func (m *Mailbox) unmarkedWhere(args []any) (string, []any) {
 func (m *Mailbox) UnmarkedIDs(ctx context.Context, after int64, limit int) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
-	where, args := m.unmarkedWhere(nil)
+	where, args := m.publishWhere(nil)
 	args = append(args, after, limit)
 	return m.ids(ctx, "SELECT CMINMSGS_ID FROM CMINMSGS WHERE "+where+" AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", args,
 		limit, fmt.Sprintf("after %d", after))
@@ -136,17 +174,9 @@ type Seen struct {
 	Unmarked bool
 }
 
-// eligible is the unmarked predicate as a selected column.
+// eligible is publishWhere as a selected column.
 func (m *Mailbox) eligible(args []any) (string, []any) {
-	col := "CMINMSGS_DATE_PROCESSED IS NULL"
-	if m.startID > 0 {
-		col += " AND CMINMSGS_ID >= ?"
-		args = append(args, m.startID)
-	}
-	if m.statusFilter != "" {
-		col += " AND CMINMSGS_STATUS <=> ?"
-		args = append(args, m.statusFilter)
-	}
+	col, args := m.publishWhere(args)
 	return "(" + col + ")", args
 }
 
@@ -280,7 +310,7 @@ func (m *Mailbox) Fetch(ctx context.Context, ids []int64, budget int) (out []Row
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	where, args := m.unmarkedWhere(args)
+	where, args := m.publishWhere(args)
 	q := "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, DATE_FORMAT(CMINMSGS_DATE_RECEIVED, '%Y-%m-%d %H:%i:%s.%f') FROM CMINMSGS WHERE CMINMSGS_ID IN (" +
 		strings.Repeat("?,", len(ids)-1) + "?) AND " + where + " ORDER BY CMINMSGS_ID"
 	rows, err := m.db.QueryContext(ctx, q, args...)

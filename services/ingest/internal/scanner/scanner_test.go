@@ -588,3 +588,52 @@ func TestScanner_R_L6_StartIDLeavesThePredecessorsRowsAlone(t *testing.T) {
 	}
 	require.Contains(t, ingesttest.Keys(t, recs), later[0], "a row written after the start is published")
 }
+
+// TestScanner_R_L6_ShadowPublishesRowsThePredecessorMarked: in shadow mode
+// beside a predecessor that marks the rows it processes, every row from
+// mailbox.start-id on is published once, whether the predecessor marked it
+// before the start, between two rounds, or not yet — and whatever status
+// its marker wrote — so the gateway processes all of them (R-L6, PRE-1);
+// the rows below the starting ID never are. Published rows the predecessor
+// marked are forgotten, never republished, and the full rescan does not
+// publish the marked history again; a row it leaves unmarked is
+// republished after republish-after, as outside shadow mode.
+func TestScanner_R_L6_ShadowPublishesRowsThePredecessorMarked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old := b.mb.InsertValid(t, 2)
+	b.mb.Mark(t, old[0])
+	mine := b.mb.InsertValid(t, 3)
+	b.mb.Mark(t, mine[0]) // the predecessor was faster than the gateway's start
+	b.scanner = b.newScanner(t, mailbox.New(b.mb.DB, ingesttest.Location(t), "VALID").StartingAt(mine[0]).Shadowing(true))
+
+	r := b.round(t)
+	require.Equal(t, 3, r.Published)
+	require.Equal(t, mine, ingesttest.Keys(t, b.inbox.Await(t, 3, awaitTimeout)))
+
+	later := b.mb.InsertValid(t, 2)
+	b.mb.Mark(t, later[0]) // marked before the next round reads it
+	r = b.round(t)
+	require.Equal(t, 2, r.Published)
+	require.Equal(t, later, ingesttest.Keys(t, b.inbox.Await(t, 5, awaitTimeout))[3:])
+
+	b.mb.Mark(t, mine[1], mine[2], later[1]) // the predecessor catches up
+	for range 3 {
+		b.clock.Advance(11 * time.Minute)
+		b.round(t)
+	}
+	require.Equal(t, int64(5), b.inbox.EndOffset(t), "marked rows are neither republished nor rescanned")
+
+	straggler := b.mb.InsertValid(t, 1) // the predecessor leaves it unmarked
+	b.round(t)
+	b.clock.Advance(11 * time.Minute)
+	b.round(t)
+	b.clock.Advance(time.Minute)
+	b.round(t)
+	recs := b.inbox.Await(t, int(b.inbox.EndOffset(t)), awaitTimeout)
+	keys := ingesttest.Keys(t, recs)
+	require.Equal(t, []int64{straggler[0], straggler[0]}, keys[5:], "published, then republished once unmarked")
+	for _, id := range keys {
+		require.GreaterOrEqual(t, id, mine[0], "a row below mailbox.start-id was published")
+	}
+}

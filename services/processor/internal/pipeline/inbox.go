@@ -221,6 +221,9 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				again.add(id, raws[i], receivedAt[i], offsets[i])
 			}
 		}
+		if err := e.reopenShadowed(ctx, tx, again, now); err != nil {
+			return err
+		}
 		var err error
 		reused, err = e.holdReused(ctx, tx, again, now)
 		return err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/services/internal/outbox"
 )
 
 // Mailbox ID reuse (R-L5; C-3, PRE-3). The mailbox promises never to reuse
@@ -98,4 +100,36 @@ func (e *Engine) reportReused(ctx context.Context, held []reusedText) {
 			"msg_id", t.msgID, "first_sha256", t.firstSHA256, "text_sha256", t.textSHA256, "offset", t.offset,
 			"alert", "mailbox-id-reused")
 	}
+}
+
+// reopenShadowedSQL opens the backfill of each republished message, same
+// text, whose marker shadow mode settled unwritten (backfill outcome
+// shadowed, R-L6) again: its outcome is cleared and a new marker intent
+// written, in one statement.
+var reopenShadowedSQL = `
+	WITH r AS (
+		UPDATE proc_state p SET backfilled_at = NULL, backfill_outcome = NULL
+		FROM unnest($1::bigint[], $2::text[]) AS c(id, raw)
+		WHERE p.msg_id = c.id AND p.raw = c.raw AND p.backfill_outcome = 'shadowed'
+		RETURNING p.msg_id)
+	` + outbox.InsertMailboxIntent("r", 3)
+
+// reopenShadowed runs in the registration's transaction, only when a fetch
+// holds IDs registered before. Ingest republishes a row only while the
+// mailbox shows it unmarked and at or above ingest.mailbox.start-id, where
+// every row is this gateway's to mark (R-L6): a republished message whose
+// marker shadow mode never wrote therefore still needs it. This is how
+// leaving shadow mode marks the rows of the cutover nobody marked (ingest
+// republishes every unmarked row after its restart), and only those: the
+// rows the predecessor marked are never republished, so no old marker
+// floods the mailbox. In shadow mode the new intent is settled as
+// shadowed again.
+func (e *Engine) reopenShadowed(ctx context.Context, tx pgx.Tx, c reusedCandidates, now time.Time) error {
+	if len(c.ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, reopenShadowedSQL, c.ids, c.raws, now); err != nil {
+		return fmt.Errorf("opening shadowed backfills of republished mailbox IDs again: %w", err)
+	}
+	return nil
 }

@@ -85,3 +85,42 @@ func TestRegister_R_L5_ReusedMailboxIDIsHeldWithBothTexts(t *testing.T) {
 	}
 	require.ElementsMatch(t, []int64{7, 8}, alerts, "one ERROR per distinct text")
 }
+
+// TestRegister_R_L6_RepublishReopensShadowedBackfill: a republish of an
+// unmarked mailbox row whose marker shadow mode settled unwritten (backfill
+// outcome shadowed) opens the backfill again with a new marker intent, so
+// leaving shadow mode marks the cutover's rows nobody marked (R-L6, PRE-1);
+// a republish of a message whose marker was written, or of a different
+// text under the ID (R-L5), opens nothing.
+func TestRegister_R_L6_RepublishReopensShadowedBackfill(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	shadowed := refMsg(7, "GLST", "ADD", glst("G1", "first"))
+	written := refMsg(8, "GLST", "ADD", glst("G2", "second"))
+	h.run(7, shadowed)
+	h.run(8, written)
+	// As the dispatcher settles the two intents: one in shadow mode, one
+	// with its marker written.
+	h.exec(`UPDATE outbox SET state='SENT', outcome=CASE msg_id WHEN 7 THEN 'shadowed' ELSE 'written' END, sent_at=now()
+		WHERE target='mailbox' AND msg_id IN (7, 8)`)
+	h.exec(`UPDATE proc_state SET backfilled_at=now(), backfill_outcome=CASE msg_id WHEN 7 THEN 'shadowed' ELSE 'written' END
+		WHERE msg_id IN (7, 8)`)
+	pending := func(id int64) int {
+		return h.count(`SELECT count(*) FROM outbox WHERE target='mailbox' AND state='PENDING' AND msg_id=$1`, id)
+	}
+
+	h.insert(7, refMsg(9, "GLST", "ADD", glst("G9", "another text under the ID")))
+	require.Zero(t, pending(7), "a different text is held (R-L5), never marked under the first message's ID")
+
+	h.insertRecords(
+		&kgo.Record{Key: []byte("7"), Value: []byte(shadowed)},
+		&kgo.Record{Key: []byte("8"), Value: []byte(written)},
+	)
+	require.Equal(t, 1, pending(7), "the shadowed backfill has a new marker intent")
+	require.Zero(t, pending(8), "a written marker is never written again")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM proc_state WHERE msg_id=7 AND backfilled_at IS NULL AND backfill_outcome IS NULL`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM proc_state WHERE msg_id=8 AND backfill_outcome='written'`))
+
+	h.insert(7, shadowed) // republished again before the marker is written
+	require.Equal(t, 1, pending(7), "one intent at a time")
+}
