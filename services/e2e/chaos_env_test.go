@@ -108,7 +108,7 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 //     the run, and flushes schd often.
 var chaosFlags = map[string][]string{
 	"ingest": {"-ingest.pipeline.republish-after=5s"},
-	"processor": {"-processor.pipeline.snapshot-batch=8", "-processor.pipeline.backoff=100ms,200ms",
+	"processor": {"-processor.pipeline.snapshot-batch=8", "-processor.pipeline.backoff-min=100ms", "-processor.pipeline.backoff-cap=200ms",
 		"-processor.request.rqfd-timeout=30m"},
 	"dispatcher": {"-dispatcher.schd.flush-period=300ms",
 		"-dispatcher.delivery.backoff-min=200ms", "-dispatcher.delivery.backoff-max=2s", "-dispatcher.delivery.max-attempts=100",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/services/processor/internal/pipeline"
 )
 
@@ -23,9 +24,16 @@ type Config struct {
 
 // PipelineConfig holds the retry and poison parameters (R-B5, R-B9).
 type PipelineConfig struct {
-	MaxAttempts   int           `yaml:"max_attempts"`
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffMin is a FAILED head's first wait; each further attempt
+	// doubles it up to BackoffCap, with jitter (libs/backoff, R-B5).
+	BackoffMin time.Duration `yaml:"backoff_min"`
+	BackoffCap time.Duration `yaml:"backoff_cap"`
+	// Backoff is the deprecated per-attempt list ("1s,2s,4s,8s,16s", the
+	// last repeating). Still read for one release: set, it stands for
+	// backoff-min = its first value and backoff-cap = its last (bounded
+	// by backoff-cap), and the processor logs the flags to use instead.
 	Backoff       string        `yaml:"backoff"`
-	BackoffCap    time.Duration `yaml:"backoff_cap"`
 	HeadDeadline  time.Duration `yaml:"head_deadline"`
 	SnapshotBatch int           `yaml:"snapshot_batch"`
 	MaxRecords    int           `yaml:"max_records"`
@@ -83,8 +91,9 @@ type RequestConfig struct {
 // RegisterFlags registers the processor's flags.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.IntVar(&c.Pipeline.MaxAttempts, prefix+"pipeline.max-attempts", 5, "failed executions before a message is poisoned, DEAD(EXHAUSTED)")
-	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "1s,2s,4s,8s,16s", "retry backoff per attempt; the last value repeats")
+	fs.DurationVar(&c.Pipeline.BackoffMin, prefix+"pipeline.backoff-min", time.Second, "first retry wait of a failed head; doubles per attempt up to pipeline.backoff-cap, and jitter takes up to half of each wait off")
 	fs.DurationVar(&c.Pipeline.BackoffCap, prefix+"pipeline.backoff-cap", 60*time.Second, "upper bound of any retry backoff")
+	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "", "deprecated, use pipeline.backoff-min and pipeline.backoff-cap: a per-attempt list (1s,2s,4s) read as backoff-min = its first value, backoff-cap = its last")
 	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
 	fs.IntVar(&c.Pipeline.Batch, prefix+"pipeline.batch", pipeline.DefaultBatch, "consecutive due messages executed in one transaction, each with the outcome it would have alone (R-J1); 1 is one transaction per message")
 	fs.IntVar(&c.Pipeline.SnapshotBatch, prefix+"pipeline.snapshot-batch", 200, "records of a daily snapshot (SCHD DNLD/RESP) written per transaction (R-C6)")
@@ -107,11 +116,8 @@ func (c *Config) Validate() error {
 	if c.Pipeline.MaxAttempts < 1 {
 		errs = append(errs, errors.New("pipeline.max-attempts: must be at least 1"))
 	}
-	if _, err := parseBackoff(c.Pipeline.Backoff); err != nil {
-		errs = append(errs, fmt.Errorf("pipeline.backoff: %w", err))
-	}
-	if c.Pipeline.BackoffCap <= 0 {
-		errs = append(errs, errors.New("pipeline.backoff-cap: must be positive"))
+	if _, _, err := c.Pipeline.RetrySchedule(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Pipeline.HeadDeadline <= 0 {
 		errs = append(errs, errors.New("pipeline.head-deadline: must be positive"))
@@ -151,7 +157,31 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func parseBackoff(s string) ([]time.Duration, error) {
+// RetrySchedule returns the wait of a FAILED head by attempt (R-B5):
+// doubling from backoff-min to backoff-cap with libs/backoff's default
+// jitter. When the deprecated pipeline.backoff list is set, its first value
+// stands for backoff-min and its last, bounded by backoff-cap, for the cap
+// (the default list 1s,…,16s gives the same waits as before, now with
+// jitter), and deprecation names the flags that replace it, for the log.
+func (c PipelineConfig) RetrySchedule() (s backoff.Schedule, deprecation string, err error) {
+	s = backoff.Schedule{First: c.BackoffMin, Max: c.BackoffCap, Jitter: backoff.DefaultJitter}
+	if c.Backoff != "" {
+		list, err := parseBackoffList(c.Backoff)
+		if err != nil {
+			return s, "", fmt.Errorf("pipeline.backoff (deprecated) %q: %w", c.Backoff, err)
+		}
+		s.First, s.Max = list[0], min(list[len(list)-1], c.BackoffCap)
+		deprecation = fmt.Sprintf("pipeline.backoff is deprecated and will be removed in the next release; %q is read as pipeline.backoff-min=%s pipeline.backoff-cap=%s (waits double from the first to the cap, with jitter); set those instead",
+			c.Backoff, s.First, s.Max)
+	}
+	if s.First <= 0 || s.Max <= 0 || s.First > s.Max {
+		return s, "", fmt.Errorf("pipeline.backoff-min %v, pipeline.backoff-cap %v: need 0 < min <= cap, e.g. 1s and 1m", s.First, s.Max)
+	}
+	return s, deprecation, nil
+}
+
+// parseBackoffList reads the deprecated per-attempt list.
+func parseBackoffList(s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, p := range strings.Split(s, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(p))
@@ -162,9 +192,6 @@ func parseBackoff(s string) ([]time.Duration, error) {
 			return nil, fmt.Errorf("%s: must be positive", p)
 		}
 		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("at least one duration is required")
 	}
 	return out, nil
 }

@@ -40,7 +40,10 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	backoff, _ := parseBackoff(cfg.Pipeline.Backoff)
+	retry, deprecation, _ := cfg.Pipeline.RetrySchedule()
+	if deprecation != "" {
+		deps.Logger.Warn(deprecation, "flag", "processor.pipeline.backoff")
+	}
 	zone, _ := time.LoadLocation(cfg.OpDay.Zone)
 	ignore := map[string]bool{}
 	for _, t := range cfg.Pipeline.IgnoredTypes() {
@@ -55,8 +58,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		Pool:                 deps.Postgres,
 		Kafka:                deps.Kafka,
 		MaxAttempts:          cfg.Pipeline.MaxAttempts,
-		Backoff:              backoff,
-		BackoffCap:           cfg.Pipeline.BackoffCap,
+		Retry:                retry,
 		HeadDeadline:         cfg.Pipeline.HeadDeadline,
 		SnapshotBatch:        cfg.Pipeline.SnapshotBatch,
 		MaxRecords:           cfg.Pipeline.MaxRecords,

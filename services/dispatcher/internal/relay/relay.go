@@ -208,22 +208,22 @@ func (r *Relay) wakeAll() {
 
 // listenService LISTENs on msgx_outbox and wakes every loop on each
 // notification. After a lost connection it reconnects and wakes the loops
-// once, since notifications may have been missed meanwhile.
+// once, since notifications may have been missed meanwhile; reconnections
+// back off from 100 ms to 5 s on libs/backoff's schedule with jitter.
 func (r *Relay) listenService() *lifecycle.Service {
 	return lifecycle.NewService("dispatcher-listen", nil, func(ctx context.Context) error {
-		wait := 100 * time.Millisecond
+		retry := backoff.Schedule{First: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.DefaultJitter, Rand: r.opt.Rand}.Start()
 		for ctx.Err() == nil {
 			err := r.listen(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
+			wait := retry.Next()
 			r.log.Warn("listening for outbox notifications; reconnecting", "err", err, "retry_in", wait)
 			r.wakeAll()
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
+			if backoff.Sleep(ctx, wait) != nil {
+				return nil
 			}
-			wait = min(wait*2, 5*time.Second)
 		}
 		return nil
 	}, nil)

@@ -112,10 +112,10 @@ func TestExecutor_R_H1_CrashAtHeadCountsAsAttempt(t *testing.T) {
 			require.Equal(t, ClassInfra, r.ErrorClass)
 			require.Equal(t, died, r.Attempts, "each ended execution is one attempt")
 			require.Contains(t, r.Reason, "ended its process")
-			require.True(t, r.NextAttemptAt.Equal(h.clk.Now().Add(e.backoff(died))), "backoff as for any failure")
+			require.True(t, r.NextAttemptAt.Equal(h.clk.Now().Add(e.opt.Retry.Delay(died))), "backoff as for any failure")
 			_, wait, err := e.Step(context.Background())
 			require.NoError(t, err)
-			require.Equal(t, e.backoff(died), wait, "the head waits out its backoff")
+			require.Equal(t, e.opt.Retry.Delay(died), wait, "the head waits out its backoff")
 			h.clk.Advance(wait)
 		}
 		done := stepAsync(context.Background(), e)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
@@ -18,14 +19,17 @@ import (
 
 // Options configure an Engine.
 type Options struct {
-	Logger             *slog.Logger
-	Clock              clock.Clock
-	Meter              metric.Meter
-	Pool               *pgxpool.Pool
-	Kafka              kafka.Config
-	MaxAttempts        int
-	Backoff            []time.Duration
-	BackoffCap         time.Duration
+	Logger      *slog.Logger
+	Clock       clock.Clock
+	Meter       metric.Meter
+	Pool        *pgxpool.Pool
+	Kafka       kafka.Config
+	MaxAttempts int
+	// Retry is the wait of a FAILED head before its next attempt, by the
+	// number of attempts made (R-B5): libs/backoff's capped doubling with
+	// jitter, so heads of many instances failing on one outage do not come
+	// back in step.
+	Retry              backoff.Schedule
 	HeadDeadline       time.Duration
 	IgnoreTypes        map[string]bool
 	IncludeDayBoundary bool
@@ -172,22 +176,6 @@ func (e *Engine) Wake() {
 	case e.wake <- struct{}{}:
 	default:
 	}
-}
-
-// backoff returns the wait after the n-th failed attempt (n ≥ 1).
-func (e *Engine) backoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	b := e.opt.Backoff
-	d := b[len(b)-1]
-	if n <= len(b) {
-		d = b[n-1]
-	}
-	if d > e.opt.BackoffCap {
-		d = e.opt.BackoffCap
-	}
-	return d
 }
 
 // orDefault returns v, or def when v is not positive.

@@ -269,33 +269,47 @@ func TestStep_R_B5_HeadDeadline(t *testing.T) {
 	require.Equal(t, StateSucceeded, h.state(2))
 }
 
-// TestBackoff_R_B5_TableAndCap pins the backoff table (the last value
-// repeats) and the cap.
-func TestBackoff_R_B5_TableAndCap(t *testing.T) {
+// TestBackoff_R_B5_DoublesToTheCapWithJitter pins the head's retry
+// schedule: 1, 2, 4, 8, 16 s doubling to the 60 s cap (the R-B5 table),
+// of which the jitter takes at most half off, never adding to a wait.
+func TestBackoff_R_B5_DoublesToTheCapWithJitter(t *testing.T) {
 	t.Parallel()
 	s := time.Second
-	cases := []struct {
-		name    string
-		table   []time.Duration
-		cap     time.Duration
-		attempt []int
-		want    []time.Duration
-	}{
-		{"Default", []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s}, 60 * s,
-			[]int{0, 1, 2, 3, 4, 5, 6, 50}, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 16 * s, 16 * s, 16 * s}},
-		{"Capped", []time.Duration{30 * s, 90 * s, 10 * time.Minute}, 60 * s,
-			[]int{1, 2, 3, 4}, []time.Duration{30 * s, 60 * s, 60 * s, 60 * s}},
-		{"Single", []time.Duration{5 * s}, 60 * s, []int{1, 9}, []time.Duration{5 * s, 5 * s}},
+	e := &Engine{opt: defaultOptions()}
+	var got []time.Duration
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 7, 50} {
+		got = append(got, e.opt.Retry.Delay(n))
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := &Engine{opt: Options{Backoff: tc.table, BackoffCap: tc.cap}}
-			for i, n := range tc.attempt {
-				require.Equal(t, tc.want[i], e.backoff(n), "attempt %d", n)
-			}
-		})
+	require.Equal(t, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 16 * s, 32 * s, 60 * s, 60 * s}, got, "the lowest draw keeps the whole wait")
+
+	e.opt.Retry.Rand = func() float64 { return 0.999999 }
+	require.InDelta(t, float64(s/2), float64(e.opt.Retry.Delay(1)), float64(time.Millisecond), "the highest draw takes half off")
+	require.InDelta(t, float64(30*s), float64(e.opt.Retry.Delay(50)), float64(time.Millisecond))
+
+	e.opt.Retry.Rand = nil // the production draw
+	for n := 1; n <= 8; n++ {
+		full := min(s<<(n-1), 60*s)
+		for range 20 {
+			d := e.opt.Retry.Delay(n)
+			require.GreaterOrEqual(t, d, full/2, "attempt %d", n)
+			require.LessOrEqual(t, d, full, "attempt %d", n)
+		}
 	}
+}
+
+// TestStep_R_B5_JitterShortensTheStoredWait: the drawn jitter is what the
+// FAILED head stores in next_attempt_at and waits for — within [d/2, d].
+func TestStep_R_B5_JitterShortensTheStoredWait(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *Options) { o.Retry.Rand = func() float64 { return 0.5 } })
+	h.insert(1, infraRaw)
+	h.step()
+	r := h.proc(1)
+	require.Equal(t, StateFailed, r.State)
+	want := time.Second - time.Second/4 // jitter 0.5 × draw 0.5 of 1 s off
+	require.True(t, r.NextAttemptAt.Equal(t0.Add(want)), "next_attempt_at %s", r.NextAttemptAt)
+	_, wait := h.step()
+	require.Equal(t, want, wait)
 }
 
 // TestStep_R_B5_BackoffCapAppliedToNextAttempt: the cap bounds the stored
@@ -303,8 +317,8 @@ func TestBackoff_R_B5_TableAndCap(t *testing.T) {
 func TestStep_R_B5_BackoffCapAppliedToNextAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(o *Options) {
-		o.Backoff = []time.Duration{2 * time.Minute}
-		o.BackoffCap = 60 * time.Second
+		o.Retry.First = 2 * time.Minute
+		o.Retry.Max = 60 * time.Second
 	})
 	h.insert(1, infraRaw)
 	h.step()

@@ -46,7 +46,7 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 		return err
 	}
 	now := e.clock.Now()
-	next := now.Add(e.backoff(attempts))
+	next := now.Add(e.opt.Retry.Delay(attempts))
 	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
 		tag, err := tx.Exec(ctx, `
 			UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/migrations"
@@ -50,9 +51,11 @@ func defaultOptions() Options {
 		panic(err)
 	}
 	return Options{
-		MaxAttempts:  5,
-		Backoff:      []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second},
-		BackoffCap:   60 * time.Second,
+		MaxAttempts: 5,
+		// The lowest draw of the jitter keeps every wait whole, so the
+		// tests read exact times; TestStep_R_B5_JitterShortensTheStoredWait
+		// draws others.
+		Retry:        backoff.Schedule{First: time.Second, Max: 60 * time.Second, Jitter: backoff.DefaultJitter, Rand: func() float64 { return 0 }},
 		HeadDeadline: 10 * time.Minute,
 		IgnoreTypes:  map[string]bool{"LDM": true, "REGN": true, "RSTA": true, "EROR": true},
 		Zone:         zone,

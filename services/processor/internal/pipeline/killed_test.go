@@ -58,7 +58,7 @@ func runExecutorChild(url string) int {
 	opt := defaultOptions()
 	opt.Logger, opt.Clock, opt.Pool = log, clock.Real{}, pool
 	opt.MaxAttempts = executorChildMaxAttempts
-	opt.Backoff = []time.Duration{20 * time.Millisecond}
+	opt.Retry.First, opt.Retry.Max = 20*time.Millisecond, 20*time.Millisecond
 	if b := os.Getenv(executorChildBatchEnv); b != "" {
 		if opt.Batch, err = strconv.Atoi(b); err != nil {
 			log.Error("parsing batch", "err", err)
