@@ -2,8 +2,9 @@
 // that write it — the processor (flight events, backfill intents), the
 // control plane (projection rebuilds, ended messages, outbound requests) —
 // and the dispatcher, which relays each target on its own: the target
-// names, and the one statement shape that writes a message's mailbox
-// intent. Services never import each other; they share these names here
+// names, and the statement tails that write a message's mailbox intent
+// with its terminal state (InsertMailboxIntent; InsertInOrder for a
+// batch's outbox in decision order). Services never import each other; they share these names here
 // so a target cannot be spelt two ways.
 package outbox
 
@@ -40,4 +41,34 @@ func InsertMailboxIntent(cte string, at int) string {
 	p := "$" + strconv.Itoa(at)
 	return `INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
 		SELECT '` + Mailbox + `', msg_id::text, msg_id, ` + p + `, ` + p + ` FROM ` + cte
+}
+
+// InsertInOrder returns two common table expressions, x and o, that
+// follow the expression cte of a WITH statement which makes messages
+// terminal and returns their msg_id and finished_at: o writes the outbox
+// rows given as the arrays $p to $p+5 (target, pkey, payload, headers as
+// JSON text, msg_id with 0 for none, time) in their order, and the mailbox
+// intent of every message the CTE finished, due and created at its
+// finished_at. A mailbox row in the arrays only places the intent of its
+// message there and is written only if the CTE finished that message;
+// intents without a place follow the rows in msg_id order. A batch thus
+// writes its outbox in decision order — the same rows, their IDs in the
+// same order, as one message at a time — and a terminal state never
+// exists without its intent nor an intent without its terminal state
+// (INV-8). PostgreSQL runs a data-modifying CTE whether or not the
+// statement reads it.
+func InsertInOrder(cte string, p int) string {
+	arg := func(i int) string { return "$" + strconv.Itoa(p+i) }
+	return `x AS (
+		SELECT * FROM unnest(` + arg(0) + `::text[], ` + arg(1) + `::text[], ` + arg(2) + `::bytea[], ` + arg(3) + `::text[], ` +
+		arg(4) + `::bigint[], ` + arg(5) + `::timestamptz[]) WITH ORDINALITY AS x(t, k, p, h, m, a, ord)),
+	o AS (
+		INSERT INTO outbox (target, pkey, payload, headers, msg_id, next_attempt_at, created_at)
+		SELECT t, k, p, h::jsonb, NULLIF(m, 0), a, a FROM (
+			SELECT t, k, p, h, m, a, ord FROM x WHERE t <> '` + Mailbox + `'
+			UNION ALL
+			SELECT '` + Mailbox + `', c.msg_id::text, NULL, NULL, c.msg_id, c.finished_at, COALESCE(pl.ord, cardinality(` + arg(0) + `::text[]) + c.msg_id)
+			FROM ` + cte + ` c LEFT JOIN (SELECT m, min(ord) AS ord FROM x WHERE t = '` + Mailbox + `' GROUP BY m) pl ON pl.m = c.msg_id) r
+		ORDER BY ord
+		RETURNING id)`
 }

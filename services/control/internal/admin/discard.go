@@ -16,6 +16,7 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/rpcstatus"
+	"msgexchange/services/internal/procstate"
 )
 
 // Audit actions of outbox_discard_audit.
@@ -239,9 +240,8 @@ WHERE o.id = ANY($1) AND o.target = 'flight-state' AND p.msg_id = o.msg_id AND p
 	if len(markers) > 0 {
 		// A discarded marker is a finished backfill: the message leaves the
 		// unmarked backlog (proc_state_unmarked_idx) for good.
-		if _, err := tx.Exec(ctx, `UPDATE proc_state SET backfilled_at = $1, backfill_outcome = 'discarded'
-WHERE msg_id = ANY($2) AND backfilled_at IS NULL`, now, markers); err != nil {
-			return nil, 0, fmt.Errorf("finishing discarded backfills: %w", err)
+		if err := procstate.DiscardBackfills(ctx, tx, markers, now); err != nil {
+			return nil, 0, err
 		}
 	}
 	var auditID int64

@@ -21,7 +21,7 @@ import (
 	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/nullable"
 	"msgexchange/services/control/internal/rpcstatus"
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // ClassOperator is the error class of a message an operator ended
@@ -147,23 +147,21 @@ func endMessage(ctx context.Context, tx pgx.Tx, id int64, operator, reason strin
 	// marker is then written by the dispatcher like for any DEAD message,
 	// and the insert wakes it (outbox_notify_trg).
 	stored := clip.Text(fmt.Sprintf("ended by operator %s (was %s%s): %s", operator, prev.state, classSuffix(prev.class), reason))
-	var outboxID int64
-	err = tx.QueryRow(ctx, `
-		WITH u AS (
-			UPDATE proc_state SET state = 'DEAD', error_class = $2, reason = $3, finished_at = $4, updated_at = $4,
-				next_attempt_at = NULL
-			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED', 'APPLIED')
-			RETURNING msg_id)
-		`+outbox.InsertMailboxIntent("u", 4)+`
-		RETURNING id`, id, ClassOperator, stored, now).Scan(&outboxID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var ended []procstate.Ended
+	b := &pgx.Batch{}
+	procstate.QueueEnd(b, []procstate.End{{MsgID: id, Class: ClassOperator, Reason: stored}}, now, func(e []procstate.Ended) error {
+		ended = e
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return prev, nil, fmt.Errorf("writing DEAD and the backfill intent of message %d: %w", id, err)
+	}
+	if len(ended) != 1 {
 		// The state changed under the row lock: impossible, so it is
 		// reported as the internal failure it is, never as success.
 		return prev, nil, fmt.Errorf("writing DEAD and the backfill intent of message %d: %w", id, errRowChangedUnderLock)
 	}
-	if err != nil {
-		return prev, nil, fmt.Errorf("writing DEAD and the backfill intent of message %d: %w", id, err)
-	}
+	outboxID := ended[0].OutboxID
 	// The progress of a snapshot written in batches belongs to a run that
 	// will not resume. Its pending projections stay: acknowledgements
 	// remove them as usual (and the record cleanup with the message);

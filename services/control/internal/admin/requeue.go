@@ -18,6 +18,7 @@ import (
 	"msgexchange/services/control/internal/caller"
 	"msgexchange/services/control/internal/nullable"
 	"msgexchange/services/control/internal/rpcstatus"
+	"msgexchange/services/internal/procstate"
 )
 
 // Limits of a RequeueOutbox request.
@@ -155,9 +156,8 @@ WHERE state = $2 AND `
 	if r.state == "ABANDONED" && len(moved) > 0 {
 		// A re-queued abandoned backfill is unfinished again: its message
 		// returns to the unmarked backlog until the marker is recorded.
-		if _, err := tx.Exec(ctx, `UPDATE proc_state SET backfilled_at = NULL, backfill_outcome = NULL
-WHERE backfill_outcome = 'abandoned' AND msg_id IN (SELECT msg_id FROM outbox WHERE id = ANY($1) AND target = 'mailbox')`, moved); err != nil {
-			return nil, 0, fmt.Errorf("reopening re-queued backfills: %w", err)
+		if err := procstate.ReopenBackfills(ctx, tx, moved); err != nil {
+			return nil, 0, err
 		}
 	}
 	var auditID int64

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/procstate"
 )
 
 // Marker outcomes (R-D4), recorded in outbox.outcome.
@@ -338,7 +339,7 @@ type mailboxSettlement struct {
 // of every message marked or abandoned is finished in the same statement
 // (backfilled_at, backfill_outcome), so the unmarked backlog stops counting
 // it (R-D4).
-const mailboxSettleQuery = `
+var mailboxSettleQuery = `
 WITH v AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $8::int[])
 		AS v(id, state, outcome, last_error, next, sent_at, add)),
@@ -353,9 +354,7 @@ o AS (
 		retry = o.retry OR v.state <> 'SENT'
 	FROM v WHERE o.id = v.id AND o.state = 'PENDING'
 	RETURNING o.msg_id, o.state, o.outcome, o.sent_at)
-UPDATE proc_state p SET backfilled_at = o.sent_at,
-	backfill_outcome = CASE WHEN o.state = 'ABANDONED' THEN $7 ELSE o.outcome END
-FROM o WHERE p.msg_id = o.msg_id AND o.state IN ('SENT', 'ABANDONED')`
+` + procstate.RecordBackfill("o", 7)
 
 // settleMailbox records settled in one fenced statement.
 func (r *Relay) settleMailbox(ctx context.Context, settled []mailboxSettlement) error {

@@ -25,9 +25,11 @@
 // have no msg_id.
 //
 // What is not a decision's effect stays with the FIFO head in package
-// pipeline: proc_state's transitions (identity bindings, terminal and
-// APPLIED states, execution markers), fencing, and the transaction
-// control. The one exception is a snapshot's progress note
-// (Snapshot.SaveProgress), which sets proc_state.reason with the progress
-// row in the same round trip.
+// pipeline: which proc_state transition a message takes, fencing, and the
+// transaction control; the transitions are written by package
+// services/internal/procstate. A batch's outbox rows are written with its
+// terminal states (procstate.QueueFinish), so Overlay.Queue is given none
+// there. The one transition queued here is a snapshot's progress note
+// (Snapshot.SaveProgress, procstate.QueueNote), in the same round trip as
+// the progress row.
 package apply

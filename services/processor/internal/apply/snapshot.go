@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/services/internal/procstate"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -106,7 +107,7 @@ func (s Snapshot) SaveProgress(ctx context.Context, p decide.Progress, note stri
 			changed=EXCLUDED.changed, deleted=EXCLUDED.deleted, batches=EXCLUDED.batches, updated_at=EXCLUDED.updated_at,
 			request_id=EXCLUDED.request_id, match_kind=EXCLUDED.match_kind`,
 		s.MsgID, p.Next, p.Changed, p.Deleted, p.Batches, s.Now, requestID, matchKind)
-	b.Queue(`UPDATE proc_state SET reason=$2, updated_at=$3 WHERE msg_id=$1`, s.MsgID, note, s.Now)
+	procstate.QueueNote(b, s.MsgID, note, s.Now)
 	if err := s.Tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("saving snapshot progress: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/lifecycle"
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // Ack is the value of a msgx.projection-acks record.
@@ -144,11 +144,7 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 // APPLIED under the same row lock (markApplied).
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
 	now := e.clock.Now()
-	type finished struct {
-		ID      int64
-		Applied *time.Time
-	}
-	var done []finished
+	var done []procstate.SucceededAt
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		done = done[:0]
 		for p, off := range next {
@@ -171,12 +167,14 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		if err != nil || len(touched) == 0 {
 			return err
 		}
-		rows, err := tx.Query(ctx, ackFinishQuery, touched, now)
-		if err != nil {
-			return fmt.Errorf("finishing acknowledged messages: %w", err)
-		}
-		done, err = pgx.CollectRows(rows, pgx.RowToStructByPos[finished])
-		if err != nil {
+		// Every message with nothing pending any more is SUCCEEDED, with
+		// its backfill intent, in the same transaction.
+		b := &pgx.Batch{}
+		procstate.QueueSucceed(b, touched, now, nil, func(f []procstate.SucceededAt) error {
+			done = f
+			return nil
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
 		return nil
@@ -188,7 +186,7 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 	for _, f := range done {
 		e.metrics.finished.Add(ctx, 1, stateAttr(StateSucceeded))
 		e.metrics.stage(ctx, StageSucceeded, f.Applied, now)
-		e.log.Info("message finished", "msg_id", f.ID, "state", StateSucceeded)
+		e.log.Info("message finished", "msg_id", f.MsgID, "state", StateSucceeded)
 	}
 	return nil
 }
@@ -254,21 +252,6 @@ d AS (
 	RETURNING p.msg_id)
 SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
        EXISTS (SELECT 1 FROM s WHERE s.msg_id <> ALL ($3::bigint[]))`
-
-// ackFinishQuery moves every message of $1 that is APPLIED with nothing
-// pending any more to SUCCEEDED and writes its backfill intent. Whether
-// anything is pending is one probe of projection_pending's primary key per
-// message (OFFSET 0 keeps it a probe, not an anti-join over the table).
-var ackFinishQuery = `
-WITH s AS (
-	UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
-	WHERE ps.msg_id = ANY($1) AND ps.state='APPLIED'
-	  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id OFFSET 0)
-	RETURNING ps.msg_id, ps.applied_at),
-o AS (
-	` + outbox.InsertMailboxIntent("s", 2) + `
-	RETURNING msg_id)
-SELECT o.msg_id, s.applied_at FROM o JOIN s USING (msg_id) ORDER BY o.msg_id`
 
 // deleteAcked locks the proc_state rows of the messages that have pending
 // projections the acks (flids[i], versions[i]) satisfy, then deletes those

@@ -54,12 +54,12 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/lease"
+	"msgexchange/services/internal/procstate"
 	"msgexchange/services/processor/internal/decide"
 )
 
@@ -194,33 +194,7 @@ func (e *Engine) prepareOne(m *batchMsg) bool {
 // why that suffices). The other messages are not written before they run:
 // a crash is recognised as a batch's by the range on its head (crashedRun).
 func (e *Engine) markBatch(ctx context.Context, msgs []*batchMsg) error {
-	first, last := msgs[0].h.MsgID, msgs[len(msgs)-1].h.MsgID
-	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
-			return fmt.Errorf("relaxing marker commit: %w", err)
-		}
-		var marked bool
-		err := tx.QueryRow(ctx, `
-			WITH m AS (
-				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
-					executing_through = CASE WHEN msg_id = $1 THEN $5::bigint END,
-					processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
-				WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
-				RETURNING executing_by)
-			SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`,
-			first, e.instance, e.clock.Now(), e.marked, last).Scan(&marked)
-		if err != nil {
-			return fmt.Errorf("marking batch executing: %w", err)
-		}
-		if !marked {
-			return errBatchChanged
-		}
-		return nil
-	})
-	if err == nil {
-		e.marked = 0
-	}
-	return err
+	return e.claim(ctx, procstate.Claim{Head: msgs[0].h.MsgID, Through: msgs[len(msgs)-1].h.MsgID}, errBatchChanged)
 }
 
 // unmarkBatch withdraws the batch's markers after a batch cut short by
@@ -228,8 +202,7 @@ func (e *Engine) markBatch(ctx context.Context, msgs []*batchMsg) error {
 func (e *Engine) unmarkBatch(ctx context.Context, msgs []*batchMsg) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL WHERE msg_id = $1 AND executing_by = $2`,
-		msgs[0].h.MsgID, e.instance); err != nil {
+	if err := e.inTx(uctx, func(tx pgx.Tx) error { return procstate.Unclaim(uctx, tx, e.instance, msgs[0].h.MsgID) }); err != nil {
 		e.log.Warn("withdrawing batch execution markers on stop; the next start re-runs them one at a time", "err", err)
 	}
 }
@@ -238,12 +211,7 @@ func (e *Engine) unmarkBatch(ctx context.Context, msgs []*batchMsg) {
 // the processing start that marking gave its head.
 func (e *Engine) restoreMarks(ctx context.Context, msgs []*batchMsg) error {
 	h := msgs[0].h
-	_, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL,
-			processing_started_at = CASE WHEN $2 THEN NULL ELSE processing_started_at END
-		WHERE msg_id = $1 AND executing_by = $3 AND state IN ('PENDING', 'FAILED')`,
-		h.MsgID, h.ProcessingStartedAt == nil, e.instance)
-	if err != nil {
-		return fmt.Errorf("withdrawing batch marker: %w", err)
-	}
-	return nil
+	return e.inTx(ctx, func(tx pgx.Tx) error {
+		return procstate.Release(ctx, tx, e.instance, h.MsgID, h.ProcessingStartedAt == nil)
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/apply"
 	"msgexchange/services/processor/internal/decide"
@@ -190,122 +191,67 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 	for _, x := range binds {
 		identity[x.id] = x.key
 	}
-	keyOf := func(id int64) *string {
-		if k, ok := identity[id]; ok {
-			return &k
-		}
-		return nil
-	}
-	// The decision's writes (package apply), then the states of the
-	// messages (the FIFO head's).
-	writes := ov.Queue(b, outbox)
-	var term, applied []*batchMsg
+	// The decision's writes (package apply) but its outbox rows, then the
+	// states of the messages with the outbox rows in decision order and
+	// the mailbox intents in their places (package procstate).
+	writes := ov.Queue(b, nil)
+	var term []procstate.Finish
+	var applied []procstate.Apply
 	for _, m := range done {
+		var meta metaCols
+		if m.meta != nil {
+			meta = *m.meta
+		}
 		if m.state == StateApplied {
-			applied = append(applied, m)
-		} else {
-			term = append(term, m)
+			applied = append(applied, procstate.Apply{MsgID: m.h.MsgID, Note: m.reason, At: m.now, Meta: meta, Identity: identity[m.h.MsgID]})
+			continue
 		}
+		term = append(term, procstate.Finish{MsgID: m.h.MsgID, State: m.state, Class: m.class, Reason: m.reason, At: m.now, Meta: meta,
+			Identity: identity[m.h.MsgID]})
 	}
-	if len(term) > 0 {
-		n := len(term)
-		ids, states, classes, reasons, ats := make([]int64, n), make([]string, n), make([]*string, n), make([]string, n), make([]time.Time, n)
-		sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
-		for i, m := range term {
-			ids[i], states[i], reasons[i], ats[i], keys[i] = m.h.MsgID, m.state, clip.Text(m.reason), m.now, keyOf(m.h.MsgID)
-			if m.class != "" {
-				c := m.class
-				classes[i] = &c
-			}
-			if m.meta != nil {
-				sndr[i], typ[i], styp[i], seqn[i], dttm[i] = m.meta.SNDR, m.meta.TYPE, m.meta.STYP, m.meta.SEQN, m.meta.DTTM
-			}
+	if len(term) > 0 || len(outbox) > 0 {
+		ordered := make([]procstate.OutboxRow, len(outbox))
+		for i, o := range outbox {
+			ordered[i] = procstate.OutboxRow(o)
 		}
-		b.Queue(`
-			WITH u AS (
-				UPDATE proc_state p SET state=v.state, error_class=v.cls, reason=v.reason, finished_at=v.at, updated_at=v.at,
-					next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
-					processing_started_at=COALESCE(p.processing_started_at, v.at),
-					identity_key=CASE WHEN v.state IN ('DEAD', 'SKIPPED') THEN NULL ELSE COALESCE(v.ik, p.identity_key) END,
-					sndr=COALESCE(NULLIF(v.sndr, ''), p.sndr), msg_type=COALESCE(NULLIF(v.typ, ''), p.msg_type),
-					msg_styp=COALESCE(NULLIF(v.styp, ''), p.msg_styp), seqn=COALESCE(NULLIF(v.seqn, ''), p.seqn),
-					dttm=COALESCE(NULLIF(v.dttm, ''), p.dttm)
-				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-					AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm, ik)
-				WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
-				RETURNING p.msg_id)
-			SELECT count(*) FROM u`, ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm, keys)
+		procstate.QueueFinish(b, term, ordered, func(n int) error {
+			if n != len(term) {
+				return errBatchChanged
+			}
+			return nil
+		})
 	}
+	registered := map[int64]time.Time{}
 	if len(applied) > 0 {
-		n := len(applied)
-		ids, notes, ats := make([]int64, n), make([]string, n), make([]time.Time, n)
-		sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
-		for i, m := range applied {
-			ids[i], notes[i], ats[i], keys[i] = m.h.MsgID, clip.Text(m.reason), m.now, keyOf(m.h.MsgID)
-			sndr[i], typ[i], styp[i], seqn[i], dttm[i] = m.meta.SNDR, m.meta.TYPE, m.meta.STYP, m.meta.SEQN, m.meta.DTTM
-		}
 		// Every message here wrote its pending projections in this
-		// transaction, which no ack can have removed yet, so APPLIED needs
-		// no second look under the row lock (compare markApplied, R-H4).
-		b.Queue(`
-			UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
-				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
-				processing_started_at=COALESCE(p.processing_started_at, v.at), identity_key=COALESCE(v.ik, p.identity_key),
-				sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
-			FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-				AS v(id, note, at, sndr, typ, styp, seqn, dttm, ik)
-			WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED')
-			RETURNING p.msg_id, p.registered_at`, ids, notes, ats, sndr, typ, styp, seqn, dttm, keys)
+		// transaction, under the row locks loadBatch took, so no ack can
+		// have removed them (compare markApplied, R-H4).
+		procstate.QueueApply(b, applied, func(moved []procstate.AppliedAt) error {
+			if len(moved) != len(applied) {
+				return errBatchChanged
+			}
+			for _, a := range moved {
+				registered[a.MsgID] = a.Registered
+			}
+			return nil
+		})
 	}
 	br := tx.SendBatch(ctx, b)
-	registered := map[int64]time.Time{}
-	err := func() error {
-		defer br.Close()
-		for i := 0; i < writes; i++ {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("writing batch decisions: %w", err)
-			}
+	for i := 0; i < writes; i++ {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return 0, fmt.Errorf("writing batch decisions: %w", err)
 		}
-		if len(term) > 0 {
-			var c int
-			if err := br.QueryRow().Scan(&c); err != nil {
-				return fmt.Errorf("writing terminal states: %w", err)
-			}
-			if c != len(term) {
-				return errBatchChanged
-			}
-		}
-		if len(applied) > 0 {
-			rows, err := br.Query()
-			if err != nil {
-				return fmt.Errorf("marking batch applied: %w", err)
-			}
-			for rows.Next() {
-				var id int64
-				var at time.Time
-				if err := rows.Scan(&id, &at); err != nil {
-					rows.Close()
-					return fmt.Errorf("marking batch applied: %w", err)
-				}
-				registered[id] = at
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("marking batch applied: %w", err)
-			}
-			if len(registered) != len(applied) {
-				return errBatchChanged
-			}
-		}
-		return br.Close()
-	}()
-	if err != nil {
+	}
+	if err := br.Close(); err != nil {
 		return 0, err
 	}
-	for _, m := range applied {
-		at := registered[m.h.MsgID]
-		m.registered = &at
-		runHook(m.ctx, hookApplied, tx, m.h.MsgID)
+	for _, m := range done {
+		if m.state == StateApplied {
+			at := registered[m.h.MsgID]
+			m.registered = &at
+			runHook(m.ctx, hookApplied, tx, m.h.MsgID)
+		}
 	}
 	next, _, err := e.markNext(ctx, tx, done[len(done)-1].h.MsgID)
 	return next, err

@@ -5,9 +5,12 @@
 // the daily record cleanup of cleanup.go and history sweep of sweep.go,
 // and the self-check of selfcheck.go) and request timers (requests.go).
 // It owns the FIFO head: which message runs next, its execution markers
-// (marks.go), fencing, attempts and backoff, and every state transition
-// of proc_state (identity bindings, terminal states and failures in
-// finish.go, APPLIED states). What a message does is decided by package
+// (marks.go), fencing, attempts and backoff, and which state transition
+// of proc_state each message takes (terminal states and failures in
+// finish.go, APPLIED states in execute.go and batchwrite.go); the
+// transitions themselves are values written by package
+// services/internal/procstate, one statement per kind for one message or
+// a batch. What a message does is decided by package
 // decide; the statements that write a decision, and the views over a
 // transaction that decide reads, are package apply's. batch.go says step
 // by step what the executor does per batch. See the processor package for

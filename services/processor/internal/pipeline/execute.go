@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/decide"
 )
@@ -171,8 +171,8 @@ func (e *Engine) bindIdentity(ctx context.Context, tx pgx.Tx, msgID int64, key s
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("looking up identity: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE proc_state SET identity_key=$2 WHERE msg_id=$1`, msgID, key); err != nil {
-		return 0, fmt.Errorf("binding identity: %w", err)
+	if err := procstate.WriteBinds(ctx, tx, procstate.Bind{MsgID: msgID, Key: key}); err != nil {
+		return 0, err
 	}
 	return 0, nil
 }
@@ -189,26 +189,22 @@ func (e *Engine) bindIdentity(ctx context.Context, tx pgx.Tx, msgID int64, key s
 func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *metaCols, note string) error {
 	now := e.clock.Now()
 	b := &pgx.Batch{}
-	b.Queue(`SELECT state FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID)
-	b.Queue(`
-		UPDATE proc_state SET state='APPLIED', error_class=NULL, reason=NULLIF($3, ''), applied_at=$2, updated_at=$2, next_attempt_at=NULL,
-			sndr=$4, msg_type=$5, msg_styp=$6, seqn=$7, dttm=$8
-		WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')
-		  AND EXISTS (SELECT 1 FROM projection_pending WHERE msg_id=$1)
-		RETURNING registered_at`, msgID, now, note, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
-	br := tx.SendBatch(ctx, b)
 	var state string
-	lockErr := br.QueryRow().Scan(&state)
-	var registered time.Time
-	err := br.QueryRow().Scan(&registered)
-	nothingPending := errors.Is(err, pgx.ErrNoRows)
-	if nothingPending {
-		err = nil
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	var locked bool
+	var lockErr error
+	b.Queue(`SELECT state FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID).QueryRow(func(r pgx.Row) error {
+		locked, lockErr = true, r.Scan(&state)
+		return nil
+	})
+	var moved []procstate.AppliedAt
+	procstate.QueueApply(b, []procstate.Apply{{MsgID: msgID, Note: note, At: now, Meta: *m}}, func(a []procstate.AppliedAt) error {
+		moved = a
+		return nil
+	})
+	err := tx.SendBatch(ctx, b).Close()
 	switch {
+	case !locked:
+		return fmt.Errorf("locking message %d: %w", msgID, err)
 	case errors.Is(lockErr, pgx.ErrNoRows):
 		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
 	case lockErr != nil:
@@ -216,12 +212,13 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 	case state != StatePending && state != StateFailed:
 		return fmt.Errorf("marking %d applied: %w", msgID, ErrNotOpen)
 	case err != nil:
-		return fmt.Errorf("marking applied: %w", err)
+		return err
 	}
-	if nothingPending {
+	if len(moved) == 0 {
 		// Open, and every projection it wrote is acknowledged already.
 		return e.finishIn(ctx, tx, msgID, m, StateSucceeded, "", note)
 	}
+	registered := moved[0].Registered
 	runHook(ctx, hookApplied, tx, msgID)
 	e.metrics.finished.Add(ctx, 1, stateAttr(StateApplied))
 	e.metrics.stage(ctx, StageApplied, &registered, now)

@@ -11,6 +11,7 @@ import (
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/internal/procstate"
 )
 
 func (e *Engine) executorService() *lifecycle.Service {
@@ -203,9 +204,8 @@ func (e *Engine) crashedRun(ctx context.Context, h *head) (bool, error) {
 		return false, nil
 	}
 	last = max(last, marked)
-	if _, err := e.exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL
-		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1 AND msg_id >= $2`, by, h.MsgID); err != nil {
-		return false, fmt.Errorf("withdrawing markers of a crashed batch: %w", err)
+	if err := e.inTx(ctx, func(tx pgx.Tx) error { return procstate.ReleaseCrashed(ctx, tx, by, h.MsgID) }); err != nil {
+		return false, err
 	}
 	e.singleUntil = max(e.singleUntil, last)
 	e.metrics.crashed.Add(ctx, 1)

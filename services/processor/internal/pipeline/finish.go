@@ -10,7 +10,7 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lease"
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // recordCrash counts the execution of h that another instance announced
@@ -34,11 +34,8 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	reason = clip.Text(reason)
 	if attempts >= e.opt.MaxAttempts {
 		err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
-			if _, err := tx.Exec(ctx, `UPDATE proc_state SET attempts=$2 WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, attempts); err != nil {
-				return false, fmt.Errorf("recording attempt: %w", err)
-			}
-			return false, e.finishIn(ctx, tx, h.MsgID, nil, StateDead, ClassExhausted,
-				fmt.Sprintf("gave up after %d attempts (last %s: %s)", attempts, class, reason))
+			return false, e.finish(ctx, tx, procstate.Finish{MsgID: h.MsgID, State: StateDead, Class: ClassExhausted,
+				Reason: fmt.Sprintf("gave up after %d attempts (last %s: %s)", attempts, class, reason), Attempts: attempts})
 		})
 		if err == nil {
 			e.metrics.failed.Add(ctx, 1, classAttr(class))
@@ -48,14 +45,11 @@ func (e *Engine) recordFailure(ctx context.Context, h *head, class, reason strin
 	now := e.clock.Now()
 	next := now.Add(e.opt.Retry.Delay(attempts))
 	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
-		tag, err := tx.Exec(ctx, `
-			UPDATE proc_state SET state='FAILED', error_class=$2, reason=$3, attempts=$4, next_attempt_at=$5, updated_at=$6,
-				processing_started_at=COALESCE(processing_started_at, $6)
-			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED')`, h.MsgID, class, reason, attempts, next, now)
+		n, err := procstate.WriteFails(ctx, tx, procstate.Fail{MsgID: h.MsgID, Class: class, Reason: reason, Attempts: attempts, Next: next, At: now})
 		if err != nil {
-			return false, fmt.Errorf("recording failure: %w", err)
+			return false, err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return false, fmt.Errorf("recording failure of %d: %w", h.MsgID, ErrNotOpen)
 		}
 		return false, nil
@@ -83,41 +77,31 @@ func (e *Engine) finishNonBusiness(ctx context.Context, msgID int64, meta *metaC
 // clipped (R-H2). A message that ends DEAD or SKIPPED applied nothing, so
 // it gives up the identity it bound in this transaction (R-K3): a forged
 // or rejected message never suppresses the genuine one that comes later.
-func (e *Engine) finishIn(ctx context.Context, q querier, msgID int64, meta *metaCols, state, class, reason string) error {
-	now := e.clock.Now()
-	var m metaCols
+func (e *Engine) finishIn(ctx context.Context, q procstate.DB, msgID int64, meta *metaCols, state, class, reason string) error {
+	f := procstate.Finish{MsgID: msgID, State: state, Class: class, Reason: reason}
 	if meta != nil {
-		m = *meta
+		f.Meta = *meta
 	}
-	var cls *string
-	if class != "" {
-		cls = &class
-	}
-	reason = clip.Text(reason)
-	tag, err := q.Exec(ctx, `
-		WITH u AS (
-			UPDATE proc_state SET state=$2, error_class=$3, reason=$4, finished_at=$5, updated_at=$5,
-				next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
-				identity_key=CASE WHEN $2 IN ('DEAD', 'SKIPPED') THEN NULL ELSE identity_key END,
-				sndr=COALESCE(NULLIF($6, ''), sndr), msg_type=COALESCE(NULLIF($7, ''), msg_type),
-				msg_styp=COALESCE(NULLIF($8, ''), msg_styp), seqn=COALESCE(NULLIF($9, ''), seqn),
-				dttm=COALESCE(NULLIF($10, ''), dttm)
-			WHERE msg_id=$1 AND state IN ('PENDING', 'FAILED', 'APPLIED')
-			RETURNING msg_id)
-		`+outbox.InsertMailboxIntent("u", 5),
-		msgID, state, cls, reason, now, m.SNDR, m.TYPE, m.STYP, m.SEQN, m.DTTM)
+	return e.finish(ctx, q, f)
+}
+
+// finish writes f, at now, and reports it.
+func (e *Engine) finish(ctx context.Context, q procstate.DB, f procstate.Finish) error {
+	f.At = e.clock.Now()
+	n, err := procstate.WriteFinish(ctx, q, f)
 	if err != nil {
-		return fmt.Errorf("writing terminal state %s: %w", state, err)
+		return fmt.Errorf("writing terminal state %s: %w", f.State, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("writing terminal state %s for %d: %w", state, msgID, ErrNotOpen)
+	if n == 0 {
+		return fmt.Errorf("writing terminal state %s for %d: %w", f.State, f.MsgID, ErrNotOpen)
 	}
-	e.metrics.finished.Add(ctx, 1, stateAttr(state))
-	if state == StateDead {
-		e.reportDead(ctx, msgID, class, reason, flightAttrs(ctx)...)
+	e.metrics.finished.Add(ctx, 1, stateAttr(f.State))
+	reason := clip.Text(f.Reason)
+	if f.State == StateDead {
+		e.reportDead(ctx, f.MsgID, f.Class, reason, flightAttrs(ctx)...)
 		return nil
 	}
-	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", msgID, "state", state, "class", class, "reason", reason}, flightAttrs(ctx)...)...)
+	e.log.InfoContext(ctx, "message finished", append([]any{"msg_id", f.MsgID, "state", f.State, "class", f.Class, "reason", reason}, flightAttrs(ctx)...)...)
 	return nil
 }
 

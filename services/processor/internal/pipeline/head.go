@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"time"
+
+	"msgexchange/services/internal/procstate"
 )
 
 // States and error classes of proc_state.
@@ -49,9 +51,7 @@ func deref(s *string) string {
 }
 
 // metaCols are the META values written with a state transition.
-type metaCols struct {
-	SNDR, TYPE, STYP, SEQN, DTTM string
-}
+type metaCols = procstate.Meta
 
 // deadClasses and parkedClasses are the error classes with which the
 // processor itself ends a message DEAD; every one is counted from zero,

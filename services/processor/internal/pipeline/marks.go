@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/services/internal/procstate"
 )
 
 // markHead writes this instance's execution marker on a head that no
@@ -17,51 +19,36 @@ import (
 // that loses it also ends the execution it announced, which then counts
 // as an outage, not an attempt.
 func (e *Engine) markHead(ctx context.Context, msgID int64) error {
+	return e.claim(ctx, procstate.Claim{Head: msgID}, fmt.Errorf("marking head %d executing: %w", msgID, ErrNotOpen))
+}
+
+// claim writes c for this instance, withdrawing its previous marker, in a
+// transaction of its own; refused is the error when the head is no
+// longer open.
+func (e *Engine) claim(ctx context.Context, c procstate.Claim, refused error) error {
+	c.Instance, c.At, c.Previous = e.instance, e.clock.Now(), e.marked
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO off`); err != nil {
-			return fmt.Errorf("relaxing marker commit: %w", err)
-		}
-		var marked bool
-		err := tx.QueryRow(ctx, `
-			WITH m AS (
-				UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END, executing_through = NULL,
-					processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
-				WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
-				RETURNING msg_id, executing_by)
-			SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`,
-			msgID, e.instance, e.clock.Now(), e.marked).Scan(&marked)
+		claimed, err := procstate.WriteClaim(ctx, tx, c)
 		if err != nil {
-			return fmt.Errorf("marking head %d executing: %w", msgID, err)
+			return err
 		}
-		if !marked {
-			return fmt.Errorf("marking head %d executing: %w", msgID, ErrNotOpen)
+		if !claimed {
+			return refused
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	e.marked = msgID
+	e.marked = c.Head
+	if c.Through != 0 {
+		e.marked = 0 // a batch's marker is withdrawn by the statements that finish it
+	}
 	return nil
 }
 
-// markNextSQL moves this instance's marker ($2; its previous one on $4)
-// from $1 to the head at or above the floor $5 if it is due at $3. The
-// rows are named by one array, an index condition on the primary key: an
-// OR of "IN (…)" lists would make the planner scan the whole table.
-const markNextSQL = `
-	WITH nxt AS (
-		SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $5 ORDER BY msg_id LIMIT 1
-	), due AS (
-		SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
-		WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
-	)
-	UPDATE proc_state p SET
-		executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END, executing_through = NULL,
-		processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
-			THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
-	WHERE p.msg_id = ANY (ARRAY[$1::bigint, $4::bigint] || ARRAY(SELECT msg_id FROM due))
-	RETURNING p.msg_id, p.executing_by IS NOT NULL, p.state IN ('PENDING', 'FAILED')`
+// markNextSQL is the statement of markNext (procstate.HandOverSQL).
+const markNextSQL = procstate.HandOverSQL
 
 // markNext hands the execution marker, inside a transaction that finished
 // (or moved) msgID, to the head that follows — the smallest open message,
@@ -70,29 +57,7 @@ const markNextSQL = `
 // marked (0 for none) and whether msgID itself is still open.
 func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int64, open bool, err error) {
 	floor, _ := e.floor.read()
-	rows, err := tx.Query(ctx, markNextSQL,
-		msgID, e.instance, e.clock.Now(), e.marked, floor)
-	if err != nil {
-		return 0, false, fmt.Errorf("marking next head: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var marked, isOpen bool
-		if err := rows.Scan(&id, &marked, &isOpen); err != nil {
-			return 0, false, fmt.Errorf("marking next head: %w", err)
-		}
-		if marked {
-			next = id
-		}
-		if id == msgID {
-			open = isOpen
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return 0, false, fmt.Errorf("marking next head: %w", err)
-	}
-	return next, open, nil
+	return procstate.WriteHandOver(ctx, tx, procstate.HandOver{From: msgID, Instance: e.instance, At: e.clock.Now(), Previous: e.marked, Floor: floor})
 }
 
 // finishTx runs fn — a write that finishes msgID or moves it on — in a
@@ -136,7 +101,7 @@ func (e *Engine) finishTx(ctx context.Context, msgID int64, fn func(pgx.Tx) (kep
 func (e *Engine) unmark(ctx context.Context, msgID int64) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := e.exec(uctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL WHERE msg_id = $1 AND executing_by = $2`, msgID, e.instance)
+	err := e.inTx(uctx, func(tx pgx.Tx) error { return procstate.Unclaim(uctx, tx, e.instance, msgID) })
 	if err != nil {
 		e.log.Warn("withdrawing execution marker on stop; the next start counts the attempt", "msg_id", msgID, "err", err)
 		return

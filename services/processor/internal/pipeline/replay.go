@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/services/internal/procstate"
 )
 
 // ReplayableClasses are the error classes a replay may reopen (R-F1,
@@ -73,42 +74,10 @@ func (e *Engine) applyOneReplay(ctx context.Context) (*ReplayResult, error) {
 			return fmt.Errorf("reading pending replay requests: %w", err)
 		}
 		now := e.clock.Now()
-		// Re-check the whitelist under the row locks: the message may have
-		// been replayed, executed or cleaned up since the request was made.
-		// The identity key is kept, so the replayed message is never its own
-		// duplicate (R-B4); finished_at and backfilled_at are cleared because
-		// the message is open again and will get a new terminal state and a
-		// new backfill intent.
-		rows, err := tx.Query(ctx, `
-			WITH old AS (
-				SELECT msg_id, state, error_class, attempts, reason FROM proc_state
-				WHERE msg_id = ANY($1) AND state IN ('FAILED', 'DEAD') AND error_class = ANY($2)
-				FOR UPDATE
-			), upd AS (
-				UPDATE proc_state p SET state='PENDING', error_class=NULL, reason=$3, attempts=0,
-					next_attempt_at=NULL, processing_started_at=NULL, executing_by=NULL, executing_through=NULL, finished_at=NULL, backfilled_at=NULL, updated_at=$4
-				FROM old WHERE p.msg_id = old.msg_id
-				RETURNING p.msg_id
-			), aud AS (
-				INSERT INTO replay_audit (msg_id, request_id, operator, reason, previous_state, previous_class, previous_attempts, previous_reason, at)
-				SELECT msg_id, $5, $6, $7, state, error_class, attempts, reason, $4 FROM old
-			)
-			SELECT msg_id FROM upd ORDER BY msg_id`,
-			ids, ReplayableClasses, "replayed by request "+strconv.FormatInt(id, 10), now, id, operator, reason)
+		replayed, err := procstate.WriteReplay(ctx, tx, procstate.Replay{RequestID: id, Operator: operator, Reason: reason,
+			IDs: ids, Classes: ReplayableClasses, At: now})
 		if err != nil {
-			return fmt.Errorf("replaying messages of request %d: %w", id, err)
-		}
-		replayed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return fmt.Errorf("replaying messages of request %d: %w", id, err)
-		}
-		// An undelivered backfill intent of the earlier outcome must not mark
-		// the mailbox row while the message is open again (R-B6): it is
-		// withdrawn, and the next terminal state writes a new one. A marker
-		// already written stays (INV-7).
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE target=$1 AND msg_id = ANY($2) AND state IN ('PENDING', 'DEAD')`,
-			TargetMailbox, replayed); err != nil {
-			return fmt.Errorf("withdrawing backfill intents of request %d: %w", id, err)
+			return err
 		}
 		refused := []int64{}
 		for _, m := range ids {

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // Defaults of the self-check, used where Options leave them zero.
@@ -178,16 +177,12 @@ func (e *Engine) reportRepair(ctx context.Context, msgID int64, kind string) {
 func (e *Engine) repairApplied(ctx context.Context, msgID int64, cutoff time.Time) (bool, error) {
 	var repaired bool
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		now := e.clock.Now()
-		tag, err := lockedExec(ctx, tx, msgID, `
-			WITH s AS (
-				UPDATE proc_state ps SET state='SUCCEEDED', finished_at=$2, updated_at=$2
-				WHERE ps.msg_id=$1 AND ps.state='APPLIED' AND COALESCE(ps.applied_at, ps.updated_at) < $3
-				  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
-				RETURNING ps.msg_id)
-			`+outbox.InsertMailboxIntent("s", 2), msgID, now, cutoff)
-		repaired = tag.RowsAffected() == 1
-		return err
+		b := lockBatch(msgID)
+		procstate.QueueSucceed(b, []int64{msgID}, e.clock.Now(), &cutoff, func(done []procstate.SucceededAt) error {
+			repaired = len(done) == 1
+			return nil
+		})
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return false, fmt.Errorf("finishing stranded applied message %d: %w", msgID, err)
@@ -205,15 +200,12 @@ func (e *Engine) repairApplied(ctx context.Context, msgID int64, cutoff time.Tim
 func (e *Engine) repairTerminal(ctx context.Context, msgID int64, cutoff time.Time) (bool, error) {
 	var repaired bool
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := lockedExec(ctx, tx, msgID, `
-			INSERT INTO outbox (target, pkey, msg_id, next_attempt_at, created_at)
-			SELECT $4, ps.msg_id::text, ps.msg_id, $2, ps.finished_at FROM proc_state ps
-			WHERE ps.msg_id=$1 AND ps.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-			  AND ps.finished_at < $3 AND ps.backfilled_at IS NULL
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = ps.msg_id AND o.target = $4 AND o.state <> 'SENT')`,
-			msgID, e.clock.Now(), cutoff, TargetMailbox)
-		repaired = tag.RowsAffected() == 1
-		return err
+		b := lockBatch(msgID)
+		procstate.QueueRepairIntent(b, msgID, e.clock.Now(), cutoff, func(ok bool) error {
+			repaired = ok
+			return nil
+		})
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return false, fmt.Errorf("writing backfill intent of stranded message %d: %w", msgID, err)
@@ -221,22 +213,12 @@ func (e *Engine) repairTerminal(ctx context.Context, msgID int64, cutoff time.Ti
 	return repaired, nil
 }
 
-// lockedExec locks the proc_state row of msgID and then runs sql, in one
-// round trip: sql is a statement of its own, so its snapshot is taken once
-// the lock is held and shows what the transaction that held the row before
-// committed.
-func lockedExec(ctx context.Context, tx pgx.Tx, msgID int64, sql string, args ...any) (pgconn.CommandTag, error) {
+// lockBatch starts a batch with the lock of msgID's proc_state row: the
+// repair queued after it is a statement of its own, so its snapshot is
+// taken once the lock is held and shows what the transaction that held
+// the row before committed; both go in one round trip.
+func lockBatch(msgID int64) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT 1 FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID)
-	b.Queue(sql, args...)
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return pgconn.CommandTag{}, fmt.Errorf("locking message %d: %w", msgID, err)
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
+	return b
 }

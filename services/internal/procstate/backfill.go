@@ -1,0 +1,43 @@
+package procstate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// RecordBackfill returns the UPDATE that ends a WITH statement whose
+// common table expression cte settles mailbox intents and returns their
+// msg_id, state, outcome and sent_at (the dispatcher's): the backfill of
+// every message whose marker was written (SENT) or can never be
+// (ABANDONED, outcome $abandoned) is finished — backfilled_at and
+// backfill_outcome — in the same statement, so the unmarked backlog stops
+// counting it (R-D4).
+func RecordBackfill(cte string, abandoned int) string {
+	return `UPDATE proc_state p SET backfilled_at = ` + cte + `.sent_at,
+	backfill_outcome = CASE WHEN ` + cte + `.state = 'ABANDONED' THEN $` + strconv.Itoa(abandoned) + ` ELSE ` + cte + `.outcome END
+FROM ` + cte + ` WHERE p.msg_id = ` + cte + `.msg_id AND ` + cte + `.state IN ('SENT', 'ABANDONED')`
+}
+
+// ReopenBackfills returns to the unmarked backlog the messages of the
+// re-queued mailbox intents outboxIDs whose backfill was abandoned: it is
+// unfinished again until the marker is recorded.
+func ReopenBackfills(ctx context.Context, db DB, outboxIDs []int64) error {
+	if _, err := db.Exec(ctx, `UPDATE proc_state SET backfilled_at = NULL, backfill_outcome = NULL
+WHERE backfill_outcome = 'abandoned' AND msg_id IN (SELECT msg_id FROM outbox WHERE id = ANY($1) AND target = 'mailbox')`, outboxIDs); err != nil {
+		return fmt.Errorf("reopening re-queued backfills: %w", err)
+	}
+	return nil
+}
+
+// DiscardBackfills finishes, at at, the backfill of the messages whose
+// mailbox intent an operator discarded: they leave the unmarked backlog
+// (proc_state_unmarked_idx) for good.
+func DiscardBackfills(ctx context.Context, db DB, msgIDs []int64, at time.Time) error {
+	if _, err := db.Exec(ctx, `UPDATE proc_state SET backfilled_at = $1, backfill_outcome = 'discarded'
+WHERE msg_id = ANY($2) AND backfilled_at IS NULL`, at, msgIDs); err != nil {
+		return fmt.Errorf("finishing discarded backfills: %w", err)
+	}
+	return nil
+}

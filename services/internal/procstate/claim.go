@@ -1,0 +1,147 @@
+package procstate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Claim marks a head for execution by an instance (R-H1).
+type Claim struct {
+	// Head is the message about to run; it must be PENDING or FAILED.
+	Head int64
+	// Through is, for a batch, its last message (executing_through); 0
+	// for a single message.
+	Through int64
+	// Instance names the executing process (executing_by).
+	Instance string
+	// At is the head's processing start if it has none.
+	At time.Time
+	// Previous is the instance's earlier claim, withdrawn by the same
+	// statement (0 for none).
+	Previous int64
+}
+
+// claimSQL writes a Claim: the marker on the head if it is still open and
+// none on the previous one.
+const claimSQL = `
+	WITH m AS (
+		UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
+			executing_through = CASE WHEN msg_id = $1 THEN NULLIF($5::bigint, 0) END,
+			processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
+		WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
+		RETURNING executing_by)
+	SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`
+
+// WriteClaim writes c in tx, a transaction of its own that it does not
+// commit synchronously: the marker guards against the death of the
+// processor, not of PostgreSQL, and the next synchronous commit (the
+// execution's outcome) makes it durable with itself. It reports whether
+// the head was still open and is now claimed.
+func WriteClaim(ctx context.Context, tx pgx.Tx, c Claim) (bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL synchronous_commit TO off`)
+	var claimed bool
+	b.Queue(claimSQL, c.Head, c.Instance, c.At, c.Previous, c.Through).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&claimed)
+	})
+	if err := send(ctx, tx, b); err != nil {
+		return false, fmt.Errorf("claiming message %d for execution: %w", c.Head, err)
+	}
+	return claimed, nil
+}
+
+// HandOver moves an instance's claim, in the transaction that finished
+// (or moved) a message, to the head that follows.
+type HandOver struct {
+	// From is the message the transaction finished or moved.
+	From int64
+	// Instance names the executing process.
+	Instance string
+	// At is now: the next head is claimed if it is due at At, and gets At
+	// as its processing start if it has none.
+	At time.Time
+	// Previous is the instance's earlier claim, withdrawn too.
+	Previous int64
+	// Floor is the head floor: no message below it is open.
+	Floor int64
+}
+
+// HandOverSQL moves the marker ($2; its previous one on $4) from $1 to
+// the head at or above the floor $5 if it is due at $3. The rows are named
+// by one array, an index condition on the primary key: an OR of "IN (…)"
+// lists would make the planner scan the whole table.
+const HandOverSQL = `
+	WITH nxt AS (
+		SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $5 ORDER BY msg_id LIMIT 1
+	), due AS (
+		SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
+		WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
+	)
+	UPDATE proc_state p SET
+		executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END, executing_through = NULL,
+		processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
+			THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
+	WHERE p.msg_id = ANY (ARRAY[$1::bigint, $4::bigint] || ARRAY(SELECT msg_id FROM due))
+	RETURNING p.msg_id, p.executing_by IS NOT NULL, p.state IN ('PENDING', 'FAILED')`
+
+// WriteHandOver writes h in db. It reports the message it claimed (0 for
+// none) and whether h.From is still open.
+func WriteHandOver(ctx context.Context, db DB, h HandOver) (next int64, open bool, err error) {
+	rows, err := db.Query(ctx, HandOverSQL, h.From, h.Instance, h.At, h.Previous, h.Floor)
+	if err != nil {
+		return 0, false, fmt.Errorf("marking next head: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var marked, isOpen bool
+		if err := rows.Scan(&id, &marked, &isOpen); err != nil {
+			return 0, false, fmt.Errorf("marking next head: %w", err)
+		}
+		if marked {
+			next = id
+		}
+		if id == h.From {
+			open = isOpen
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("marking next head: %w", err)
+	}
+	return next, open, nil
+}
+
+// Unclaim withdraws instance's claims of ids, whatever their state: an
+// execution cut short by stopping, not by a failure of the message.
+func Unclaim(ctx context.Context, db DB, instance string, ids ...int64) error {
+	if _, err := db.Exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL
+		WHERE msg_id = ANY($1) AND executing_by = $2`, ids, instance); err != nil {
+		return fmt.Errorf("withdrawing execution markers: %w", err)
+	}
+	return nil
+}
+
+// Release withdraws the claim of a batch that did not commit from its
+// head, if the head is still open, and the processing start the claim
+// gave it when it had none before (resetStart).
+func Release(ctx context.Context, db DB, instance string, head int64, resetStart bool) error {
+	if _, err := db.Exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL,
+			processing_started_at = CASE WHEN $2 THEN NULL ELSE processing_started_at END
+		WHERE msg_id = $1 AND executing_by = $3 AND state IN ('PENDING', 'FAILED')`, head, resetStart, instance); err != nil {
+		return fmt.Errorf("withdrawing batch marker: %w", err)
+	}
+	return nil
+}
+
+// ReleaseCrashed withdraws every claim of a dead instance on open
+// messages from msg_id from on: the run of a batch it did not finish.
+func ReleaseCrashed(ctx context.Context, db DB, instance string, from int64) error {
+	if _, err := db.Exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL
+		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1 AND msg_id >= $2`, instance, from); err != nil {
+		return fmt.Errorf("withdrawing markers of a crashed batch: %w", err)
+	}
+	return nil
+}
