@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/migrations"
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/processor/internal/sistest"
 )
 
 // t0 is where every test's fake clock starts.
@@ -287,61 +287,24 @@ func (h *harness) snapshotTables() string {
 	return s
 }
 
-// --- SIS message builders (the documented layouts, sis-catalogue §1, §3, §5, §6) ---
+// --- SIS message builders (sistest: the documented layouts) ---
 
 const (
-	day23 = "23JAN210535" // operation day 2021-01-23 in Asia/Shanghai
-	day24 = "24JAN211200" // operation day 2021-01-24
+	day23 = sistest.Day23
+	day24 = sistest.Day24
 )
 
-// envelope wraps a body in MSG/META with SNDR AODB.
-func envelope(seqn int64, typ, styp, body string) string {
-	return `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
-		`<MSG xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="unisysaodbsis.xsd">` +
-		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>20210123053000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, typ, styp) +
-		body + "</MSG>"
-}
-
-// fltr is a daily flight record with every required element plus extra.
-func fltr(flid int64, sodt string, extra ...string) string {
-	return fmt.Sprintf("<FLTR><FLID>%d</FLID><ALCD>YG</ALCD><FLNO>YG%d</FLNO><MVIN>A</MVIN><SODT>%s</SODT>"+
-		"<FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT>%s</FLTR>", flid, 9000+flid, sodt, strings.Join(extra, ""))
-}
-
-// schd is an SCHD message whose RECS matches its records.
-func schd(seqn int64, styp string, fltrs ...string) string {
-	return schdRecs(seqn, styp, strconv.Itoa(len(fltrs)), fltrs...)
-}
-
-// schdRecs is an SCHD message with a chosen RECS value.
-func schdRecs(seqn int64, styp, recs string, fltrs ...string) string {
-	return envelope(seqn, "SCHD", styp, "<SCHD><RECS>"+recs+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
-}
-
-// flopMsg is a FLOP message with the given records.
-func flopMsg(seqn int64, styp string, recs ...string) string {
-	return envelope(seqn, "FLOP", styp, strings.Join(recs, ""))
-}
-
-// flopRec is one FLOP record of flid with payload.
-func flopRec(flid int64, payload string) string {
-	return fmt.Sprintf("<FLOP><FLID>%d</FLID><FFID>YG-YG%d-A-23JAN210535-D</FFID>%s</FLOP>", flid, 9000+flid, payload)
-}
-
-// refMsg is a reference-data message: RECS and the records under MSG.
-func refMsg(seqn int64, typ, styp string, recs ...string) string {
-	return envelope(seqn, typ, styp, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
-}
-
-// glst is one gate record (key GCOD).
-func glst(code, name string) string {
-	return "<GLST><GCOD>" + code + "</GCOD><GTNM>" + name + "</GTNM><GNMC></GNMC><GCAT>D</GCAT><GTML>T1</GTML><PIER>P1</PIER></GLST>"
-}
-
-// glstDoc is the stored document of glst(code, name).
-func glstDoc(code, name string) map[string]any {
-	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": nil, "GCAT": "D", "GTML": "T1", "PIER": "P1"}
-}
+var (
+	envelope = sistest.Envelope
+	fltr     = sistest.FLTR
+	schd     = sistest.SCHD
+	schdRecs = sistest.SCHDRecs
+	flopMsg  = sistest.FLOPMsg
+	flopRec  = sistest.FLOPRec
+	refMsg   = sistest.RefMsg
+	glst     = sistest.GLST
+	glstDoc  = sistest.GLSTDoc
+)
 
 func (h *harness) ref(typ, key string) map[string]any {
 	h.t.Helper()

@@ -1,10 +1,12 @@
-package pipeline
+package decide
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/internal/contract"
 )
 
 // TestADFT_R_C9_CreatesOrMergesAndNeverDeletes: SCHD ADFT creates a flight
@@ -15,40 +17,39 @@ import (
 // Validation 001§6 INV-14b "增量未携带字段保留、显式清空才清除".
 func TestADFT_R_C9_CreatesOrMergesAndNeverDeletes(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(1, schd(1, "DNLD", fltr(15, day23, "<RENO>B1</RENO><STND>504</STND>"), fltr(16, day23)))
+	r := newRules(t)
+	r.run(1, schd(1, "DNLD", fltr(15, day23, "<RENO>B1</RENO><STND>504</STND>"), fltr(16, day23)))
 
-	h.run(2, schd(2, "ADFT", fltr(17, day23, "<REMC>charter</REMC>")))
-	r := h.proc(2)
-	require.Equal(t, StateApplied, r.State, r.Reason)
-	require.Equal(t, "ADFT: 1 records, 1 changed", r.Reason)
-	f := h.flight(17)
+	v := r.run(2, schd(2, "ADFT", fltr(17, day23, "<REMC>charter</REMC>")))
+	require.Equal(t, applied, v.State, v.Reason)
+	require.Equal(t, "ADFT: 1 records, 1 changed", v.Reason)
+	f := r.flight(17)
 	require.Equal(t, int64(1), f.Version)
 	require.Equal(t, "charter", f.Doc["REMC"])
-	require.Equal(t, "2021-01-23", f.OpDay)
-	require.Equal(t, EventCreated, h.lastEvent("17", 2).EventType)
-	require.Equal(t, "ACTIVE", h.flight(15).State, "ADFT deletes nothing")
-	require.Equal(t, "ACTIVE", h.flight(16).State)
+	require.Equal(t, "2021-01-23", f.OpDay.Format("2006-01-02"))
+	require.Equal(t, contract.EventCreated, v.lastEvent(t, 17).EventType)
+	require.Equal(t, "ACTIVE", r.flight(15).State, "ADFT deletes nothing")
+	require.Equal(t, "ACTIVE", r.flight(16).State)
 
-	h.run(3, schd(3, "ADFT", fltr(15, day23, "<STND>601</STND>", `<PSDT PSNO="1"><PSST>601</PSST></PSDT>`)))
-	f = h.flight(15)
+	v = r.run(3, schd(3, "ADFT", fltr(15, day23, "<STND>601</STND>", `<PSDT PSNO="1"><PSST>601</PSST></PSDT>`)))
+	f = r.flight(15)
 	require.Equal(t, int64(2), f.Version)
 	require.Equal(t, "601", f.Doc["STND"])
 	require.Equal(t, "B1", f.Doc["RENO"], "an element the ADFT does not carry is kept")
 	require.Equal(t, []any{map[string]any{"@PSNO": "1", "PSST": "601"}}, f.Doc["PSDT"])
-	require.Equal(t, []string{"PSDT", "STND"}, h.lastEvent("15", 3).Changed)
+	require.Equal(t, []string{"PSDT", "STND"}, v.lastEvent(t, 15).Changed)
 
 	// A deleted flight comes back with the next version, like a snapshot.
-	h.run(4, flopMsg(4, "FDEL", flopRec(16, "<FDEL/>")))
-	h.run(5, schd(5, "ADFT", fltr(16, day23)))
-	require.Equal(t, "ACTIVE", h.flight(16).State)
-	require.Equal(t, int64(3), h.flight(16).Version)
-	require.Equal(t, EventCreated, h.lastEvent("16", 5).EventType)
+	r.run(4, flopMsg(4, "FDEL", flopRec(16, "<FDEL/>")))
+	v = r.run(5, schd(5, "ADFT", fltr(16, day23)))
+	require.Equal(t, "ACTIVE", r.flight(16).State)
+	require.Equal(t, int64(3), r.flight(16).Version)
+	require.Equal(t, contract.EventCreated, v.lastEvent(t, 16).EventType)
 }
 
 // TestADFT_R_C9_INV19_ValidatedLikeASnapshot: a record without a required
 // element, or moving a flight to another operation day, refuses the whole
-// message and writes nothing.
+// message (DEAD(PROTOCOL), so its transaction keeps nothing).
 //
 // Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
@@ -63,15 +64,11 @@ func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t)
-			h.run(1, schd(1, "DNLD", fltr(15, day23)))
-			before := h.snapshotTables()
-			h.run(2, tc.raw)
-			r := h.proc(2)
-			require.Equal(t, StateDead, r.State, r.Reason)
-			require.Equal(t, ClassProtocol, r.ErrorClass)
-			require.Contains(t, r.Reason, tc.reason)
-			require.Equal(t, before, h.snapshotTables())
+			r := newRules(t)
+			r.run(1, schd(1, "DNLD", fltr(15, day23)))
+			v := r.run(2, tc.raw)
+			require.Equal(t, dead, v.State, v.Reason)
+			require.Contains(t, v.Reason, tc.reason)
 		})
 	}
 }
@@ -81,9 +78,9 @@ func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
 // version as the element itself; CNCL and FDIV override it.
 func TestRunningState_R_C4_StatusSubtypesMoveTheDerivedState(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(1, schd(1, "DNLD", fltr(15, day23)))
-	require.Equal(t, "SCHEDULED", h.flight(15).Doc["RUNSTATE"])
+	r := newRules(t)
+	r.run(1, schd(1, "DNLD", fltr(15, day23)))
+	require.Equal(t, "SCHEDULED", r.flight(15).Doc["RUNSTATE"])
 	steps := []struct {
 		styp, payload, want string
 		changed             []string
@@ -100,10 +97,10 @@ func TestRunningState_R_C4_StatusSubtypesMoveTheDerivedState(t *testing.T) {
 	}
 	for i, s := range steps {
 		id := int64(i + 2)
-		h.run(id, flopMsg(id, s.styp, flopRec(15, s.payload)))
-		f := h.flight(15)
+		v := r.run(id, flopMsg(id, s.styp, flopRec(15, s.payload)))
+		f := r.flight(15)
 		require.Equal(t, s.want, f.Doc["RUNSTATE"], "step %d %s", i, s.styp)
 		require.Equal(t, id, f.Version, "one version per message")
-		require.Equal(t, s.changed, h.lastEvent("15", id).Changed)
+		require.Equal(t, s.changed, v.lastEvent(t, 15).Changed)
 	}
 }

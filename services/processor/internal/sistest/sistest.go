@@ -1,0 +1,67 @@
+// Package sistest builds SIS messages in the documented layouts
+// (sis-catalogue §1, §3, §5, §6) for the processor's tests: the domain
+// rules' tests in decide and the pipeline's tests write the same messages
+// with the same builders.
+package sistest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Operation days of the FLTR records, in Asia/Shanghai.
+const (
+	Day23 = "23JAN210535" // operation day 2021-01-23
+	Day24 = "24JAN211200" // operation day 2021-01-24
+)
+
+// Envelope wraps a body in MSG/META with SNDR AODB.
+func Envelope(seqn int64, typ, styp, body string) string {
+	return `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+		`<MSG xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="unisysaodbsis.xsd">` +
+		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>20210123053000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, typ, styp) +
+		body + "</MSG>"
+}
+
+// FLTR is a daily flight record with every required element plus extra;
+// its FLNO is YG(9000+flid).
+func FLTR(flid int64, sodt string, extra ...string) string {
+	return fmt.Sprintf("<FLTR><FLID>%d</FLID><ALCD>YG</ALCD><FLNO>YG%d</FLNO><MVIN>A</MVIN><SODT>%s</SODT>"+
+		"<FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT>%s</FLTR>", flid, 9000+flid, sodt, strings.Join(extra, ""))
+}
+
+// SCHD is an SCHD message whose RECS matches its records.
+func SCHD(seqn int64, styp string, fltrs ...string) string {
+	return SCHDRecs(seqn, styp, strconv.Itoa(len(fltrs)), fltrs...)
+}
+
+// SCHDRecs is an SCHD message with a chosen RECS value.
+func SCHDRecs(seqn int64, styp, recs string, fltrs ...string) string {
+	return Envelope(seqn, "SCHD", styp, "<SCHD><RECS>"+recs+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
+}
+
+// FLOPMsg is a FLOP message with the given records.
+func FLOPMsg(seqn int64, styp string, recs ...string) string {
+	return Envelope(seqn, "FLOP", styp, strings.Join(recs, ""))
+}
+
+// FLOPRec is one FLOP record of flid with payload.
+func FLOPRec(flid int64, payload string) string {
+	return fmt.Sprintf("<FLOP><FLID>%d</FLID><FFID>YG-YG%d-A-23JAN210535-D</FFID>%s</FLOP>", flid, 9000+flid, payload)
+}
+
+// RefMsg is a reference-data message: RECS and the records under MSG.
+func RefMsg(seqn int64, typ, styp string, recs ...string) string {
+	return Envelope(seqn, typ, styp, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
+}
+
+// GLST is one gate record (key GCOD).
+func GLST(code, name string) string {
+	return "<GLST><GCOD>" + code + "</GCOD><GTNM>" + name + "</GTNM><GNMC></GNMC><GCAT>D</GCAT><GTML>T1</GTML><PIER>P1</PIER></GLST>"
+}
+
+// GLSTDoc is the stored document of GLST(code, name).
+func GLSTDoc(code, name string) map[string]any {
+	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": nil, "GCAT": "D", "GTML": "T1", "PIER": "P1"}
+}
