@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ var (
 	schdRecs = sistest.SCHDRecs
 	flopMsg  = sistest.FLOPMsg
 	flopRec  = sistest.FLOPRec
+	refMsg   = sistest.RefMsg
+	glst     = sistest.GLST
+	glstDoc  = sistest.GLSTDoc
 )
 
 // Message outcomes as the executor records them.
@@ -68,7 +72,7 @@ func (r *rules) run(id int64, raw string) verdict {
 	require.NoError(r.t, err)
 	cls, err := sis.Classify(msg, sis.IdentityOptions{})
 	require.NoError(r.t, err)
-	saved, from := maps.Clone(r.st.flights), len(r.st.changes)
+	saved, from, refs := maps.Clone(r.st.flights), len(r.st.changes), r.refsCopy()
 	w := &Writer{View: r.st, Sink: r.st, MsgID: id, Now: time.Date(2021, 1, 23, 0, 0, int(id), 0, time.UTC), Zone: r.od.Zone,
 		Src: contract.Source{MsgID: id, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}}
 	var out Outcome
@@ -82,6 +86,10 @@ func (r *rules) run(id int64, raw string) verdict {
 			}
 			p = *r.st.progress
 		}
+	} else if cls.Kind == sis.KindReference && !Handles(msg, cls) {
+		// A reference RESP: its data as Reference writes it; matching
+		// its request is the requests' (TestRequests_*).
+		out, err = Reference(ctx, w, msg)
 	} else {
 		require.True(r.t, Handles(msg, cls), "message %d is not decided here", id)
 		out, err = Decide(ctx, w, msg, cls, r.od)
@@ -106,8 +114,30 @@ func (r *rules) run(id int64, raw string) verdict {
 	default:
 		r.t.Fatalf("message %d: %v", id, err)
 	}
-	r.st.flights, r.st.changes = saved, r.st.changes[:from]
+	r.st.flights, r.st.changes, r.st.refs = saved, r.st.changes[:from], refs
 	return v
+}
+
+// refsCopy returns a copy of the stored reference data.
+func (r *rules) refsCopy() map[string]map[string][]byte {
+	out := map[string]map[string][]byte{}
+	for typ, keys := range r.st.refs {
+		out[typ] = maps.Clone(keys)
+	}
+	return out
+}
+
+// refKeys returns the stored keys of reference type typ, sorted.
+func (r *rules) refKeys(typ string) []string {
+	return slices.Sorted(maps.Keys(r.st.refs[typ]))
+}
+
+// ref returns the stored document of typ's key.
+func (r *rules) ref(typ, key string) map[string]any {
+	r.t.Helper()
+	var doc map[string]any
+	require.NoError(r.t, json.Unmarshal(r.st.refs[typ][key], &doc))
+	return doc
 }
 
 // flight returns the stored row of flid; the test fails without one.

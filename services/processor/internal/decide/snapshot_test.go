@@ -23,6 +23,7 @@ type memStore struct {
 	notes    []string
 	cleared  int
 	logged   []SnapshotSummary
+	refs     map[string]map[string][]byte
 }
 
 func (m *memStore) Flight(_ context.Context, flid int64) (*Flight, error) {
@@ -65,7 +66,31 @@ func (m *memStore) Change(_ context.Context, c *Change) error {
 	return nil
 }
 
-func (m *memStore) Ref(context.Context, RefOp) error { return fmt.Errorf("no reference data here") }
+// Ref applies a reference write to refs (type → key → document).
+func (m *memStore) Ref(_ context.Context, op RefOp) error {
+	if m.refs == nil {
+		m.refs = map[string]map[string][]byte{}
+	}
+	if m.refs[op.Type] == nil {
+		m.refs[op.Type] = map[string][]byte{}
+	}
+	typ := m.refs[op.Type]
+	switch op.Kind {
+	case RefReplace:
+		for k := range typ {
+			if !slices.Contains(op.Keys, k) {
+				delete(typ, k)
+			}
+		}
+	case RefUpsert:
+		typ[op.Key] = op.Doc
+	case RefDelete:
+		delete(typ, op.Key)
+	default:
+		return fmt.Errorf("reference write of kind %d", op.Kind)
+	}
+	return nil
+}
 
 func (m *memStore) Progress(context.Context) (Progress, error) {
 	if m.progress == nil {
