@@ -11,6 +11,7 @@ import (
 
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/sis"
+	"msgexchange/services/processor/internal/sistest"
 )
 
 // seasonStore is a SeasonView and SeasonSink over one map: what a handler
@@ -95,4 +96,55 @@ func TestSeason_R_C9_DecidesFromTheViewAlone(t *testing.T) {
 	var rej *flight.RejectError
 	require.ErrorAs(t, err, &rej, "an invalid package is rejected before anything is read")
 	require.Len(t, st.writes, 3)
+}
+
+// decideSeason decides the season message raw over st as message id.
+func decideSeason(t *testing.T, st *seasonStore, id int64, raw string) (Outcome, error) {
+	t.Helper()
+	msg, err := sis.DecodeText(raw)
+	require.NoError(t, err)
+	return Season(context.Background(), st, st, msg, id, time.Date(2021, 1, 23, 5, 30, 0, 0, time.UTC))
+}
+
+// TestSeason_R_C9_InvalidValuesAreKeptAndReported: values the catalogue
+// calls invalid (STDT after EDDT, catalogue §2.13) do not stop the window
+// from being stored; they are named in the reason.
+func TestSeason_R_C9_InvalidValuesAreKeptAndReported(t *testing.T) {
+	t.Parallel()
+	st := &seasonStore{windows: map[SeasonKey]*SeasonWindow{}}
+	out, err := decideSeason(t, st, 1, sistest.SCHS(1, "DNLD", "Winter", sistest.SeasonPattern("LH724", "14NOV21")))
+	require.NoError(t, err)
+	require.Equal(t, "season Winter CTU 10SEP20-10JUN21: 1 flights replaced; kept as sent: FLTR 1 (LH724): STDT 14NOV21 is after EDDT 14MAR21", out.Note)
+	require.Len(t, st.writes, 1, "the window is stored")
+}
+
+// TestSeason_R_C9_INV19_InvalidPackageLeavesTheWindowUntouched: a package
+// that cannot replace its window (a pattern without a required element,
+// RECS disagreeing, an inverted window) is DEAD(PROTOCOL) and the stored
+// window stays as it was: the handler writes nothing.
+//
+// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
+func TestSeason_R_C9_INV19_InvalidPackageLeavesTheWindowUntouched(t *testing.T) {
+	t.Parallel()
+	schs, pattern := sistest.SCHS, sistest.SeasonPattern
+	cases := map[string]struct{ raw, reason string }{
+		"PatternWithoutACFT": {schs(2, "DNLD", "Winter", strings.Replace(pattern("MU1", "14NOV20"), "<ACFT>747</ACFT>", "", 1)), "ACFT"},
+		"RECSDisagrees":      {strings.Replace(schs(2, "DNLD", "Winter", pattern("MU1", "14NOV20")), "<RECS>1</RECS>", "<RECS>4</RECS>", 1), `RECS "4"`},
+		"InvertedWindow":     {strings.Replace(schs(2, "RESP", "Winter", pattern("MU1", "14NOV20")), "<EDAT>10JUN21</EDAT>", "<EDAT>10JUN20</EDAT>", 1), "after its end"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := &seasonStore{windows: map[SeasonKey]*SeasonWindow{}}
+			_, err := decideSeason(t, st, 1, schs(1, "DNLD", "Winter", pattern("LH724", "14NOV20")))
+			require.NoError(t, err)
+			stored := *st.windows[SeasonKey{SNAM: "Winter", APCD: "CTU", SDAT: "10SEP20", EDAT: "10JUN21"}]
+			_, err = decideSeason(t, st, 2, tc.raw)
+			var rej *flight.RejectError
+			require.ErrorAs(t, err, &rej)
+			require.Contains(t, rej.Reason, tc.reason)
+			require.Len(t, st.writes, 1, "nothing written after the first package")
+			require.Equal(t, stored, *st.windows[SeasonKey{SNAM: "Winter", APCD: "CTU", SDAT: "10SEP20", EDAT: "10JUN21"}])
+		})
+	}
 }

@@ -3,26 +3,17 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/processor/internal/sistest"
 )
 
-// seasonPattern is one seasonal FLTR.
-func seasonPattern(flno, stdt string) string {
-	return "<FLTR><ALCD>" + flno[:2] + "</ALCD><FLNO>" + flno + "</FLNO><MVIN>D</MVIN><STDT>" + stdt + "</STDT><EDDT>14MAR21</EDDT>" +
-		"<DYOP>1234567</DYOP><SCHT>1023</SCHT><FLTY>P</FLTY><FLIN>I</FLIN><ACFT>747</ACFT>" +
-		`<ROUT RTNO="1"><APCD>HKG</APCD><SCAT>1125</SCAT></ROUT></FLTR>`
-}
-
-// schs is a season schedule message for window Winter/CTU/10SEP20-10JUN21
-// (or another name).
-func schs(seqn int64, styp, name string, patterns ...string) string {
-	return envelope(seqn, "SCHS", styp, "<SCHS><SNAM>"+name+"</SNAM><APCD>CTU</APCD><SDAT>10SEP20</SDAT><EDAT>10JUN21</EDAT>"+
-		"<RECS>"+strconv.Itoa(len(patterns))+"</RECS>"+strings.Join(patterns, "")+"</SCHS>")
-}
+var (
+	seasonPattern = sistest.SeasonPattern
+	schs          = sistest.SCHS
+)
 
 type seasonRow struct {
 	SNAM, SDAT, EDAT string
@@ -89,44 +80,4 @@ func TestSeason_R_C9_ReplacesItsWindowAndNeverTouchesFlights(t *testing.T) {
 	require.Equal(t, flights, h.count(`SELECT count(*) FROM outbox WHERE target <> 'mailbox'`), "no flight event")
 	require.Equal(t, int64(1), h.flight(15).Version)
 	require.Zero(t, h.count(`SELECT count(*) FROM projection_pending WHERE msg_id >= 2`))
-}
-
-// TestSeason_R_C9_InvalidValuesAreKeptAndReported: values the catalogue
-// calls invalid (STDT after EDDT, catalogue §2.13) do not stop the window
-// from being stored; they are named in the reason.
-func TestSeason_R_C9_InvalidValuesAreKeptAndReported(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.run(1, schs(1, "DNLD", "Winter", seasonPattern("LH724", "14NOV21")))
-	r := h.proc(1)
-	require.Equal(t, StateSucceeded, r.State)
-	require.Equal(t, "season Winter CTU 10SEP20-10JUN21: 1 flights replaced; kept as sent: FLTR 1 (LH724): STDT 14NOV21 is after EDDT 14MAR21", r.Reason)
-}
-
-// TestSeason_R_C9_INV19_InvalidPackageLeavesTheWindowUntouched: a package
-// that cannot replace its window (a pattern without a required element,
-// RECS disagreeing, an inverted window) is DEAD(PROTOCOL) and the stored
-// window stays as it was.
-//
-// Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
-func TestSeason_R_C9_INV19_InvalidPackageLeavesTheWindowUntouched(t *testing.T) {
-	t.Parallel()
-	cases := map[string]struct{ raw, reason string }{
-		"PatternWithoutACFT": {schs(2, "DNLD", "Winter", strings.Replace(seasonPattern("MU1", "14NOV20"), "<ACFT>747</ACFT>", "", 1)), "ACFT"},
-		"RECSDisagrees":      {strings.Replace(schs(2, "DNLD", "Winter", seasonPattern("MU1", "14NOV20")), "<RECS>1</RECS>", "<RECS>4</RECS>", 1), `RECS "4"`},
-		"InvertedWindow":     {strings.Replace(schs(2, "RESP", "Winter", seasonPattern("MU1", "14NOV20")), "<EDAT>10JUN21</EDAT>", "<EDAT>10JUN20</EDAT>", 1), "after its end"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			h.run(1, schs(1, "DNLD", "Winter", seasonPattern("LH724", "14NOV20")))
-			h.run(2, tc.raw)
-			r := h.proc(2)
-			require.Equal(t, StateDead, r.State, r.Reason)
-			require.Equal(t, ClassProtocol, r.ErrorClass)
-			require.Contains(t, r.Reason, tc.reason)
-			require.Equal(t, []seasonRow{{SNAM: "Winter", SDAT: "10SEP20", EDAT: "10JUN21", Flights: 1, LastMsgID: 1, FLNOs: []string{"LH724"}}}, h.seasons())
-		})
-	}
 }

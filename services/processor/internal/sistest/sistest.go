@@ -65,3 +65,16 @@ func GLST(code, name string) string {
 func GLSTDoc(code, name string) map[string]any {
 	return map[string]any{"GCOD": code, "GTNM": name, "GNMC": nil, "GCAT": "D", "GTML": "T1", "PIER": "P1"}
 }
+
+// SeasonPattern is one seasonal FLTR of flno starting stdt.
+func SeasonPattern(flno, stdt string) string {
+	return "<FLTR><ALCD>" + flno[:2] + "</ALCD><FLNO>" + flno + "</FLNO><MVIN>D</MVIN><STDT>" + stdt + "</STDT><EDDT>14MAR21</EDDT>" +
+		"<DYOP>1234567</DYOP><SCHT>1023</SCHT><FLTY>P</FLTY><FLIN>I</FLIN><ACFT>747</ACFT>" +
+		`<ROUT RTNO="1"><APCD>HKG</APCD><SCAT>1125</SCAT></ROUT></FLTR>`
+}
+
+// SCHS is a season schedule message for the window name/CTU/10SEP20-10JUN21.
+func SCHS(seqn int64, styp, name string, patterns ...string) string {
+	return Envelope(seqn, "SCHS", styp, "<SCHS><SNAM>"+name+"</SNAM><APCD>CTU</APCD><SDAT>10SEP20</SDAT><EDAT>10JUN21</EDAT>"+
+		"<RECS>"+strconv.Itoa(len(patterns))+"</RECS>"+strings.Join(patterns, "")+"</SCHS>")
+}
