@@ -51,6 +51,72 @@ const (
 // ContentTypeJSON is the media type of every value on msg and schd.
 const ContentTypeJSON = "application/json"
 
+// CloudEvents headers (R-N8): every record of msg and schd is also a
+// CloudEvent in the binary content mode of the CloudEvents Kafka protocol
+// binding 1.0 — each attribute a header "ce_<name>", the data the record's
+// value, datacontenttype the content-type header — so consumers that speak
+// CloudEvents (Knative, Dapr, the CloudEvents SDKs) read the records
+// without knowing the msgx- headers. They are additive: the msgx- headers
+// and the value are unchanged (docs/consumer-contract.md, "CloudEvents").
+const (
+	// HeaderCESpecVersion is specversion, always CloudEventsSpecVersion.
+	HeaderCESpecVersion = "ce_specversion"
+	// HeaderCEID is id: the event ID (msgx-event-id), stable for a (FLID,
+	// state version), so a redelivery carries the same id and a consumer
+	// drops duplicates by (source, id).
+	HeaderCEID = "ce_id"
+	// HeaderCESource is source: SourceMsg or SourceSchd, so the msg event
+	// and the schd state of one change, which share their id, are two
+	// CloudEvents and not duplicates.
+	HeaderCESource = "ce_source"
+	// HeaderCEType is type: CloudEventType of the event type.
+	HeaderCEType = "ce_type"
+	// HeaderCETime is time: occurred_at, RFC 3339 in UTC.
+	HeaderCETime = "ce_time"
+	// HeaderCESubject is subject: the FLID, decimal (the record key).
+	HeaderCESubject = "ce_subject"
+	// HeaderCEDataSchema is dataschema: the $id of the value's JSON Schema
+	// (docs/schemas); absent on a tombstone, which has no data.
+	HeaderCEDataSchema = "ce_dataschema"
+)
+
+// CloudEvents attribute values of msg and schd records.
+const (
+	// CloudEventsSpecVersion is the CloudEvents version the headers follow.
+	CloudEventsSpecVersion = "1.0"
+	// SourceMsg and SourceSchd are the ce_source of the two topics: the
+	// gateway's flight events and flight states, independent of the
+	// configured topic names.
+	SourceMsg  = "/msgexchange/flight-events"
+	SourceSchd = "/msgexchange/flight-states"
+	// DataSchemaMsg and DataSchemaSchd are the $id of the value schemas.
+	DataSchemaMsg  = "urn:msgexchange:schema:msg:v2"
+	DataSchemaSchd = "urn:msgexchange:schema:schd:v2"
+)
+
+// CloudEventType returns the ce_type of an event type:
+// "msgexchange.flight.created", "msgexchange.flight.updated" or
+// "msgexchange.flight.deleted".
+func CloudEventType(eventType string) string {
+	switch eventType {
+	case EventCreated:
+		return "msgexchange.flight.created"
+	case EventUpdated:
+		return "msgexchange.flight.updated"
+	default:
+		return "msgexchange.flight.deleted"
+	}
+}
+
+// topic says which topic a record is encoded for: the CloudEvents source
+// and data schema differ, the msgx- headers do not.
+type topic struct{ source, dataSchema string }
+
+var (
+	topicMsg  = topic{source: SourceMsg, dataSchema: DataSchemaMsg}
+	topicSchd = topic{source: SourceSchd, dataSchema: DataSchemaSchd}
+)
+
 // Source identifies the mailbox message that caused a change.
 type Source struct {
 	MsgID   int64  `json:"msg_id"`
@@ -229,11 +295,11 @@ func (e Encoder) encode(c Change, wantMsg, wantSchd bool) (msg, schd Record, err
 		if err != nil {
 			return Record{}, Record{}, fmt.Errorf("encoding event of flight %d: %w", c.FLID, err)
 		}
-		msg = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(true)}
+		msg = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(topicMsg, true)}
 	}
 	if wantSchd {
 		if c.EventType == EventDeleted {
-			schd = Record{Key: c.key(), Headers: c.headers(false)}
+			schd = Record{Key: c.key(), Headers: c.headers(topicSchd, false)}
 		} else {
 			head, err := json.Marshal(stateHead{
 				SchemaVersion: SchemaVersion, EventID: id, EventType: c.EventType,
@@ -243,7 +309,7 @@ func (e Encoder) encode(c Change, wantMsg, wantSchd bool) (msg, schd Record, err
 			if err != nil {
 				return Record{}, Record{}, fmt.Errorf("encoding state of flight %d: %w", c.FLID, err)
 			}
-			schd = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(true)}
+			schd = Record{Key: c.key(), Value: appendDocTail(head, docJSON, timesJSON), Headers: c.headers(topicSchd, true)}
 		}
 	}
 	return msg, schd, nil
@@ -285,17 +351,26 @@ func (c Change) check() error {
 
 func (c Change) key() string { return strconv.FormatInt(c.FLID, 10) }
 
-// headers returns the record headers of c; withValue adds the content
-// type, which a tombstone does not have.
-func (c Change) headers(withValue bool) map[string]string {
+// headers returns the record headers of c on topic t, the CloudEvents
+// attributes included; withValue adds the content type and the data
+// schema, which a tombstone does not have.
+func (c Change) headers(t topic, withValue bool) map[string]string {
+	id := EventID(c.FLID, c.StateVersion)
 	h := map[string]string{
-		HeaderEventID:       EventID(c.FLID, c.StateVersion),
+		HeaderEventID:       id,
 		HeaderEventType:     c.EventType,
 		HeaderSchemaVersion: strconv.Itoa(SchemaVersion),
 		HeaderStateVersion:  strconv.FormatInt(c.StateVersion, 10),
+		HeaderCESpecVersion: CloudEventsSpecVersion,
+		HeaderCEID:          id,
+		HeaderCESource:      t.source,
+		HeaderCEType:        CloudEventType(c.EventType),
+		HeaderCETime:        c.OccurredAt.UTC().Format(time.RFC3339Nano),
+		HeaderCESubject:     c.key(),
 	}
 	if withValue {
 		h[HeaderContentType] = ContentTypeJSON
+		h[HeaderCEDataSchema] = t.dataSchema
 	}
 	if c.Source != nil {
 		h[HeaderMsgID] = strconv.FormatInt(c.Source.MsgID, 10)

@@ -159,10 +159,15 @@ func TestEncoder_R_I3_DocumentedValues(t *testing.T) {
 		"source":{"msg_id":42,"type":"FLOP","subtype":"STND","sender":"AODB","seqn":"1243"},
 		"occurred_at":"2026-11-30T06:23:20.123456789Z","flight":`+flightJSON+`,
 		"times":{"/SODT":"2021-01-23T05:35:00+08:00"}}`, string(m.Value))
-	require.Equal(t, map[string]string{
+	ce := map[string]string{
+		"ce_specversion": "1.0", "ce_id": "flight-15-v3", "ce_type": "msgexchange.flight.updated",
+		"ce_time": "2026-11-30T06:23:20.123456789Z", "ce_subject": "15",
+	}
+	require.Equal(t, withHeaders(ce, map[string]string{
 		"msgx-event-id": "flight-15-v3", "msgx-event-type": "FLIGHT_UPDATED", "msgx-schema-version": "2",
 		"msgx-state-version": "3", "msgx-msg-id": "42", "content-type": "application/json",
-	}, m.Headers)
+		"ce_source": "/msgexchange/flight-events", "ce_dataschema": "urn:msgexchange:schema:msg:v2",
+	}), m.Headers)
 	require.Equal(t, "15", m.Key)
 
 	s, err := enc.Schd(c)
@@ -171,7 +176,9 @@ func TestEncoder_R_I3_DocumentedValues(t *testing.T) {
 		"operation_day":"2021-01-23","source":{"msg_id":42,"type":"FLOP","subtype":"STND","sender":"AODB","seqn":"1243"},
 		"occurred_at":"2026-11-30T06:23:20.123456789Z","flight":`+flightJSON+`,
 		"times":{"/SODT":"2021-01-23T05:35:00+08:00"}}`, string(s.Value))
-	require.Equal(t, m.Headers, s.Headers)
+	require.Equal(t, withHeaders(m.Headers, map[string]string{
+		"ce_source": "/msgexchange/flight-states", "ce_dataschema": "urn:msgexchange:schema:schd:v2",
+	}), s.Headers, "schd: the same headers, its own CloudEvents source and data schema")
 
 	sweep := changes()["DeletedBySweep"]
 	m, err = enc.Msg(sweep)
@@ -183,7 +190,17 @@ func TestEncoder_R_I3_DocumentedValues(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, s.Value)
 	require.Equal(t, map[string]string{"msgx-event-id": "flight-15-v4", "msgx-event-type": "FLIGHT_DELETED",
-		"msgx-schema-version": "2", "msgx-state-version": "4"}, s.Headers, "a tombstone: no content type, no message")
+		"msgx-schema-version": "2", "msgx-state-version": "4",
+		"ce_specversion": "1.0", "ce_id": "flight-15-v4", "ce_source": "/msgexchange/flight-states",
+		"ce_type": "msgexchange.flight.deleted", "ce_time": "2026-11-30T06:23:20.123456789Z", "ce_subject": "15",
+	}, s.Headers, "a tombstone: no content type, no data schema, no message")
+}
+
+// withHeaders returns a copy of base with more set.
+func withHeaders(base, more map[string]string) map[string]string {
+	out := maps.Clone(base)
+	maps.Copy(out, more)
+	return out
 }
 
 // TestSchemas_R_I3_GoTypesAndSchemasNameTheSameFields fails when a field
@@ -241,6 +258,8 @@ func TestSchemas_R_I3_OneVocabularyForBothTopics(t *testing.T) {
 
 	hdrProps := slices.Sorted(maps.Keys(hdr["properties"].(map[string]any)))
 	require.Equal(t, []string{
+		contract.HeaderCEDataSchema, contract.HeaderCEID, contract.HeaderCESource, contract.HeaderCESpecVersion,
+		contract.HeaderCESubject, contract.HeaderCETime, contract.HeaderCEType,
 		contract.HeaderContentType, contract.HeaderEventID, contract.HeaderEventType, contract.HeaderMsgID,
 		contract.HeaderSchemaVersion, contract.HeaderStateVersion, contract.HeaderTraceparent, contract.HeaderTracestate,
 	}, hdrProps)
@@ -314,6 +333,13 @@ func TestSchemas_R_I3_RefuseWhatBreaksTheContract(t *testing.T) {
 		"OtherMsgID":        func(h map[string]string) { h[contract.HeaderMsgID] = "7" },
 		"BadTraceparent":    func(h map[string]string) { h[contract.HeaderTraceparent] = "not-a-trace" },
 		"TracestateAlone":   func(h map[string]string) { delete(h, contract.HeaderTraceparent) },
+		"NoCloudEventID":    func(h map[string]string) { delete(h, contract.HeaderCEID) },
+		"OtherCloudEventID": func(h map[string]string) { h[contract.HeaderCEID] = "flight-15-v1" },
+		"SchdSource":        func(h map[string]string) { h[contract.HeaderCESource] = contract.SourceSchd },
+		"OtherSubject":      func(h map[string]string) { h[contract.HeaderCESubject] = "16" },
+		"OtherType":         func(h map[string]string) { h[contract.HeaderCEType] = contract.CloudEventType(contract.EventCreated) },
+		"TimeNotOccurredAt": func(h map[string]string) { h[contract.HeaderCETime] = "2026-11-30T06:23:21Z" },
+		"NoSpecVersion":     func(h map[string]string) { delete(h, contract.HeaderCESpecVersion) },
 		"OtherKey":          nil,
 	}
 	for name, f := range headerCases {

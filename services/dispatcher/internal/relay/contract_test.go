@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -112,5 +113,45 @@ func TestKafkaRelay_R_I3_MsgRecordsLeaveAsEncoded(t *testing.T) {
 		require.Equal(t, want[i].Value, got.Value)
 		require.Equal(t, want[i].Headers, headerMap(got))
 		require.NoError(t, chk.CheckMsg(string(got.Key), got.Value, headerMap(got)))
+	}
+}
+
+// TestKafkaRelay_R_N8_RecordsOnTheBrokerAreCloudEvents relays msg events
+// and schd states (a tombstone included) through the broker and reads each
+// record as a consumer does, with the CloudEvents Go SDK in the binary
+// content mode of the Kafka binding: every record is a valid CloudEvent
+// whose id is its event ID, subject its key, source its topic's, and whose
+// data is the record's value. The msgx- headers are still there
+// (additive: existing consumers are unaffected).
+func TestKafkaRelay_R_N8_RecordsOnTheBrokerAreCloudEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	enc := contract.Encoder{Zone: mustZone("Asia/Shanghai")}
+	for _, c := range contractChanges() {
+		msg, schd, err := enc.Records(c)
+		require.NoError(t, err)
+		b.addRow(t, TargetMsg, msg.Key, msg.Value, headersJSON(t, msg.Headers))
+		b.addRow(t, TargetSchd, schd.Key, schd.Value, headersJSON(t, schd.Headers))
+		// Each schd state flushed on its own: the relay sends only a FLID's
+		// latest state.
+		_, err = b.r.NewSchd(b.producer(t, b.kcfg.Topics.Schd)).FlushOnce(flushCtx(t))
+		require.NoError(t, err)
+	}
+	_, err := b.r.drainKafka(flushCtx(t), b.producer(t, b.kcfg.Topics.Msg), TargetMsg)
+	require.NoError(t, err)
+
+	for topic, source := range map[string]string{b.kcfg.Topics.Msg: contract.SourceMsg, b.kcfg.Topics.Schd: contract.SourceSchd} {
+		recs := b.consume(t, topic, len(contractChanges()))
+		for i, got := range recs {
+			h := headerMap(got)
+			ev, err := contracttest.CloudEvent(context.Background(), got.Value, h)
+			require.NoError(t, err, "%s record %d", topic, i)
+			require.Equal(t, contract.EventID(15, int64(i+1)), ev.ID())
+			require.Equal(t, h[contract.HeaderEventID], ev.ID(), "ce_id is the event ID")
+			require.Equal(t, source, ev.Source())
+			require.Equal(t, "15", ev.Subject())
+			require.Equal(t, contract.CloudEventType(h[contract.HeaderEventType]), ev.Type())
+			require.Equal(t, []byte(got.Value), ev.Data())
+		}
 	}
 }

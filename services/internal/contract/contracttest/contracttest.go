@@ -181,6 +181,9 @@ func (c *Checker) CheckMsg(key string, value []byte, headers map[string]string) 
 	if err := c.checkRecord(key, headers, true, ev.EventID, ev.EventType, ev.FLID, ev.StateVersion, ev.Source); err != nil {
 		return fmt.Errorf("msg record %s: %w", key, err)
 	}
+	if err := checkCloudEvent(key, headers, contract.SourceMsg, contract.DataSchemaMsg, ev.OccurredAt); err != nil {
+		return fmt.Errorf("msg record %s: %w", key, err)
+	}
 	if err := checkTimes(value, c.zone); err != nil {
 		return fmt.Errorf("msg record %s: %w", key, err)
 	}
@@ -203,6 +206,9 @@ func (c *Checker) CheckSchd(key string, value []byte, headers map[string]string)
 		if want := flightKeyID(key, v); headers[contract.HeaderEventID] != want {
 			return fmt.Errorf("schd tombstone %s: %s %q, want %q: %w", key, contract.HeaderEventID, headers[contract.HeaderEventID], want, ErrContract)
 		}
+		if err := checkCloudEvent(key, headers, contract.SourceSchd, "", time.Time{}); err != nil {
+			return fmt.Errorf("schd tombstone %s: %w", key, err)
+		}
 		return nil
 	}
 	if err := c.ValidateValue("schd", value); err != nil {
@@ -213,6 +219,9 @@ func (c *Checker) CheckSchd(key string, value []byte, headers map[string]string)
 		return fmt.Errorf("schd record %s: decoding: %w", key, err)
 	}
 	if err := c.checkRecord(key, headers, true, st.EventID, st.EventType, st.FLID, st.StateVersion, st.Source); err != nil {
+		return fmt.Errorf("schd record %s: %w", key, err)
+	}
+	if err := checkCloudEvent(key, headers, contract.SourceSchd, contract.DataSchemaSchd, st.OccurredAt); err != nil {
 		return fmt.Errorf("schd record %s: %w", key, err)
 	}
 	if err := checkTimes(value, c.zone); err != nil {
@@ -260,6 +269,39 @@ func (c *Checker) checkRecord(key string, headers map[string]string, withValue b
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%s: %w", strings.Join(problems, "; "), ErrContract)
+	}
+	return nil
+}
+
+// checkCloudEvent holds the CloudEvents headers of a record (R-N8) to its
+// msgx- headers and key: id the event ID, subject the FLID, type the event
+// type's, source the topic's, time occurred_at (a tombstone's time is only
+// required to be RFC 3339), and a data schema exactly when there is data
+// (dataSchema "" for a tombstone).
+func checkCloudEvent(key string, headers map[string]string, source, dataSchema string, occurredAt time.Time) error {
+	want := map[string]string{
+		contract.HeaderCESpecVersion: contract.CloudEventsSpecVersion,
+		contract.HeaderCEID:          headers[contract.HeaderEventID],
+		contract.HeaderCESource:      source,
+		contract.HeaderCEType:        contract.CloudEventType(headers[contract.HeaderEventType]),
+		contract.HeaderCESubject:     key,
+		contract.HeaderCEDataSchema:  dataSchema,
+	}
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got, ok := headers[k]; got != want[k] || ok != (want[k] != "") {
+			problems = append(problems, fmt.Sprintf("header %s %q, want %q", k, got, want[k]))
+		}
+	}
+	at, err := time.Parse(time.RFC3339Nano, headers[contract.HeaderCETime])
+	switch {
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("header %s %q: not RFC 3339", contract.HeaderCETime, headers[contract.HeaderCETime]))
+	case !occurredAt.IsZero() && !at.Equal(occurredAt):
+		problems = append(problems, fmt.Sprintf("header %s %q, want occurred_at %s", contract.HeaderCETime, headers[contract.HeaderCETime], occurredAt.Format(time.RFC3339Nano)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("CloudEvents: %s: %w", strings.Join(problems, "; "), ErrContract)
 	}
 	return nil
 }
