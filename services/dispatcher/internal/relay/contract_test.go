@@ -105,8 +105,7 @@ func TestKafkaRelay_R_I3_MsgRecordsLeaveAsEncoded(t *testing.T) {
 		b.addRow(t, TargetMsg, r.Key, r.Value, headersJSON(t, r.Headers))
 		want = append(want, r)
 	}
-	_, err = b.r.drainKafka(flushCtx(t), cl, TargetMsg)
-	require.NoError(t, err)
+	require.NoError(t, b.drainAll(t, cl, TargetMsg))
 	recs := b.consume(t, b.kcfg.Topics.Msg, len(want))
 	for i, got := range recs {
 		require.Equal(t, want[i].Key, string(got.Key))

@@ -58,13 +58,14 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 
 // kafkaFreshQuery reads the fresh lane above the floor in ID order
 // (outbox_fresh_idx): rows as inserted, each with whether it is due and
-// whether it is held: an older row of its key waits in backoff in the
-// retry lane, or is DEAD — the key is parked on the target until an
-// operator requeues or discards that row (R-L3, outbox_dead_key_idx).
+// whether it is held: an older row of its key waits in the retry lane —
+// in backoff, or due but beyond the retry lane's batch, so never read with
+// it — or is DEAD: the key is parked on the target until an operator
+// requeues or discards that row (R-L3, outbox_dead_key_idx).
 const kafkaFreshQuery = `
 SELECT o.id, o.pkey, o.payload, o.headers, o.attempts, o.created_at, o.next_attempt_at <= $2,
        EXISTS (SELECT 1 FROM outbox b WHERE b.target=o.target AND b.pkey=o.pkey AND b.state='PENDING' AND b.retry
-               AND b.id < o.id AND b.next_attempt_at > $2)
+               AND b.id < o.id)
        OR EXISTS (SELECT 1 FROM outbox d WHERE d.target=o.target AND d.pkey=o.pkey AND d.state='DEAD' AND d.id < o.id)
 FROM outbox o
 WHERE o.target=$1 AND o.state='PENDING' AND NOT o.retry AND o.id > $3
@@ -148,13 +149,18 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	if err != nil {
 		return false, err
 	}
-	// A row is held back while an older row of the same key waits in
-	// backoff, so one key's rows are delivered in order (per-FLID order).
-	// A held fresh row moves to the retry lane, so that the floor passes it.
+	// A row is held back while an older row of the same key waits, so one
+	// key's rows are delivered in order (per-FLID order). A transaction
+	// carries at most one row of a key: should it commit without its rows
+	// being recorded SENT (the term ends between the commit and the
+	// settlement), the next term repeats only each key's latest event,
+	// never an older one after a newer (R-H7, R-L3). A held fresh row
+	// moves to the retry lane, so that the floor passes it.
 	var batch []outboxRow
 	var held []int64
 	blocked := map[string]bool{}
-	freshN, retryN := 0, 0
+	sending := map[string]bool{} // keys with a row in the batch
+	freshN, retryN, deferred := 0, 0, 0
 	for _, l := range lane {
 		if l.fresh {
 			freshN++
@@ -165,15 +171,19 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		case !l.due:
 			blocked[l.Key] = true
 		case l.held || blocked[l.Key]:
+			if sending[l.Key] {
+				deferred++ // behind a row of its key in this batch: the next drain
+			}
 			blocked[l.Key] = true
 			if l.fresh {
 				held = append(held, l.ID)
 			}
 		default:
 			batch = append(batch, l.outboxRow)
+			blocked[l.Key], sending[l.Key] = true, true
 		}
 	}
-	more := freshN == r.opt.Batch || retryN == r.opt.Batch
+	more := freshN == r.opt.Batch || retryN == r.opt.Batch || deferred > 0
 	if len(batch) == 0 {
 		if len(held) > 0 {
 			if err := r.settle(ctx, target, nil, held); err != nil {

@@ -118,6 +118,19 @@ func (b *testBundle) failProduce(topic string) (remove func()) {
 	return h.Remove
 }
 
+// drainAll drains target until a drain reports nothing more (a
+// transaction carries one row of a key, so a key's versions take one
+// drain each) and returns the last drain's error.
+func (b *testBundle) drainAll(t *testing.T, cl *kgo.Client, target string) error {
+	t.Helper()
+	for {
+		more, err := b.r.drainKafka(flushCtx(t), cl, target)
+		if !more || err != nil {
+			return err
+		}
+	}
+}
+
 // exec runs SQL on the bundle's PostgreSQL database.
 func (b *testBundle) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
