@@ -49,7 +49,7 @@ func TestADFT_R_C9_CreatesOrMergesAndNeverDeletes(t *testing.T) {
 
 // TestADFT_R_C9_INV19_ValidatedLikeASnapshot: a record without a required
 // element, or moving a flight to another operation day, refuses the whole
-// message (DEAD(PROTOCOL), so its transaction keeps nothing).
+// message (DEAD(PROTOCOL)) before it writes anything.
 //
 // Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
@@ -66,9 +66,11 @@ func TestADFT_R_C9_INV19_ValidatedLikeASnapshot(t *testing.T) {
 			t.Parallel()
 			r := newRules(t)
 			r.run(1, schd(1, "DNLD", fltr(15, day23)))
-			v := r.run(2, tc.raw)
+			st := &refusingSink{memStore: r.st}
+			v := r.runWith(2, tc.raw, st)
 			require.Equal(t, dead, v.State, v.Reason)
 			require.Contains(t, v.Reason, tc.reason)
+			require.Zero(t, st.writes, "refused before any write")
 		})
 	}
 }

@@ -41,8 +41,8 @@ func TestReference_R_C10_DNLDReplacesTheWholeType(t *testing.T) {
 }
 
 // TestReference_R_C10_InvalidRecordLeavesTheTypeUntouched: a record without
-// its key (or a key twice) is DEAD(PROTOCOL), so the message's transaction
-// keeps none of its records; other messages proceed.
+// its key (or a key twice) is DEAD(PROTOCOL) before any of the message's
+// records is written; other messages proceed.
 //
 // Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
 func TestReference_R_C10_InvalidRecordLeavesTheTypeUntouched(t *testing.T) {
@@ -62,9 +62,11 @@ func TestReference_R_C10_InvalidRecordLeavesTheTypeUntouched(t *testing.T) {
 			t.Parallel()
 			r := newRules(t)
 			r.run(1, refMsg(1, "GLST", "ADD", glst("A", "a"), glst("B", "b")))
-			v := r.run(2, tc.raw)
+			st := &refusingSink{memStore: r.st}
+			v := r.runWith(2, tc.raw, st)
 			require.Equal(t, dead, v.State, v.Reason)
 			require.Contains(t, v.Reason, tc.why)
+			require.Zero(t, st.writes, "refused before any write")
 			require.Equal(t, []string{"A", "B"}, r.refKeys("GLST"))
 			require.Equal(t, succeeded, r.run(3, refMsg(3, "ABDG", "ADD", "<ABDG><ABCD>X</ABCD></ABDG>")).State)
 		})

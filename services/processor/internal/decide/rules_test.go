@@ -67,13 +67,43 @@ type verdict struct {
 // run decides message id (raw SIS XML) and returns its verdict.
 func (r *rules) run(id int64, raw string) verdict {
 	r.t.Helper()
+	return r.runWith(id, raw, r.st)
+}
+
+// store is what a message is decided over: the view and the sink.
+type store interface {
+	View
+	Sink
+}
+
+// refusingSink is the rules' store whose every write fails the test's
+// message: a package that is refused before any write shows it by
+// writes staying 0.
+type refusingSink struct {
+	*memStore
+	writes int
+}
+
+func (s *refusingSink) Change(context.Context, *Change) error {
+	s.writes++
+	return errors.New("the package was written before it was validated")
+}
+
+func (s *refusingSink) Ref(context.Context, RefOp) error {
+	s.writes++
+	return errors.New("the package was written before it was validated")
+}
+
+// runWith decides message id over st instead of the rules' store.
+func (r *rules) runWith(id int64, raw string, st store) verdict {
+	r.t.Helper()
 	ctx := context.Background()
 	msg, err := sis.DecodeText(raw)
 	require.NoError(r.t, err)
 	cls, err := sis.Classify(msg, sis.IdentityOptions{})
 	require.NoError(r.t, err)
 	saved, from, refs := maps.Clone(r.st.flights), len(r.st.changes), r.refsCopy()
-	w := &Writer{View: r.st, Sink: r.st, MsgID: id, Now: time.Date(2021, 1, 23, 0, 0, int(id), 0, time.UTC), Zone: r.od.Zone,
+	w := &Writer{View: st, Sink: st, MsgID: id, Now: time.Date(2021, 1, 23, 0, 0, int(id), 0, time.UTC), Zone: r.od.Zone,
 		Src: contract.Source{MsgID: id, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}}
 	var out Outcome
 	if cls.Kind == sis.KindFlightSnapshot && msg.Meta.STYP == "DNLD" {
@@ -196,4 +226,16 @@ func (v verdict) lastEvent(t *testing.T, flid int64) contract.Event {
 	}
 	t.Fatalf("no event of flight %d", flid)
 	return contract.Event{}
+}
+
+// eventTypes lists the msg event types of flid in the verdict, in order.
+func (v verdict) eventTypes(t *testing.T, flid int64) []string {
+	t.Helper()
+	out := []string{}
+	for _, ev := range v.events(t) {
+		if ev.FLID == flid {
+			out = append(out, ev.EventType)
+		}
+	}
+	return out
 }
