@@ -292,8 +292,9 @@ mkdir -p "$WORK/credentials"
 placeholder_token() { printf 'helm-lint-%s-%s' "$1" "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"; }
 service_token=$(placeholder_token service)
 {
-	for principal in all-in-one ingest processor dispatcher; do
-		printf '%s:service:%s\n' "$principal" "$service_token-$principal"
+	# Each service line bound to its leases, as production mode requires (R-K7).
+	for line in all-in-one='*' ingest=ingest-scanner processor=processor dispatcher='dispatcher/*'; do
+		printf '%s:service=%s:%s\n' "${line%%=*}" "${line#*=}" "$service_token-${line%%=*}"
 	done
 	printf 'oncall:read:%s\n' "$(placeholder_token operator)"
 } >"$WORK/credentials/control-tokens"

@@ -84,3 +84,40 @@ GRANT INSERT (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT, ROU
 -- are not readable. docs/security.md explains why this SELECT is granted.
 GRANT SELECT (COUTMSGS_ID, COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID)
     ON aodbinterface.COUTMSGS TO 'msgx_dispatcher'@'%';
+
+-- ---------------------------------------------------------------------
+-- Row rules (R-K7). A column grant cannot say which rows: the UPDATE on the
+-- two marker columns would also let the dispatcher's account clear a
+-- marker or write one over another, and the INSERT on COUTMSGS would take
+-- any ROUTINGID. These two triggers refuse, for the dispatcher's account
+-- only (USER() is the account that logged in), a marker written onto a
+-- row already marked or cleared, and an outbound row under a ROUTINGID
+-- other than the gateway's own (VIEWRQFD, VIEWRQRD). Every other account,
+-- the adapter's included, is untouched. The dispatcher's code guards the
+-- same rules before each statement, and names every row it marks by its
+-- CMINMSGS_ID (services/dispatcher/internal/relay/mailboxguard.go); no
+-- trigger can bound how many rows one statement changes. Creating a
+-- trigger needs the TRIGGER privilege; run as the schema's owner. Running
+-- the file again replaces them.
+DROP TRIGGER IF EXISTS aodbinterface.msgx_marker_from_empty;
+DROP TRIGGER IF EXISTS aodbinterface.msgx_coutmsgs_own_routing;
+DELIMITER //
+CREATE TRIGGER aodbinterface.msgx_marker_from_empty
+    BEFORE UPDATE ON aodbinterface.CMINMSGS FOR EACH ROW
+BEGIN
+    IF SUBSTRING_INDEX(USER(), '@', 1) = 'msgx_dispatcher'
+       AND (OLD.CMINMSGS_DATE_PROCESSED IS NOT NULL OR NEW.CMINMSGS_DATE_PROCESSED IS NULL) THEN
+        SIGNAL SQLSTATE '45000'
+            SET MESSAGE_TEXT = 'msgexchange R-K7: the dispatcher sets a marker only on a row whose marker is empty';
+    END IF;
+END//
+CREATE TRIGGER aodbinterface.msgx_coutmsgs_own_routing
+    BEFORE INSERT ON aodbinterface.COUTMSGS FOR EACH ROW
+BEGIN
+    IF SUBSTRING_INDEX(USER(), '@', 1) = 'msgx_dispatcher'
+       AND NEW.ROUTINGID NOT IN ('VIEWRQFD', 'VIEWRQRD') THEN
+        SIGNAL SQLSTATE '45000'
+            SET MESSAGE_TEXT = 'msgexchange R-K7: the dispatcher inserts COUTMSGS rows only under its own routing IDs';
+    END IF;
+END//
+DELIMITER ;

@@ -116,10 +116,24 @@ func (c *Config) Authenticated() bool { return c.AuthToken.Reveal() != "" || c.T
 
 // ValidateProduction refuses, for production mode (R-K1), a control plane
 // that listens beyond loopback without TLS: its callers' bearer tokens,
-// operator tokens included, would cross the network in clear.
+// operator tokens included, would cross the network in clear; and a token
+// file with a service line that names no lease (R-K7): that credential
+// could take any lease, so a stolen dispatcher token could stand the
+// processor down.
 func (c *Config) ValidateProduction() error {
+	var errs []error
 	if !c.TLS.On() && !config.LoopbackAddr(c.GRPCAddr) {
-		return config.Refusal("control.tls", fmt.Sprintf("control.grpc-addr %s listens beyond loopback: serve TLS (control.tls.cert-file and control.tls.key-file)", c.GRPCAddr))
+		errs = append(errs, config.Refusal("control.tls", fmt.Sprintf("control.grpc-addr %s listens beyond loopback: serve TLS (control.tls.cert-file and control.tls.key-file)", c.GRPCAddr)))
 	}
-	return nil
+	if c.TokenFile != "" {
+		// A file that does not parse is reported by Validate.
+		if creds, err := interceptor.NewCredentials(c.TokenFile, ""); err == nil {
+			if unbound := creds.UnboundServices(); len(unbound) > 0 {
+				errs = append(errs, config.Refusal("control.token-file", fmt.Sprintf(
+					"the service lines of %s name no lease, so each could take any lease; bind each to its own, principal:service=NAMES:token (e.g. processor:service=processor, dispatcher:service=dispatcher/*)",
+					strings.Join(unbound, ", "))))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"msgexchange/libs/testutil/mysqltest"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
@@ -40,40 +41,17 @@ func grantsFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-// sqlStatements splits a grants file into its statements: comment lines
-// dropped, statements ended by a semicolon at the end of a line.
-func sqlStatements(script string) []string {
-	var out []string
-	var cur strings.Builder
-	for _, line := range strings.Split(script, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "--") {
-			continue
-		}
-		cur.WriteString(line)
-		cur.WriteString("\n")
-		if strings.HasSuffix(strings.TrimSpace(line), ";") {
-			if s := strings.TrimSpace(cur.String()); s != ";" {
-				out = append(out, s)
-			}
-			cur.Reset()
-		}
-	}
-	if s := strings.TrimSpace(cur.String()); s != "" {
-		out = append(out, s)
-	}
-	return out
-}
+// sqlStatements splits a grants file into its statements, the way the
+// mysql client runs it (mysqltest.Statements).
+func sqlStatements(script string) []string { return mysqltest.Statements(script) }
 
 // substitute replaces each name of the file by the test's, failing when a
 // name does not occur (the file and the test would have drifted apart).
 func substitute(t *testing.T, script string, names map[string]string) string {
 	t.Helper()
-	for from, to := range names {
-		re := regexp.MustCompile(`\b` + regexp.QuoteMeta(from) + `\b`)
-		require.True(t, re.MatchString(script), "the grants file names %s", from)
-		script = re.ReplaceAllLiteralString(script, to)
-	}
-	return script
+	out, err := mysqltest.Substitute(script, names)
+	require.NoError(t, err)
+	return out
 }
 
 func randomHex(t *testing.T, n int) string {

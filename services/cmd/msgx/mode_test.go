@@ -38,7 +38,7 @@ func writeFile(t *testing.T, content string) string {
 func credentials(t *testing.T) []string {
 	t.Helper()
 	return []string{
-		"-control.token-file=" + writeFile(t, "processor:service:"+goodToken+"\nalice:operate:"+operatorToken+"\n"),
+		"-control.token-file=" + writeFile(t, "processor:service=*:"+goodToken+"\nalice:operate:"+operatorToken+"\n"),
 		"-lease.token-file=" + writeFile(t, goodToken+"\n"),
 	}
 }

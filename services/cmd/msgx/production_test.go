@@ -167,6 +167,31 @@ func TestMode_R_K1_OpenCompatEntryRefusedInProduction(t *testing.T) {
 	require.NoError(t, validate(t, "-mode=development", "-target=ingest", "-ingest.compat.addr=0.0.0.0:8081"))
 }
 
+// TestMode_R_K7_UnboundServiceLineRefusedInProduction: a token file whose
+// service line names no lease (the format before R-K7, whose credential may
+// take any lease) is refused in production mode, naming the setting and
+// the principals, never a token; bound, it starts; development mode keeps
+// accepting the old format.
+func TestMode_R_K7_UnboundServiceLineRefusedInProduction(t *testing.T) {
+	t.Parallel()
+	lines := "dispatcher:service:" + strings.Repeat("d", 32) + "\nprocessor:service=processor:" + goodToken +
+		"\ningest:service:" + strings.Repeat("i", 32) + "\nalice:operate:" + operatorToken + "\n"
+	args := []string{"-target=control", "-control.token-file=" + writeFile(t, lines)}
+	err := validate(t, args...)
+	require.Error(t, err)
+	got := refusals(err)
+	require.Len(t, got, 1, "one refusal: %q", got)
+	require.Contains(t, got[0], "control.token-file: refused outside development mode")
+	require.Contains(t, got[0], "dispatcher, ingest", "names the unbound principals")
+	require.Contains(t, got[0], "lines of dispatcher, ingest name", "a bound line is not named")
+	require.NotContains(t, got[0], strings.Repeat("d", 32), "never a token")
+	require.NoError(t, validate(t, append(args, "-mode=development")...))
+
+	bound := strings.ReplaceAll(strings.ReplaceAll(lines, "dispatcher:service:", "dispatcher:service=dispatcher/*:"),
+		"ingest:service:", "ingest:service=ingest-scanner:")
+	require.NoError(t, validate(t, "-target=control", "-control.token-file="+writeFile(t, bound)))
+}
+
 // TestMode_R_K1_R_K9_ShortCompatTokenRefusedInEveryMode: a compat token
 // shorter than 32 bytes (the 1-byte file the review found accepted) is
 // refused at start, in development mode too, naming the line, never the

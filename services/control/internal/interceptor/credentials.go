@@ -120,6 +120,20 @@ func (c *Credentials) Principals() []string {
 	return out
 }
 
+// UnboundServices lists, sorted and without duplicates, the principals of
+// service lines of the token file that name no lease: such a credential may
+// hold any lease, which production mode refuses (R-K7).
+func (c *Credentials) UnboundServices() []string {
+	var out []string
+	for _, cr := range *c.set.Load() {
+		if cr.roles.Has(caller.Service) && cr.leases == nil && !slices.Contains(out, cr.principal) {
+			out = append(out, cr.principal)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Lookup returns the caller token proves: principal, roles and the lease
 // names it may hold (the Peer is the caller's to fill in). Every
 // credential is compared, in constant time over fixed-size digests, so

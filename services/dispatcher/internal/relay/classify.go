@@ -88,18 +88,32 @@ var transientMySQL = map[uint16]bool{
 	2002: true, 2003: true, 2006: true, 2013: true,
 }
 
+// erSignalException is MySQL's number of an error a trigger raised with
+// SIGNAL: the mailbox's row rules (deploy/grants/mysql.sql, R-K7) refusing
+// a write, which no retry changes.
+const erSignalException = 1644
+
 // classifyMySQL classifies a failed mailbox statement (a marker or a
 // COUTMSGS insert). The server's own error numbers decide: those of an
 // unavailable server are transient, any other (a missing table, a refused
 // grant, a value the column refuses) is refused — an operator must act,
 // and the row's attempts bound the tries. An error without a number (a
 // dropped or refused connection, a timeout, the driver's bad connection)
-// means the server did not answer: transient. A missing mailbox row is no
-// error at all but an outcome (OutcomeRowMissing), abandoned at once.
+// means the server did not answer: transient. A write refused by a guard
+// of the dispatcher's own (ErrMailboxGuard) or by the mailbox's row rules
+// (erSignalException) is permanent: it is dead-lettered at once with its
+// cause. A missing mailbox row is no error at all but an outcome
+// (OutcomeRowMissing), abandoned at once.
 func classifyMySQL(err error) class {
+	if errors.Is(err, ErrMailboxGuard) {
+		return permanent
+	}
 	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
 		if transientMySQL[me.Number] {
 			return transient
+		}
+		if me.Number == erSignalException {
+			return permanent
 		}
 		return refused
 	}

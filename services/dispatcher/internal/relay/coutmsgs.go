@@ -236,6 +236,9 @@ func (r *Relay) recordRequestSent(ctx context.Context, id, reqID, outboundID int
 // and DTTM, so an identical row can only be an earlier attempt of the same
 // request whose success was never recorded (C-24).
 func (r *Relay) insertCoutmsgs(ctx context.Context, routing string, xml []byte, since time.Time) (id int64, reused bool, err error) {
+	if err := guardRoutingID(routing); err != nil {
+		return 0, false, err
+	}
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rows, err := r.opt.Mailbox.QueryContext(mctx, `

@@ -255,7 +255,7 @@ func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, e
 		return nil, fmt.Errorf("reading markers: %w", err)
 	}
 	out := make(map[int64]string, len(uniq))
-	var unmarked []any
+	var unmarked []int64
 	for rows.Next() {
 		var id int64
 		var processed sql.NullTime
@@ -280,18 +280,8 @@ func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, e
 		}
 	}
 	if len(unmarked) > 0 {
-		res, err := tx.ExecContext(mctx, `UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED=?, CMINMSGS_STATUS=?
-			WHERE CMINMSGS_ID IN (`+strings.Repeat(",?", len(unmarked))[1:]+`) AND CMINMSGS_DATE_PROCESSED IS NULL`,
-			append([]any{r.opt.Clock.Now(), r.opt.ProcessedValue}, unmarked...)...)
-		if err != nil {
-			return nil, fmt.Errorf("writing markers: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("writing markers: %w", err)
-		}
-		if n != int64(len(unmarked)) {
-			return nil, fmt.Errorf("writing markers: %d of %d locked unmarked rows updated", n, len(unmarked))
+		if err := writeMarkers(mctx, tx, unmarked, r.opt.Clock.Now(), r.opt.ProcessedValue); err != nil {
+			return nil, err
 		}
 	}
 	if err := tx.Commit(); err != nil {

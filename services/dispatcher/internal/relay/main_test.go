@@ -46,14 +46,15 @@ func mustZone(name string) *time.Location {
 // testBundle is a Relay on a fresh PostgreSQL database, a fresh mailbox
 // database and its own broker, driven by a fake clock.
 type testBundle struct {
-	pgURL   string
-	pool    *pgxpool.Pool
-	mailbox *sql.DB
-	kcfg    kafka.Config
-	cluster *kafkatest.Cluster
-	clock   *clock.Fake
-	r       *Relay
-	log     *slog.Logger
+	pgURL      string
+	pool       *pgxpool.Pool
+	mailbox    *sql.DB
+	mailboxDSN string // the administrator's, on the test's own database
+	kcfg       kafka.Config
+	cluster    *kafkatest.Cluster
+	clock      *clock.Fake
+	r          *Relay
+	log        *slog.Logger
 }
 
 // testOptions are the relay options of every bundle: small attempt limits
@@ -81,7 +82,8 @@ func setup(t *testing.T, adjust ...func(*Options)) *testBundle {
 	require.NoError(t, err)
 	t.Cleanup(b.pool.Close)
 
-	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: mysqltest.NewDatabase(t)}, airport)
+	b.mailboxDSN = mysqltest.NewDatabase(t)
+	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, airport)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.mailbox.Close() })
 	require.NoError(t, migrations.ApplyMailboxFixture(ctx, b.mailbox))
