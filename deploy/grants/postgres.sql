@@ -91,6 +91,9 @@ GRANT UPDATE (state, applied_at, replayed, refused, refused_ids)
                                                                               -- fields (who, why, what) stay as written (R-K7)
 GRANT INSERT                         ON replay_audit       TO msgx_processor;
 GRANT SELECT, INSERT, UPDATE         ON maintenance_run    TO msgx_processor;
+GRANT SELECT                         ON maintenance_request TO msgx_processor; -- runs the control plane's maintenance requests,
+GRANT UPDATE (state, started_at, finished_at, run_id, result, error)
+                                     ON maintenance_request TO msgx_processor; -- recording only the outcome (R-N9)
 GRANT SELECT, INSERT, UPDATE         ON mailbox_reuse      TO msgx_processor; -- reused mailbox IDs held (R-L5)
 GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq,
     snapshot_log_id_seq TO msgx_processor;
@@ -136,13 +139,19 @@ GRANT SELECT, INSERT, UPDATE ON req_track            TO msgx_control;
 GRANT SELECT, INSERT         ON replay_request       TO msgx_control;
 GRANT SELECT                 ON replay_audit         TO msgx_control;
 GRANT SELECT                 ON mailbox_reuse        TO msgx_control; -- listing reused mailbox IDs (R-L5)
+GRANT SELECT                 ON ref_data             TO msgx_control; -- operator reads without SQL (R-N9)
+GRANT SELECT                 ON season_schedule      TO msgx_control;
+GRANT SELECT                 ON season_flight        TO msgx_control;
+GRANT SELECT                 ON snapshot_log         TO msgx_control; -- the snapshot log (R-L7)
+GRANT SELECT                 ON maintenance_run      TO msgx_control;
+GRANT SELECT, INSERT         ON maintenance_request  TO msgx_control; -- trigger or dry-run a maintenance job (R-N9)
 GRANT SELECT, INSERT         ON projection_rebuild   TO msgx_control;
 GRANT SELECT, INSERT         ON message_end_audit    TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_requeue_audit TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_discard_audit TO msgx_control;
 GRANT USAGE ON SEQUENCE lease_audit_id_seq, outbox_id_seq, req_track_id_seq, req_track_seqn,
     replay_request_id_seq, projection_rebuild_id_seq, message_end_audit_id_seq, outbox_requeue_audit_id_seq,
-    outbox_discard_audit_id_seq
+    outbox_discard_audit_id_seq, maintenance_request_id_seq
     TO msgx_control;
 
 COMMIT;

@@ -29,6 +29,18 @@ type CleanupResult struct {
 	Outbox int64
 }
 
+// cleanupDue is the condition on proc_state row p of a record the cleanup
+// deletes, finished before the parameter $1; sweptDeletionDue that on an
+// outbox row of a delivered sweep deletion (no message) it deletes. The
+// dry run (CountCleanup) counts with the same conditions.
+const (
+	cleanupDue = `p.backfilled_at IS NOT NULL AND p.finished_at < $1
+				  AND p.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id AND o.state <> 'SENT')`
+	sweptDeletionDue = `msg_id IS NULL AND state = 'SENT' AND sent_at < $1
+				  AND target IN ('` + TargetFlightState + `', '` + TargetMsg + `', '` + TargetSchd + `')`
+)
+
 func (e *Engine) recordRetention() time.Duration {
 	if e.opt.RecordRetention > 0 {
 		return e.opt.RecordRetention
@@ -62,9 +74,7 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 			return tx.QueryRow(ctx, `
 			WITH victims AS (
 				SELECT p.msg_id FROM proc_state p
-				WHERE p.backfilled_at IS NOT NULL AND p.finished_at < $1
-				  AND p.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id AND o.state <> 'SENT')
+				WHERE `+cleanupDue+`
 				ORDER BY p.finished_at, p.msg_id
 				LIMIT $2
 				FOR UPDATE OF p SKIP LOCKED
@@ -87,9 +97,8 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 	for {
 		tag, err := e.exec(ctx, `
 			DELETE FROM outbox WHERE id IN (
-				SELECT id FROM outbox
-				WHERE msg_id IS NULL AND state = 'SENT' AND sent_at < $1 AND target IN ($3, $4, $5)
-				LIMIT $2)`, res.Cutoff, batch, TargetFlightState, TargetMsg, TargetSchd)
+				SELECT id FROM outbox WHERE `+sweptDeletionDue+`
+				LIMIT $2)`, res.Cutoff, batch)
 		if err != nil {
 			return res, fmt.Errorf("deleting delivered sweep deletions: %w", err)
 		}
@@ -99,5 +108,20 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 		}
 	}
 	e.log.Info("record cleanup done", "records", res.Records, "outbox_rows", res.Outbox, "finished_before", res.Cutoff)
+	return res, nil
+}
+
+// CountCleanup is the cleanup's dry run (R-N9): what RunCleanup would
+// delete now, counted with its conditions, writing nothing.
+func (e *Engine) CountCleanup(ctx context.Context) (CleanupResult, error) {
+	res := CleanupResult{Cutoff: e.clock.Now().Add(-e.recordRetention())}
+	err := e.pool.QueryRow(ctx, `
+		WITH victims AS (SELECT p.msg_id FROM proc_state p WHERE `+cleanupDue+`)
+		SELECT (SELECT count(*) FROM victims),
+			(SELECT count(*) FROM outbox o JOIN victims v ON o.msg_id = v.msg_id WHERE o.state = 'SENT')
+			+ (SELECT count(*) FROM outbox WHERE `+sweptDeletionDue+`)`, res.Cutoff).Scan(&res.Records, &res.Outbox)
+	if err != nil {
+		return res, fmt.Errorf("counting finished records due for cleanup: %w", err)
+	}
 	return res, nil
 }

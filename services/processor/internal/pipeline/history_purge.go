@@ -23,6 +23,10 @@ const historyArchivedKeep = 30 * 24 * time.Hour
 // package finished (R-L7: the seeds' SCHD_SNAP_LOG keeps 90 days).
 const SnapshotLogKeep = 90 * 24 * time.Hour
 
+// historyPurgeDue is the condition on a flight_history row the purge
+// deletes: operation day before $1, archived before $3.
+const historyPurgeDue = `operation_day < $1 AND archived_at < $3`
+
 // PurgeResult is what one purge of flight_history did.
 type PurgeResult struct {
 	// Cutoff is the first operation day whose history is kept.
@@ -52,14 +56,12 @@ func (e *Engine) historyKeepDays() int {
 // history is purged starts at version 1 again, which only a consumer that
 // remembers deleted flights for more than history.keep would drop.
 func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
-	local := e.clock.Now().In(e.airportZone()).Add(-time.Duration(e.opt.CutoffHour) * time.Hour)
-	y, m, d := local.Date()
-	res := PurgeResult{Cutoff: time.Date(y, m, d-e.historyKeepDays(), 0, 0, 0, 0, time.UTC)}
+	res := PurgeResult{Cutoff: e.airportDaysAgo(e.historyKeepDays())}
 	batch := e.cleanupBatch()
 	for {
 		tag, err := e.exec(ctx, `
 			DELETE FROM flight_history WHERE (flid, state_version) IN (
-				SELECT flid, state_version FROM flight_history WHERE operation_day < $1 AND archived_at < $3 LIMIT $2)`,
+				SELECT flid, state_version FROM flight_history WHERE `+historyPurgeDue+` LIMIT $2)`,
 			res.Cutoff, batch, e.clock.Now().Add(-historyArchivedKeep))
 		if err != nil {
 			return res, fmt.Errorf("purging flight history before %s: %w", res.Cutoff.Format(time.DateOnly), err)
@@ -84,5 +86,20 @@ func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
 	}
 	e.log.Info("flight history purge done", "deleted", res.Flights, "kept_from", res.Cutoff.Format(time.DateOnly),
 		"snapshot_log_deleted", res.SnapshotLogs)
+	return res, nil
+}
+
+// CountHistoryPurge is the purge's dry run (R-N9): how many flight_history
+// and snapshot_log rows RunHistoryPurge would delete now, writing nothing.
+func (e *Engine) CountHistoryPurge(ctx context.Context) (PurgeResult, error) {
+	now := e.clock.Now()
+	res := PurgeResult{Cutoff: e.airportDaysAgo(e.historyKeepDays())}
+	err := e.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM flight_history WHERE `+historyPurgeDue+`),
+			(SELECT count(*) FROM snapshot_log WHERE finished_at < $2)`,
+		res.Cutoff, now.Add(-SnapshotLogKeep), now.Add(-historyArchivedKeep)).Scan(&res.Flights, &res.SnapshotLogs)
+	if err != nil {
+		return res, fmt.Errorf("counting flight history and snapshot log rows due for the purge: %w", err)
+	}
 	return res, nil
 }

@@ -2,13 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
 )
 
@@ -19,13 +14,6 @@ const (
 
 	defaultMaintenancePoll = time.Minute
 )
-
-// MaintenanceResult is one daily maintenance run.
-type MaintenanceResult struct {
-	Cleanup CleanupResult
-	History HistoryResult
-	Purge   PurgeResult
-}
 
 // NextMaintenance returns the first run-at time (HistoryRunAt in the
 // airport zone) strictly after now.
@@ -43,8 +31,9 @@ func (e *Engine) NextMaintenance(now time.Time) time.Time {
 }
 
 // maintenanceService runs the record cleanup and the history sweep once a
-// day at run-at, and the self-check (R-H4) at start and then every
-// self-check interval. The next run times come from the injected clock,
+// day at run-at, the self-check (R-H4) at start and then every self-check
+// interval, and the operators' maintenance requests (R-N9) as it finds
+// them, at least every MaintenancePoll. The next run times come from the injected clock,
 // which the loop reads every MaintenancePoll at least; a run-at that passes
 // while no processor runs is not made up, the next day's run covers its
 // work (both jobs select by age).
@@ -74,6 +63,10 @@ func (e *Engine) maintenanceService() *lifecycle.Service {
 				}
 				continue
 			}
+			if e.runMaintenanceRequests(ctx) {
+				// An operator's request ran: read the clock again.
+				continue
+			}
 			if !now.Before(next) {
 				if _, err := e.RunMaintenance(ctx, next); err != nil {
 					if ctx.Err() != nil {
@@ -100,48 +93,4 @@ func (e *Engine) maintenanceService() *lifecycle.Service {
 			}
 		}
 	}, nil)
-}
-
-// RunMaintenance runs the record cleanup, then the history sweep, and
-// records the run in maintenance_run with what each did. scheduledFor is
-// the run-at occurrence the run serves.
-func (e *Engine) RunMaintenance(ctx context.Context, scheduledFor time.Time) (MaintenanceResult, error) {
-	var res MaintenanceResult
-	var runID int64
-	if err := e.inTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `INSERT INTO maintenance_run (scheduled_for, started_at) VALUES ($1, $2) RETURNING id`,
-			scheduledFor, e.clock.Now()).Scan(&runID)
-	}); err != nil {
-		return res, fmt.Errorf("recording maintenance run: %w", err)
-	}
-	var errs []error
-	var err error
-	if res.Cleanup, err = e.RunCleanup(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if res.History, err = e.RunHistorySweep(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if res.Purge, err = e.RunHistoryPurge(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	runErr := errors.Join(errs...)
-	var errText *string
-	if runErr != nil {
-		s := clip.Text(runErr.Error())
-		errText = &s
-	}
-	// Recorded with a fresh context: a run cut short by a shutdown still
-	// leaves its counts.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	h := res.History
-	if _, err := e.exec(rctx, `
-		UPDATE maintenance_run SET finished_at=$2, records_deleted=$3, outbox_deleted=$4, flights_archived=$5,
-			flights_skipped=$6, flights_failed=$7, tombstones=$8, error=$9
-		WHERE id=$1`, runID, e.clock.Now(), res.Cleanup.Records, res.Cleanup.Outbox,
-		h.Archived, h.Skipped, h.Failed, h.Tombstones, errText); err != nil {
-		return res, errors.Join(runErr, fmt.Errorf("recording maintenance result: %w", err))
-	}
-	return res, runErr
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/services/internal/procstate"
+	"msgexchange/services/internal/stranded"
 )
 
 // Defaults of the self-check, used where Options leave them zero.
@@ -96,8 +97,7 @@ func (e *Engine) RunSelfCheck(ctx context.Context) (SelfCheckResult, error) {
 	for {
 		rows, err := e.pool.Query(ctx, `
 			SELECT ps.msg_id FROM proc_state ps
-			WHERE ps.state = 'APPLIED' AND ps.msg_id > $2 AND COALESCE(ps.applied_at, ps.updated_at) < $1
-			  AND NOT EXISTS (SELECT 1 FROM projection_pending p WHERE p.msg_id = ps.msg_id)
+			WHERE ps.msg_id > $2 AND `+stranded.AppliedWithoutProjection("$1")+`
 			ORDER BY ps.msg_id LIMIT $3`, res.Cutoff, after, selfCheckPage)
 		if err != nil {
 			return res, fmt.Errorf("listing applied messages without pending projections: %w", err)
@@ -126,11 +126,8 @@ func (e *Engine) RunSelfCheck(ctx context.Context) (SelfCheckResult, error) {
 	for {
 		rows, err := e.pool.Query(ctx, `
 			SELECT ps.msg_id, ps.finished_at FROM proc_state ps
-			WHERE ps.finished_at IS NOT NULL AND ps.backfilled_at IS NULL
-			  AND ps.finished_at < $1 AND (ps.finished_at, ps.msg_id) > ($2, $3)
-			  AND ps.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = ps.msg_id AND o.target = $5 AND o.state <> 'SENT')
-			ORDER BY ps.finished_at, ps.msg_id LIMIT $4`, res.Cutoff, afterAt, after, selfCheckPage, TargetMailbox)
+			WHERE (ps.finished_at, ps.msg_id) > ($2, $3) AND `+stranded.TerminalWithoutIntent("$1")+`
+			ORDER BY ps.finished_at, ps.msg_id LIMIT $4`, res.Cutoff, afterAt, after, selfCheckPage)
 		if err != nil {
 			return res, fmt.Errorf("listing terminal messages without backfill intent: %w", err)
 		}
@@ -221,4 +218,27 @@ func lockBatch(msgID int64) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT 1 FROM proc_state WHERE msg_id=$1 FOR NO KEY UPDATE`, msgID)
 	return b
+}
+
+// FindStranded is the self-check's dry run (R-N9): the messages
+// RunSelfCheck would repair now, at most limit of each kind in msg_id
+// order, repairing nothing.
+func (e *Engine) FindStranded(ctx context.Context, limit int) (SelfCheckResult, error) {
+	res := SelfCheckResult{Cutoff: e.clock.Now().Add(-e.selfCheckGrace())}
+	for _, k := range []struct {
+		cond string
+		ids  *[]int64
+	}{
+		{stranded.AppliedWithoutProjection("$1"), &res.Applied},
+		{stranded.TerminalWithoutIntent("$1"), &res.Terminal},
+	} {
+		rows, err := e.pool.Query(ctx, `SELECT ps.msg_id FROM proc_state ps WHERE `+k.cond+` ORDER BY ps.msg_id LIMIT $2`, res.Cutoff, limit)
+		if err != nil {
+			return res, fmt.Errorf("listing stranded messages: %w", err)
+		}
+		if *k.ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return res, fmt.Errorf("listing stranded messages: %w", err)
+		}
+	}
+	return res, nil
 }

@@ -56,10 +56,7 @@ func (e *Engine) historyDays() int {
 // write the one deletion of a still-ACTIVE flight, and only then delete the
 // live row. A failing flight is counted and logged and the others go on.
 func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
-	now := e.clock.Now()
-	local := now.In(e.airportZone()).Add(-time.Duration(e.opt.CutoffHour) * time.Hour)
-	y, m, d := local.Date()
-	res := HistoryResult{Cutoff: time.Date(y, m, d-e.historyDays(), 0, 0, 0, 0, time.UTC)}
+	res := HistoryResult{Cutoff: e.airportDaysAgo(e.historyDays())}
 	var after int64
 	for {
 		rows, err := e.pool.Query(ctx, `SELECT flid FROM flight WHERE operation_day < $1 AND flid > $2 ORDER BY flid LIMIT $3`,
@@ -97,6 +94,28 @@ func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 	}
 	e.log.Info("history sweep done", "archived", res.Archived, "tombstones", res.Tombstones,
 		"skipped", res.Skipped, "failed", res.Failed, "operation_day_before", res.Cutoff.Format(time.DateOnly))
+	return res, nil
+}
+
+// airportDaysAgo is the date days before today in airport time (a day
+// ending at the cutoff hour), as midnight UTC: the first operation day a
+// retention of days keeps.
+func (e *Engine) airportDaysAgo(days int) time.Time {
+	local := e.clock.Now().In(e.airportZone()).Add(-time.Duration(e.opt.CutoffHour) * time.Hour)
+	y, m, d := local.Date()
+	return time.Date(y, m, d-days, 0, 0, 0, 0, time.UTC)
+}
+
+// CountHistorySweep is the sweep's dry run (R-N9): how many flights
+// RunHistorySweep would archive now (Archived; Tombstones those still
+// ACTIVE), writing nothing.
+func (e *Engine) CountHistorySweep(ctx context.Context) (HistoryResult, error) {
+	res := HistoryResult{Cutoff: e.airportDaysAgo(e.historyDays())}
+	err := e.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'ACTIVE') FROM flight WHERE operation_day < $1`,
+		res.Cutoff).Scan(&res.Archived, &res.Tombstones)
+	if err != nil {
+		return res, fmt.Errorf("counting flights due for history: %w", err)
+	}
 	return res, nil
 }
 
