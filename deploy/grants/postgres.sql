@@ -145,6 +145,8 @@ GRANT SELECT                 ON season_flight        TO msgx_control;
 GRANT SELECT                 ON snapshot_log         TO msgx_control; -- the snapshot log (R-L7)
 GRANT SELECT                 ON maintenance_run      TO msgx_control;
 GRANT SELECT, INSERT         ON maintenance_request  TO msgx_control; -- trigger or dry-run a maintenance job (R-N9)
+GRANT SELECT                 ON goose_db_version     TO msgx_control; -- msgxctl database status: the migration state (R-N9)
+GRANT pg_read_all_stats                              TO msgx_control; -- and the long transactions of every role's sessions
 GRANT SELECT, INSERT         ON projection_rebuild   TO msgx_control;
 GRANT SELECT, INSERT         ON message_end_audit    TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_requeue_audit TO msgx_control;

@@ -157,6 +157,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	server := grpc.NewServer(opts...)
 	controlv1.RegisterAdminServiceServer(server, admin.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	controlv1.RegisterInspectServiceServer(server, admin.NewInspectServer(deps.Postgres, logger, cfg.QueryTimeout))
+	controlv1.RegisterMaintenanceServiceServer(server, admin.NewMaintenanceServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	controlv1.RegisterReplayServiceServer(server, replay.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout))
 	zone, _ := time.LoadLocation(cfg.Zone) // validated above
 	controlv1.RegisterRequestServiceServer(server, requests.NewServer(deps.Postgres, deps.Clock, logger, cfg.QueryTimeout, zone, deps.IgnoredTypes))

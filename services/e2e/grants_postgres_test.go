@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
@@ -185,6 +187,7 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 	leases, err := controlv1.NewLeaseServiceClient(conn).List(ctx, &controlv1.ListLeasesRequest{})
 	require.NoError(t, err)
 	require.NotEmpty(t, leases.GetLeases())
+	operatorReadsWithoutSQL(ctx, t, conn)
 
 	// msgx_fence runs as the owner: a fenced writer's check works (a stale
 	// token is fenced, not refused for privilege) though it cannot touch
@@ -211,6 +214,7 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 			"UPDATE replay_request SET operator = 'forged'",
 			"UPDATE replay_request SET reason = 'forged', selector = '{}'",
 			"UPDATE replay_request SET msg_ids = '{1}'",
+			"UPDATE maintenance_request SET operator = 'forged', reason = 'forged'",
 			"DELETE FROM message_end_audit",
 			"TRUNCATE outbox",
 			"SELECT version_id FROM goose_db_version",
@@ -280,4 +284,44 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 		}
 		_ = c.Close(ctx)
 	}
+}
+
+// operatorReadsWithoutSQL makes the R-N9 calls as the control plane's
+// runtime role: every listing answers, and a dry run of the cleanup,
+// recorded by the control plane, is run and recorded by the processor as
+// its role.
+func operatorReadsWithoutSQL(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	ins := controlv1.NewInspectServiceClient(conn)
+	_, err := ins.ListReferenceData(ctx, &controlv1.ListReferenceDataRequest{})
+	require.NoError(t, err)
+	_, err = ins.ListSeasonSchedules(ctx, &controlv1.ListSeasonSchedulesRequest{})
+	require.NoError(t, err)
+	audit, err := ins.ListAudit(ctx, &controlv1.ListAuditRequest{})
+	require.NoError(t, err)
+	require.NotEmpty(t, audit.GetEntries(), "the replay, the rebuild and the request are audited")
+	snaps, err := ins.ListSnapshotLog(ctx, &controlv1.ListSnapshotLogRequest{})
+	require.NoError(t, err)
+	require.NotEmpty(t, snaps.GetEntries(), "the snapshot is logged")
+	_, err = ins.ListMailboxReuse(ctx, &controlv1.ListMailboxReuseRequest{WithTexts: true})
+	require.NoError(t, err)
+	_, err = ins.CheckConsistency(ctx, &controlv1.CheckConsistencyRequest{})
+	require.NoError(t, err)
+	db, err := ins.GetDatabaseStatus(ctx, &controlv1.GetDatabaseStatusRequest{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, db.GetSchemaVersion(), int64(32), "goose_db_version readable")
+	_, err = ins.GetArchivedFlight(ctx, &controlv1.GetArchivedFlightRequest{Flid: 15})
+	require.Equal(t, codes.NotFound, status.Code(err), "flight_history read: %v", err)
+	_, err = controlv1.NewReplayServiceClient(conn).ListReplayRequests(ctx, &controlv1.ListReplayRequestsRequest{})
+	require.NoError(t, err)
+	maint := controlv1.NewMaintenanceServiceClient(conn)
+	req, err := maint.RequestMaintenance(ctx, &controlv1.RequestMaintenanceRequest{Job: controlv1.MaintenanceJob_MAINTENANCE_JOB_CLEANUP,
+		DryRun: true, Operator: "grants-test", Reason: "R-H11 runtime roles maintenance"})
+	require.NoError(t, err)
+	waitFor(t, 90*time.Second, "the dry run run by the processor", func() (bool, error) {
+		got, err := maint.GetMaintenanceRequest(ctx, &controlv1.GetMaintenanceRequestRequest{Id: req.GetRequest().GetId()})
+		return err == nil && got.GetRequest().GetState() == controlv1.MaintenanceRequestState_MAINTENANCE_REQUEST_STATE_DONE, err
+	})
+	_, err = maint.ListMaintenanceRuns(ctx, &controlv1.ListMaintenanceRunsRequest{})
+	require.NoError(t, err)
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -11,8 +9,9 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
-// flightCommand is the "flight" group: authoritative flight state and a
-// flight's trail (flight_trail.go).
+// flightCommand is the "flight" group: authoritative flight state, a
+// flight's trail (flight_trail.go) and its archived versions
+// (flight_archived.go).
 func flightCommand() *command {
 	return &command{
 		name: "flight",
@@ -32,7 +31,7 @@ func flightCommand() *command {
 					return a.flightGet(ctx, flid)
 				}
 			},
-		}, flightTrailCommand()},
+		}, flightTrailCommand(), flightArchivedCommand()},
 	}
 }
 
@@ -63,12 +62,6 @@ func (a *app) flightGet(ctx context.Context, flid int64) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var doc bytes.Buffer
-	if err := json.Indent(&doc, []byte(f.GetDocJson()), "", "  "); err != nil {
-		// Show the document as sent rather than hide it.
-		doc.Reset()
-		doc.WriteString(f.GetDocJson())
-	}
-	_, err = fmt.Fprintf(a.stdout, "\ndoc:\n%s\n", doc.String())
+	_, err = fmt.Fprintf(a.stdout, "\ndoc:\n%s\n", indentJSON(f.GetDocJson()))
 	return err
 }

@@ -51,6 +51,14 @@ func commands() []*command {
 		backfillCommand(),
 		replayCommand(),
 		projectionCommand(),
+		referenceCommand(),
+		seasonCommand(),
+		snapshotCommand(),
+		mailboxCommand(),
+		auditCommand(),
+		maintenanceCommand(),
+		consistencyCommand(),
+		databaseCommand(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
@@ -57,6 +58,7 @@ func replayCommand() *command {
 					}
 				},
 			},
+			replayListCommand(),
 			{
 				name:     "status",
 				synopsis: "ID",
@@ -291,4 +293,51 @@ func idList(ids []int64) string {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(parts, ",")
+}
+
+// replayListCommand is "replay list": the recorded replay requests (R-N9).
+func replayListCommand() *command {
+	return &command{
+		name:     "list",
+		synopsis: "[--state pending|done] [--limit N] [--before ID]",
+		summary:  "recorded replay requests, newest first: who, why, how many messages, PENDING or DONE with what was replayed and refused",
+		setup: func(fs *pflag.FlagSet) runFunc {
+			state := fs.String("state", "", "only requests in this state: pending or done (default both)")
+			page := bindPage(fs, 100, 1000, "before", "only requests with a smaller ID (the next page starts before the last ID shown)")
+			return func(ctx context.Context, a *app, args []string) error {
+				if err := exactArgs(args); err != nil {
+					return err
+				}
+				limit, before, err := page.values()
+				if err != nil {
+					return err
+				}
+				req := &controlv1.ListReplayRequestsRequest{Limit: limit, BeforeId: before}
+				if *state != "" {
+					v, ok := controlv1.ReplayRequestState_value["REPLAY_REQUEST_STATE_"+strings.ToUpper(*state)]
+					if !ok || v == 0 {
+						return usagef("--state %q: want pending or done", *state)
+					}
+					req.State = controlv1.ReplayRequestState(v)
+				}
+				resp, printed, err := fetch(ctx, a, func(ctx context.Context, c *grpc.ClientConn) (*controlv1.ListReplayRequestsResponse, error) {
+					return controlv1.NewReplayServiceClient(c).ListReplayRequests(ctx, req)
+				})
+				if err != nil || printed {
+					return err
+				}
+				tw := newTable(a.stdout)
+				row(tw, "ID", "STATE", "MESSAGES", "REPLAYED", "REFUSED", "OPERATOR", "REASON", "REQUESTED_AT", "APPLIED_AT")
+				for _, r := range resp.GetRequests() {
+					row(tw, r.GetId(), enumName(r.GetState(), "REPLAY_REQUEST_STATE_"), len(r.GetMsgIds()), r.GetReplayed(), r.GetRefused(),
+						cell(r.GetOperator(), 24), cell(r.GetReason(), 50), a.ts(r.GetRequestedAt()), a.ts(r.GetAppliedAt()))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				a.morePages("before", resp.GetNextBeforeId(), int64(0))
+				return nil
+			}
+		},
+	}
 }

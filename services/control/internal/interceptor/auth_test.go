@@ -135,7 +135,7 @@ func rolesOf(token string) caller.Roles {
 	return r
 }
 
-// TestRoles_R_H9_EveryServedMethodHasARole: every method of the five
+// TestRoles_R_H9_EveryServedMethodHasARole: every method of the six
 // control services has an entry, so that none is closed by accident, and
 // every entry names a served method.
 func TestRoles_R_H9_EveryServedMethodHasARole(t *testing.T) {
@@ -150,6 +150,7 @@ func TestRoles_R_H9_EveryServedMethodHasARole(t *testing.T) {
 		{controlv1.ReplayService_ServiceDesc.ServiceName, methodNames(controlv1.ReplayService_ServiceDesc.Methods)},
 		{controlv1.RequestService_ServiceDesc.ServiceName, methodNames(controlv1.RequestService_ServiceDesc.Methods)},
 		{controlv1.InspectService_ServiceDesc.ServiceName, methodNames(controlv1.InspectService_ServiceDesc.Methods)},
+		{controlv1.MaintenanceService_ServiceDesc.ServiceName, methodNames(controlv1.MaintenanceService_ServiceDesc.Methods)},
 	} {
 		for _, m := range sd.methods {
 			full := "/" + sd.name + "/" + m

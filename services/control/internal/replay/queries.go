@@ -140,9 +140,12 @@ func pendingRequests(ctx context.Context, q querier, ids []int64) (map[int64]int
 	return out, nil
 }
 
-// queryRequest reads one replay request with its audit entries;
-// pgx.ErrNoRows when absent.
-func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRequest, error) {
+// requestColumns are the replay_request columns scanRequest reads.
+const requestColumns = `id, state, msg_ids, selector, operator, reason, requested_at, applied_at, replayed, refused, refused_ids`
+
+// scanRequest reads a replay_request row of requestColumns, without its
+// audit entries.
+func scanRequest(row pgx.Row) (*controlv1.ReplayRequest, error) {
 	var (
 		r                 controlv1.ReplayRequest
 		state             string
@@ -152,20 +155,13 @@ func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRe
 		replayed, refused *int32
 		refusedIDs        []int64
 	)
-	err := q.QueryRow(ctx, `
-		SELECT id, state, msg_ids, selector, operator, reason, requested_at, applied_at, replayed, refused, refused_ids
-		FROM replay_request WHERE id=$1`, id).Scan(&r.Id, &state, &r.MsgIds, &selectorJSON, &r.Operator, &r.Reason,
+	err := row.Scan(&r.Id, &state, &r.MsgIds, &selectorJSON, &r.Operator, &r.Reason,
 		&requested, &applied, &replayed, &refused, &refusedIDs)
 	if err != nil {
 		return nil, err
 	}
-	switch state {
-	case "PENDING":
-		r.State = controlv1.ReplayRequestState_REPLAY_REQUEST_STATE_PENDING
-	case "DONE":
-		r.State = controlv1.ReplayRequestState_REPLAY_REQUEST_STATE_DONE
-	default:
-		return nil, fmt.Errorf("mapping replay request state %q from the database: %w", state, errContractMismatch)
+	if r.State, err = requestStateFromDB(state); err != nil {
+		return nil, err
 	}
 	r.SelectorJson = string(selectorJSON)
 	r.RequestedAt, r.AppliedAt = timestamppb.New(requested), nullable.Timestamp(applied)
@@ -176,6 +172,41 @@ func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRe
 		r.Refused = int64(*refused)
 	}
 	r.RefusedIds = refusedIDs
+	return &r, nil
+}
+
+// requestStateFromDB maps replay_request.state by name.
+func requestStateFromDB(v string) (controlv1.ReplayRequestState, error) {
+	n, ok := controlv1.ReplayRequestState_value["REPLAY_REQUEST_STATE_"+v]
+	if !ok || n == 0 {
+		return 0, fmt.Errorf("mapping replay request state %q from the database: %w", v, errContractMismatch)
+	}
+	return controlv1.ReplayRequestState(n), nil
+}
+
+// queryRequests reads up to limit replay requests with an ID below before
+// (0: the newest), in state (empty: any), newest first, without their
+// audit entries.
+func queryRequests(ctx context.Context, q querier, state string, before int64, limit int) ([]*controlv1.ReplayRequest, error) {
+	rows, err := q.Query(ctx, `SELECT `+requestColumns+` FROM replay_request
+		WHERE ($1 = '' OR state = $1) AND ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $3`, state, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing replay requests: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*controlv1.ReplayRequest, error) { return scanRequest(row) })
+	if err != nil {
+		return nil, fmt.Errorf("listing replay requests: %w", err)
+	}
+	return out, nil
+}
+
+// queryRequest reads one replay request with its audit entries;
+// pgx.ErrNoRows when absent.
+func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRequest, error) {
+	r, err := scanRequest(q.QueryRow(ctx, `SELECT `+requestColumns+` FROM replay_request WHERE id=$1`, id))
+	if err != nil {
+		return nil, err
+	}
 	rows, err := q.Query(ctx, `
 		SELECT msg_id, previous_state, previous_class, previous_attempts, previous_reason, at
 		FROM replay_audit WHERE request_id=$1 ORDER BY msg_id`, id)
@@ -205,7 +236,7 @@ func queryRequest(ctx context.Context, q querier, id int64) (*controlv1.ReplayRe
 	if err != nil {
 		return nil, fmt.Errorf("reading replay audit: %w", err)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // messageStateFromDB maps proc_state.state by name: DEAD ↔

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,7 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/audit"
 	"msgexchange/services/control/internal/caller"
+	"msgexchange/services/control/internal/paging"
 	"msgexchange/services/control/internal/rpcstatus"
 )
 
@@ -137,4 +139,42 @@ func (s *Server) GetReplayRequest(ctx context.Context, req *controlv1.GetReplayR
 		return nil, rpcstatus.QueryError(s.logger, "reading replay request", err, "request_id", req.GetId())
 	}
 	return &controlv1.GetReplayRequestResponse{Request: r}, nil
+}
+
+// Listing limits of ListReplayRequests.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListReplayRequests lists the recorded replay requests, newest first,
+// without their audit entries (R-N9).
+func (s *Server) ListReplayRequests(ctx context.Context, req *controlv1.ListReplayRequestsRequest) (*controlv1.ListReplayRequestsResponse, error) {
+	limit, err := paging.Limit(req.GetLimit(), DefaultListLimit, MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	if err := paging.NotNegative("before_id", req.GetBeforeId()); err != nil {
+		return nil, err
+	}
+	state := ""
+	if st := req.GetState(); st != controlv1.ReplayRequestState_REPLAY_REQUEST_STATE_UNSPECIFIED {
+		name, ok := strings.CutPrefix(st.String(), "REPLAY_REQUEST_STATE_")
+		if !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "state %d: unknown", st)
+		}
+		state = name
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
+	defer cancel()
+	list, err := queryRequests(qctx, s.db, state, req.GetBeforeId(), limit+1)
+	if err != nil {
+		return nil, rpcstatus.QueryError(s.logger, "listing replay requests", err)
+	}
+	page, last, more := paging.Trim(list, limit)
+	resp := &controlv1.ListReplayRequestsResponse{Requests: page}
+	if more {
+		resp.NextBeforeId = last.GetId()
+	}
+	return resp, nil
 }

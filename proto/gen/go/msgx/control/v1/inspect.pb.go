@@ -4,9 +4,11 @@
 // 	protoc        v3.21.12
 // source: msgx/control/v1/inspect.proto
 
-// InspectService answers the operators' questions about a flight without
-// SQL (R-N9): what happened to it, message by message, and which versions
-// of it were archived.
+// InspectService answers the operators' questions without SQL (R-N9):
+// what happened to a flight, message by message, and which versions of it
+// were archived; the reference data, the season schedules, the audit rows,
+// the snapshot log (R-L7), the reused mailbox IDs (R-L5) and an on-demand
+// consistency check of what the pipeline recorded.
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // with role read (R-F3, R-H9).
@@ -28,6 +30,87 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// AuditKind names an audit table.
+type AuditKind int32
+
+const (
+	// AUDIT_KIND_UNSPECIFIED selects every kind.
+	AuditKind_AUDIT_KIND_UNSPECIFIED AuditKind = 0
+	// AUDIT_KIND_REQUEUE: outbox rows re-queued (outbox_requeue_audit).
+	AuditKind_AUDIT_KIND_REQUEUE AuditKind = 1
+	// AUDIT_KIND_DISCARD: outbox rows discarded or backfills acknowledged
+	// (outbox_discard_audit).
+	AuditKind_AUDIT_KIND_DISCARD AuditKind = 2
+	// AUDIT_KIND_LEASE: lease acquisitions, releases, expiries, forced
+	// releases and refusals (lease_audit).
+	AuditKind_AUDIT_KIND_LEASE AuditKind = 3
+	// AUDIT_KIND_REPLAY: messages replayed (replay_audit).
+	AuditKind_AUDIT_KIND_REPLAY AuditKind = 4
+	// AUDIT_KIND_MESSAGE_END: messages an operator ended DEAD
+	// (message_end_audit).
+	AuditKind_AUDIT_KIND_MESSAGE_END AuditKind = 5
+	// AUDIT_KIND_REBUILD: projection rebuilds (projection_rebuild).
+	AuditKind_AUDIT_KIND_REBUILD AuditKind = 6
+	// AUDIT_KIND_REQUEST: outbound RQFD/RQRD requests (req_track).
+	AuditKind_AUDIT_KIND_REQUEST AuditKind = 7
+	// AUDIT_KIND_MAINTENANCE: maintenance jobs an operator asked for
+	// (maintenance_request).
+	AuditKind_AUDIT_KIND_MAINTENANCE AuditKind = 8
+)
+
+// Enum value maps for AuditKind.
+var (
+	AuditKind_name = map[int32]string{
+		0: "AUDIT_KIND_UNSPECIFIED",
+		1: "AUDIT_KIND_REQUEUE",
+		2: "AUDIT_KIND_DISCARD",
+		3: "AUDIT_KIND_LEASE",
+		4: "AUDIT_KIND_REPLAY",
+		5: "AUDIT_KIND_MESSAGE_END",
+		6: "AUDIT_KIND_REBUILD",
+		7: "AUDIT_KIND_REQUEST",
+		8: "AUDIT_KIND_MAINTENANCE",
+	}
+	AuditKind_value = map[string]int32{
+		"AUDIT_KIND_UNSPECIFIED": 0,
+		"AUDIT_KIND_REQUEUE":     1,
+		"AUDIT_KIND_DISCARD":     2,
+		"AUDIT_KIND_LEASE":       3,
+		"AUDIT_KIND_REPLAY":      4,
+		"AUDIT_KIND_MESSAGE_END": 5,
+		"AUDIT_KIND_REBUILD":     6,
+		"AUDIT_KIND_REQUEST":     7,
+		"AUDIT_KIND_MAINTENANCE": 8,
+	}
+)
+
+func (x AuditKind) Enum() *AuditKind {
+	p := new(AuditKind)
+	*p = x
+	return p
+}
+
+func (x AuditKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuditKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_inspect_proto_enumTypes[0].Descriptor()
+}
+
+func (AuditKind) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_inspect_proto_enumTypes[0]
+}
+
+func (x AuditKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuditKind.Descriptor instead.
+func (AuditKind) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{0}
+}
 
 // GetFlightTrailRequest names a flight and pages its trail.
 type GetFlightTrailRequest struct {
@@ -438,6 +521,2176 @@ func (x *ArchivedFlightVersion) GetArchivedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// GetArchivedFlightRequest names a flight and pages its archived versions.
+type GetArchivedFlightRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// flid is the flight's FLID; must be positive.
+	Flid int64 `protobuf:"varint,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// limit is the maximum number of versions: 0 means 20, values above 100
+	// are reduced to 100, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// before_version returns only versions below it; pass the previous
+	// response's next_before_version for the next page.
+	BeforeVersion int64 `protobuf:"varint,3,opt,name=before_version,json=beforeVersion,proto3" json:"before_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetArchivedFlightRequest) Reset() {
+	*x = GetArchivedFlightRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetArchivedFlightRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetArchivedFlightRequest) ProtoMessage() {}
+
+func (x *GetArchivedFlightRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetArchivedFlightRequest.ProtoReflect.Descriptor instead.
+func (*GetArchivedFlightRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetArchivedFlightRequest) GetFlid() int64 {
+	if x != nil {
+		return x.Flid
+	}
+	return 0
+}
+
+func (x *GetArchivedFlightRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetArchivedFlightRequest) GetBeforeVersion() int64 {
+	if x != nil {
+		return x.BeforeVersion
+	}
+	return 0
+}
+
+// GetArchivedFlightResponse is a flight's archived versions, newest first.
+type GetArchivedFlightResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// flid is the flight asked for.
+	Flid int64 `protobuf:"varint,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// versions are the archived versions with their documents.
+	Versions []*ArchivedFlight `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
+	// next_before_version is the before_version of the next page; 0 when
+	// this page is the last.
+	NextBeforeVersion int64 `protobuf:"varint,3,opt,name=next_before_version,json=nextBeforeVersion,proto3" json:"next_before_version,omitempty"`
+	// live reports that the flight also has a current row (it was sent
+	// again after the sweep, R-L1); see GetFlight.
+	Live          bool `protobuf:"varint,4,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetArchivedFlightResponse) Reset() {
+	*x = GetArchivedFlightResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetArchivedFlightResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetArchivedFlightResponse) ProtoMessage() {}
+
+func (x *GetArchivedFlightResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetArchivedFlightResponse.ProtoReflect.Descriptor instead.
+func (*GetArchivedFlightResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetArchivedFlightResponse) GetFlid() int64 {
+	if x != nil {
+		return x.Flid
+	}
+	return 0
+}
+
+func (x *GetArchivedFlightResponse) GetVersions() []*ArchivedFlight {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *GetArchivedFlightResponse) GetNextBeforeVersion() int64 {
+	if x != nil {
+		return x.NextBeforeVersion
+	}
+	return 0
+}
+
+func (x *GetArchivedFlightResponse) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+// ArchivedFlight is one flight_history row with its document.
+type ArchivedFlight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the row without its document.
+	Version *ArchivedFlightVersion `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// master_flid is the code-share master at that version; 0 when none.
+	MasterFlid int64 `protobuf:"varint,2,opt,name=master_flid,json=masterFlid,proto3" json:"master_flid,omitempty"`
+	// created_at is when the flight was first stored.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// doc_json is the flight document at that version, as JSON.
+	DocJson       string `protobuf:"bytes,4,opt,name=doc_json,json=docJson,proto3" json:"doc_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchivedFlight) Reset() {
+	*x = ArchivedFlight{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchivedFlight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchivedFlight) ProtoMessage() {}
+
+func (x *ArchivedFlight) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchivedFlight.ProtoReflect.Descriptor instead.
+func (*ArchivedFlight) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ArchivedFlight) GetVersion() *ArchivedFlightVersion {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *ArchivedFlight) GetMasterFlid() int64 {
+	if x != nil {
+		return x.MasterFlid
+	}
+	return 0
+}
+
+func (x *ArchivedFlight) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ArchivedFlight) GetDocJson() string {
+	if x != nil {
+		return x.DocJson
+	}
+	return ""
+}
+
+// ListReferenceDataRequest selects reference data rows.
+type ListReferenceDataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type keeps only rows of this reference type (e.g. APOT); empty means
+	// every type.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// key keeps only the row with this key (needs type); empty means every
+	// key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// key_prefix keeps only keys that start with it.
+	KeyPrefix string `protobuf:"bytes,3,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// limit is the maximum number of rows: 0 means 100, values above 1000
+	// are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// after_type and after_key return only rows after this (type, key); pass
+	// the previous response's next_after_type and next_after_key.
+	AfterType     string `protobuf:"bytes,5,opt,name=after_type,json=afterType,proto3" json:"after_type,omitempty"`
+	AfterKey      string `protobuf:"bytes,6,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReferenceDataRequest) Reset() {
+	*x = ListReferenceDataRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReferenceDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReferenceDataRequest) ProtoMessage() {}
+
+func (x *ListReferenceDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReferenceDataRequest.ProtoReflect.Descriptor instead.
+func (*ListReferenceDataRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListReferenceDataRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListReferenceDataRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ListReferenceDataRequest) GetKeyPrefix() string {
+	if x != nil {
+		return x.KeyPrefix
+	}
+	return ""
+}
+
+func (x *ListReferenceDataRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListReferenceDataRequest) GetAfterType() string {
+	if x != nil {
+		return x.AfterType
+	}
+	return ""
+}
+
+func (x *ListReferenceDataRequest) GetAfterKey() string {
+	if x != nil {
+		return x.AfterKey
+	}
+	return ""
+}
+
+// ListReferenceDataResponse holds rows in (type, key) order.
+type ListReferenceDataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// items are the matching rows.
+	Items []*ReferenceData `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// next_after_type and next_after_key start the next page; both empty
+	// when this page is the last.
+	NextAfterType string `protobuf:"bytes,2,opt,name=next_after_type,json=nextAfterType,proto3" json:"next_after_type,omitempty"`
+	NextAfterKey  string `protobuf:"bytes,3,opt,name=next_after_key,json=nextAfterKey,proto3" json:"next_after_key,omitempty"`
+	// types counts the stored rows per reference type, over the whole
+	// table, so an operator sees which types exist.
+	Types         map[string]int64 `protobuf:"bytes,4,rep,name=types,proto3" json:"types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReferenceDataResponse) Reset() {
+	*x = ListReferenceDataResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReferenceDataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReferenceDataResponse) ProtoMessage() {}
+
+func (x *ListReferenceDataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReferenceDataResponse.ProtoReflect.Descriptor instead.
+func (*ListReferenceDataResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListReferenceDataResponse) GetItems() []*ReferenceData {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListReferenceDataResponse) GetNextAfterType() string {
+	if x != nil {
+		return x.NextAfterType
+	}
+	return ""
+}
+
+func (x *ListReferenceDataResponse) GetNextAfterKey() string {
+	if x != nil {
+		return x.NextAfterKey
+	}
+	return ""
+}
+
+func (x *ListReferenceDataResponse) GetTypes() map[string]int64 {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+// ReferenceData is one ref_data row.
+type ReferenceData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// doc_json is the stored document, as JSON.
+	DocJson string `protobuf:"bytes,3,opt,name=doc_json,json=docJson,proto3" json:"doc_json,omitempty"`
+	// last_msg_id is the message that last wrote the row.
+	LastMsgId     int64                  `protobuf:"varint,4,opt,name=last_msg_id,json=lastMsgId,proto3" json:"last_msg_id,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReferenceData) Reset() {
+	*x = ReferenceData{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReferenceData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReferenceData) ProtoMessage() {}
+
+func (x *ReferenceData) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReferenceData.ProtoReflect.Descriptor instead.
+func (*ReferenceData) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReferenceData) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ReferenceData) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReferenceData) GetDocJson() string {
+	if x != nil {
+		return x.DocJson
+	}
+	return ""
+}
+
+func (x *ReferenceData) GetLastMsgId() int64 {
+	if x != nil {
+		return x.LastMsgId
+	}
+	return 0
+}
+
+func (x *ReferenceData) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// ListSeasonSchedulesRequest pages the season windows.
+type ListSeasonSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snam keeps only windows of this season name (e.g. S26); empty: all.
+	Snam string `protobuf:"bytes,1,opt,name=snam,proto3" json:"snam,omitempty"`
+	// limit is the maximum number of windows: 0 means 100, values above
+	// 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// before_id returns only windows with a smaller ID.
+	BeforeId      int64 `protobuf:"varint,3,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSeasonSchedulesRequest) Reset() {
+	*x = ListSeasonSchedulesRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSeasonSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSeasonSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSeasonSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSeasonSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSeasonSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListSeasonSchedulesRequest) GetSnam() string {
+	if x != nil {
+		return x.Snam
+	}
+	return ""
+}
+
+func (x *ListSeasonSchedulesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSeasonSchedulesRequest) GetBeforeId() int64 {
+	if x != nil {
+		return x.BeforeId
+	}
+	return 0
+}
+
+// ListSeasonSchedulesResponse holds windows, newest (largest ID) first.
+type ListSeasonSchedulesResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Schedules []*SeasonSchedule      `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// next_before_id is the before_id of the next page; 0 when last.
+	NextBeforeId  int64 `protobuf:"varint,2,opt,name=next_before_id,json=nextBeforeId,proto3" json:"next_before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSeasonSchedulesResponse) Reset() {
+	*x = ListSeasonSchedulesResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSeasonSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSeasonSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSeasonSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSeasonSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSeasonSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListSeasonSchedulesResponse) GetSchedules() []*SeasonSchedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *ListSeasonSchedulesResponse) GetNextBeforeId() int64 {
+	if x != nil {
+		return x.NextBeforeId
+	}
+	return 0
+}
+
+// SeasonSchedule is one season_schedule row.
+type SeasonSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// snam, apcd, sdat and edat identify the window as the message sent it.
+	Snam string `protobuf:"bytes,2,opt,name=snam,proto3" json:"snam,omitempty"`
+	Apcd string `protobuf:"bytes,3,opt,name=apcd,proto3" json:"apcd,omitempty"`
+	Sdat string `protobuf:"bytes,4,opt,name=sdat,proto3" json:"sdat,omitempty"`
+	Edat string `protobuf:"bytes,5,opt,name=edat,proto3" json:"edat,omitempty"`
+	// start_date and end_date are sdat and edat read as dates (YYYY-MM-DD).
+	StartDate string `protobuf:"bytes,6,opt,name=start_date,json=startDate,proto3" json:"start_date,omitempty"`
+	EndDate   string `protobuf:"bytes,7,opt,name=end_date,json=endDate,proto3" json:"end_date,omitempty"`
+	// flights is the number of flights of the window.
+	Flights int64 `protobuf:"varint,8,opt,name=flights,proto3" json:"flights,omitempty"`
+	// last_msg_id is the message that last replaced the window's flights.
+	LastMsgId     int64                  `protobuf:"varint,9,opt,name=last_msg_id,json=lastMsgId,proto3" json:"last_msg_id,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeasonSchedule) Reset() {
+	*x = SeasonSchedule{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeasonSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeasonSchedule) ProtoMessage() {}
+
+func (x *SeasonSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeasonSchedule.ProtoReflect.Descriptor instead.
+func (*SeasonSchedule) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SeasonSchedule) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SeasonSchedule) GetSnam() string {
+	if x != nil {
+		return x.Snam
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetApcd() string {
+	if x != nil {
+		return x.Apcd
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetSdat() string {
+	if x != nil {
+		return x.Sdat
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetEdat() string {
+	if x != nil {
+		return x.Edat
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetStartDate() string {
+	if x != nil {
+		return x.StartDate
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetEndDate() string {
+	if x != nil {
+		return x.EndDate
+	}
+	return ""
+}
+
+func (x *SeasonSchedule) GetFlights() int64 {
+	if x != nil {
+		return x.Flights
+	}
+	return 0
+}
+
+func (x *SeasonSchedule) GetLastMsgId() int64 {
+	if x != nil {
+		return x.LastMsgId
+	}
+	return 0
+}
+
+func (x *SeasonSchedule) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// GetSeasonScheduleRequest names a window and pages its flights.
+type GetSeasonScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the window's ID; must be positive.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// limit is the maximum number of flights: 0 means 100, values above
+	// 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// after_seq returns only flights after this sequence number.
+	AfterSeq      int32 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSeasonScheduleRequest) Reset() {
+	*x = GetSeasonScheduleRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSeasonScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSeasonScheduleRequest) ProtoMessage() {}
+
+func (x *GetSeasonScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSeasonScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetSeasonScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetSeasonScheduleRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GetSeasonScheduleRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetSeasonScheduleRequest) GetAfterSeq() int32 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+// GetSeasonScheduleResponse is a window with a page of its flights.
+type GetSeasonScheduleResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Schedule *SeasonSchedule        `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	Flights  []*SeasonFlight        `protobuf:"bytes,2,rep,name=flights,proto3" json:"flights,omitempty"`
+	// next_after_seq is the after_seq of the next page; 0 when last.
+	NextAfterSeq  int32 `protobuf:"varint,3,opt,name=next_after_seq,json=nextAfterSeq,proto3" json:"next_after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSeasonScheduleResponse) Reset() {
+	*x = GetSeasonScheduleResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSeasonScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSeasonScheduleResponse) ProtoMessage() {}
+
+func (x *GetSeasonScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSeasonScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetSeasonScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetSeasonScheduleResponse) GetSchedule() *SeasonSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *GetSeasonScheduleResponse) GetFlights() []*SeasonFlight {
+	if x != nil {
+		return x.Flights
+	}
+	return nil
+}
+
+func (x *GetSeasonScheduleResponse) GetNextAfterSeq() int32 {
+	if x != nil {
+		return x.NextAfterSeq
+	}
+	return 0
+}
+
+// SeasonFlight is one season_flight row.
+type SeasonFlight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   int32                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Alcd  string                 `protobuf:"bytes,2,opt,name=alcd,proto3" json:"alcd,omitempty"`
+	Flno  string                 `protobuf:"bytes,3,opt,name=flno,proto3" json:"flno,omitempty"`
+	// mvin is the movement indicator (A arrival, D departure).
+	Mvin string `protobuf:"bytes,4,opt,name=mvin,proto3" json:"mvin,omitempty"`
+	// doc_json is the flight's season document, as JSON.
+	DocJson       string `protobuf:"bytes,5,opt,name=doc_json,json=docJson,proto3" json:"doc_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeasonFlight) Reset() {
+	*x = SeasonFlight{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeasonFlight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeasonFlight) ProtoMessage() {}
+
+func (x *SeasonFlight) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeasonFlight.ProtoReflect.Descriptor instead.
+func (*SeasonFlight) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SeasonFlight) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SeasonFlight) GetAlcd() string {
+	if x != nil {
+		return x.Alcd
+	}
+	return ""
+}
+
+func (x *SeasonFlight) GetFlno() string {
+	if x != nil {
+		return x.Flno
+	}
+	return ""
+}
+
+func (x *SeasonFlight) GetMvin() string {
+	if x != nil {
+		return x.Mvin
+	}
+	return ""
+}
+
+func (x *SeasonFlight) GetDocJson() string {
+	if x != nil {
+		return x.DocJson
+	}
+	return ""
+}
+
+// ListAuditRequest selects and pages audit rows.
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind keeps only rows of this table; UNSPECIFIED means every table.
+	Kind AuditKind `protobuf:"varint,1,opt,name=kind,proto3,enum=msgx.control.v1.AuditKind" json:"kind,omitempty"`
+	// operator keeps only rows of this operator (or lease holder).
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// since keeps only rows at or after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// limit is the maximum number of rows: 0 means 100, values above 1000
+	// are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token continues a listing: the previous response's
+	// next_page_token.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListAuditRequest) GetKind() AuditKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuditKind_AUDIT_KIND_UNSPECIFIED
+}
+
+func (x *ListAuditRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListAuditResponse holds audit rows, newest first.
+type ListAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next_page_token is the page_token of the next page; empty when last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// AuditEntry is one row of an audit table in a common shape.
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the table.
+	Kind AuditKind `protobuf:"varint,1,opt,name=kind,proto3,enum=msgx.control.v1.AuditKind" json:"kind,omitempty"`
+	// id is the row's ID within its table.
+	Id int64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	// at is when the action happened.
+	At *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	// action is what happened, e.g. discard, acknowledge, force-release,
+	// replay, end, rebuild, RQFD, cleanup (dry run).
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// operator is who asked (the lease holder for lease actions).
+	Operator string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
+	// principal and peer are the authenticated credential and the caller's
+	// address, where the table records them.
+	Principal string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	Peer      string `protobuf:"bytes,7,opt,name=peer,proto3" json:"peer,omitempty"`
+	// reason is why, as given.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// subject names what the action touched, e.g. "outbox 12,13",
+	// "message 4242", "lease processor".
+	Subject string `protobuf:"bytes,9,opt,name=subject,proto3" json:"subject,omitempty"`
+	// detail_json holds the row's remaining columns, as JSON.
+	DetailJson    string `protobuf:"bytes,10,opt,name=detail_json,json=detailJson,proto3" json:"detail_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AuditEntry) GetKind() AuditKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuditKind_AUDIT_KIND_UNSPECIFIED
+}
+
+func (x *AuditEntry) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetDetailJson() string {
+	if x != nil {
+		return x.DetailJson
+	}
+	return ""
+}
+
+// ListSnapshotLogRequest pages the snapshot log.
+type ListSnapshotLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// msg_id keeps only the runs of this snapshot message; 0: all.
+	MsgId int64 `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// limit is the maximum number of rows: 0 means 100, values above 1000
+	// are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// before_id returns only rows with a smaller ID.
+	BeforeId      int64 `protobuf:"varint,3,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotLogRequest) Reset() {
+	*x = ListSnapshotLogRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotLogRequest) ProtoMessage() {}
+
+func (x *ListSnapshotLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotLogRequest.ProtoReflect.Descriptor instead.
+func (*ListSnapshotLogRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListSnapshotLogRequest) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *ListSnapshotLogRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSnapshotLogRequest) GetBeforeId() int64 {
+	if x != nil {
+		return x.BeforeId
+	}
+	return 0
+}
+
+// ListSnapshotLogResponse holds snapshot log rows, newest first.
+type ListSnapshotLogResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*SnapshotLogEntry    `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next_before_id is the before_id of the next page; 0 when last.
+	NextBeforeId  int64 `protobuf:"varint,2,opt,name=next_before_id,json=nextBeforeId,proto3" json:"next_before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotLogResponse) Reset() {
+	*x = ListSnapshotLogResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotLogResponse) ProtoMessage() {}
+
+func (x *ListSnapshotLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotLogResponse.ProtoReflect.Descriptor instead.
+func (*ListSnapshotLogResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListSnapshotLogResponse) GetEntries() []*SnapshotLogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListSnapshotLogResponse) GetNextBeforeId() int64 {
+	if x != nil {
+		return x.NextBeforeId
+	}
+	return 0
+}
+
+// SnapshotLogEntry is one snapshot_log row: one finished package.
+type SnapshotLogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// msg_id is the snapshot message (SCHD DNLD or RESP).
+	MsgId int64 `protobuf:"varint,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// styp is the snapshot's type as sent.
+	Styp string `protobuf:"bytes,3,opt,name=styp,proto3" json:"styp,omitempty"`
+	// days are the operation days the package covered (YYYY-MM-DD).
+	Days       []string               `protobuf:"bytes,4,rep,name=days,proto3" json:"days,omitempty"`
+	Records    int64                  `protobuf:"varint,5,opt,name=records,proto3" json:"records,omitempty"`
+	Changed    int64                  `protobuf:"varint,6,opt,name=changed,proto3" json:"changed,omitempty"`
+	Deleted    int64                  `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Unchanged  int64                  `protobuf:"varint,8,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Batches    int64                  `protobuf:"varint,9,opt,name=batches,proto3" json:"batches,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// duration_ms is finished_at − started_at in milliseconds.
+	DurationMs int64 `protobuf:"varint,12,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// outcome is the message's state after the package's last step.
+	Outcome       string `protobuf:"bytes,13,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotLogEntry) Reset() {
+	*x = SnapshotLogEntry{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotLogEntry) ProtoMessage() {}
+
+func (x *SnapshotLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotLogEntry.ProtoReflect.Descriptor instead.
+func (*SnapshotLogEntry) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SnapshotLogEntry) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetStyp() string {
+	if x != nil {
+		return x.Styp
+	}
+	return ""
+}
+
+func (x *SnapshotLogEntry) GetDays() []string {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *SnapshotLogEntry) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetChanged() int64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetUnchanged() int64 {
+	if x != nil {
+		return x.Unchanged
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetBatches() int64 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *SnapshotLogEntry) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *SnapshotLogEntry) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *SnapshotLogEntry) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+// ListMailboxReuseRequest pages the reused mailbox IDs.
+type ListMailboxReuseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// msg_id keeps only this mailbox ID; 0: all.
+	MsgId int64 `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// with_texts includes both texts (they can be large).
+	WithTexts bool `protobuf:"varint,2,opt,name=with_texts,json=withTexts,proto3" json:"with_texts,omitempty"`
+	// limit is the maximum number of rows: 0 means 100, values above 1000
+	// are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token continues a listing: the previous next_page_token.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMailboxReuseRequest) Reset() {
+	*x = ListMailboxReuseRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMailboxReuseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMailboxReuseRequest) ProtoMessage() {}
+
+func (x *ListMailboxReuseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMailboxReuseRequest.ProtoReflect.Descriptor instead.
+func (*ListMailboxReuseRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListMailboxReuseRequest) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *ListMailboxReuseRequest) GetWithTexts() bool {
+	if x != nil {
+		return x.WithTexts
+	}
+	return false
+}
+
+func (x *ListMailboxReuseRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMailboxReuseRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMailboxReuseResponse holds reused IDs, newest detection first.
+type ListMailboxReuseResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*MailboxReuse        `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next_page_token is the page_token of the next page; empty when last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMailboxReuseResponse) Reset() {
+	*x = ListMailboxReuseResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMailboxReuseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMailboxReuseResponse) ProtoMessage() {}
+
+func (x *ListMailboxReuseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMailboxReuseResponse.ProtoReflect.Descriptor instead.
+func (*ListMailboxReuseResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListMailboxReuseResponse) GetEntries() []*MailboxReuse {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListMailboxReuseResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// MailboxReuse is one mailbox_reuse row: a mailbox ID seen with a text
+// other than the one that ran.
+type MailboxReuse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	MsgId int64                  `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// text_sha256 is the hash of the held (second) text; first_sha256 that
+	// of the text that ran.
+	TextSha256  string `protobuf:"bytes,2,opt,name=text_sha256,json=textSha256,proto3" json:"text_sha256,omitempty"`
+	FirstSha256 string `protobuf:"bytes,3,opt,name=first_sha256,json=firstSha256,proto3" json:"first_sha256,omitempty"`
+	// received_at is the mailbox row's receive time, when known.
+	ReceivedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	DetectedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=detected_at,json=detectedAt,proto3" json:"detected_at,omitempty"`
+	LastSeenAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	// seen is how often the held text was read.
+	Seen int64 `protobuf:"varint,7,opt,name=seen,proto3" json:"seen,omitempty"`
+	// raw and first_raw are the held and the processed texts; empty unless
+	// with_texts.
+	Raw           string `protobuf:"bytes,8,opt,name=raw,proto3" json:"raw,omitempty"`
+	FirstRaw      string `protobuf:"bytes,9,opt,name=first_raw,json=firstRaw,proto3" json:"first_raw,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MailboxReuse) Reset() {
+	*x = MailboxReuse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MailboxReuse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MailboxReuse) ProtoMessage() {}
+
+func (x *MailboxReuse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MailboxReuse.ProtoReflect.Descriptor instead.
+func (*MailboxReuse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MailboxReuse) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *MailboxReuse) GetTextSha256() string {
+	if x != nil {
+		return x.TextSha256
+	}
+	return ""
+}
+
+func (x *MailboxReuse) GetFirstSha256() string {
+	if x != nil {
+		return x.FirstSha256
+	}
+	return ""
+}
+
+func (x *MailboxReuse) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
+func (x *MailboxReuse) GetDetectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DetectedAt
+	}
+	return nil
+}
+
+func (x *MailboxReuse) GetLastSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenAt
+	}
+	return nil
+}
+
+func (x *MailboxReuse) GetSeen() int64 {
+	if x != nil {
+		return x.Seen
+	}
+	return 0
+}
+
+func (x *MailboxReuse) GetRaw() string {
+	if x != nil {
+		return x.Raw
+	}
+	return ""
+}
+
+func (x *MailboxReuse) GetFirstRaw() string {
+	if x != nil {
+		return x.FirstRaw
+	}
+	return ""
+}
+
+// CheckConsistencyRequest tunes the check.
+type CheckConsistencyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// grace ignores states younger than this many seconds, which a live
+	// transaction may still be completing: 0 means 60.
+	GraceSeconds int32 `protobuf:"varint,1,opt,name=grace_seconds,json=graceSeconds,proto3" json:"grace_seconds,omitempty"`
+	// samples is how many IDs each finding lists: 0 means 10, at most 100.
+	Samples       int32 `protobuf:"varint,2,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConsistencyRequest) Reset() {
+	*x = CheckConsistencyRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConsistencyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConsistencyRequest) ProtoMessage() {}
+
+func (x *CheckConsistencyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConsistencyRequest.ProtoReflect.Descriptor instead.
+func (*CheckConsistencyRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CheckConsistencyRequest) GetGraceSeconds() int32 {
+	if x != nil {
+		return x.GraceSeconds
+	}
+	return 0
+}
+
+func (x *CheckConsistencyRequest) GetSamples() int32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+// CheckConsistencyResponse is the check's findings; ok when none counts.
+type CheckConsistencyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ok reports that every finding's count is 0.
+	Ok bool `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// checked_at is when the check ran (the database's clock).
+	CheckedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=checked_at,json=checkedAt,proto3" json:"checked_at,omitempty"`
+	// findings are the checks in a fixed order, each with its count.
+	Findings      []*ConsistencyFinding `protobuf:"bytes,3,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConsistencyResponse) Reset() {
+	*x = CheckConsistencyResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConsistencyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConsistencyResponse) ProtoMessage() {}
+
+func (x *CheckConsistencyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConsistencyResponse.ProtoReflect.Descriptor instead.
+func (*CheckConsistencyResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CheckConsistencyResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *CheckConsistencyResponse) GetCheckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CheckedAt
+	}
+	return nil
+}
+
+func (x *CheckConsistencyResponse) GetFindings() []*ConsistencyFinding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+// ConsistencyFinding is one check and what it found.
+type ConsistencyFinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name identifies the check: stranded-applied, stranded-terminal,
+	// projection-unacknowledged, outbox-undelivered, outbox-dead,
+	// version-regression.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description says what the check compares and what a finding means.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// count is how many rows the check found.
+	Count int64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// sample_ids are up to samples of them (mailbox IDs, outbox IDs or
+	// FLIDs, as the description says).
+	SampleIds []int64 `protobuf:"varint,4,rep,packed,name=sample_ids,json=sampleIds,proto3" json:"sample_ids,omitempty"`
+	// remedy names the runbook section or the msgxctl command that handles
+	// a finding.
+	Remedy        string `protobuf:"bytes,5,opt,name=remedy,proto3" json:"remedy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsistencyFinding) Reset() {
+	*x = ConsistencyFinding{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsistencyFinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsistencyFinding) ProtoMessage() {}
+
+func (x *ConsistencyFinding) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsistencyFinding.ProtoReflect.Descriptor instead.
+func (*ConsistencyFinding) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ConsistencyFinding) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsistencyFinding) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ConsistencyFinding) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ConsistencyFinding) GetSampleIds() []int64 {
+	if x != nil {
+		return x.SampleIds
+	}
+	return nil
+}
+
+func (x *ConsistencyFinding) GetRemedy() string {
+	if x != nil {
+		return x.Remedy
+	}
+	return ""
+}
+
+// GetDatabaseStatusRequest tunes the status.
+type GetDatabaseStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// transaction_age_seconds lists transactions open longer than this: 0
+	// means 60.
+	TransactionAgeSeconds int32 `protobuf:"varint,1,opt,name=transaction_age_seconds,json=transactionAgeSeconds,proto3" json:"transaction_age_seconds,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *GetDatabaseStatusRequest) Reset() {
+	*x = GetDatabaseStatusRequest{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDatabaseStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDatabaseStatusRequest) ProtoMessage() {}
+
+func (x *GetDatabaseStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDatabaseStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetDatabaseStatusRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetDatabaseStatusRequest) GetTransactionAgeSeconds() int32 {
+	if x != nil {
+		return x.TransactionAgeSeconds
+	}
+	return 0
+}
+
+// GetDatabaseStatusResponse is PostgreSQL's state as the gateway sees it.
+type GetDatabaseStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// schema_version is the highest applied migration.
+	SchemaVersion int64 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// migrations are the applied migrations, in version order.
+	Migrations []*AppliedMigration `protobuf:"bytes,2,rep,name=migrations,proto3" json:"migrations,omitempty"`
+	// invalid_indexes are indexes PostgreSQL marks invalid (a failed
+	// CREATE INDEX CONCURRENTLY), as schema-qualified names.
+	InvalidIndexes []string `protobuf:"bytes,3,rep,name=invalid_indexes,json=invalidIndexes,proto3" json:"invalid_indexes,omitempty"`
+	// long_transactions are the sessions whose transaction is older than
+	// the threshold, oldest first.
+	LongTransactions []*LongTransaction `protobuf:"bytes,4,rep,name=long_transactions,json=longTransactions,proto3" json:"long_transactions,omitempty"`
+	// checked_at is the database's clock.
+	CheckedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=checked_at,json=checkedAt,proto3" json:"checked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDatabaseStatusResponse) Reset() {
+	*x = GetDatabaseStatusResponse{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDatabaseStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDatabaseStatusResponse) ProtoMessage() {}
+
+func (x *GetDatabaseStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDatabaseStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetDatabaseStatusResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetDatabaseStatusResponse) GetSchemaVersion() int64 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *GetDatabaseStatusResponse) GetMigrations() []*AppliedMigration {
+	if x != nil {
+		return x.Migrations
+	}
+	return nil
+}
+
+func (x *GetDatabaseStatusResponse) GetInvalidIndexes() []string {
+	if x != nil {
+		return x.InvalidIndexes
+	}
+	return nil
+}
+
+func (x *GetDatabaseStatusResponse) GetLongTransactions() []*LongTransaction {
+	if x != nil {
+		return x.LongTransactions
+	}
+	return nil
+}
+
+func (x *GetDatabaseStatusResponse) GetCheckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CheckedAt
+	}
+	return nil
+}
+
+// AppliedMigration is one row of goose's version table.
+type AppliedMigration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	AppliedAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedMigration) Reset() {
+	*x = AppliedMigration{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedMigration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedMigration) ProtoMessage() {}
+
+func (x *AppliedMigration) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedMigration.ProtoReflect.Descriptor instead.
+func (*AppliedMigration) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AppliedMigration) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *AppliedMigration) GetAppliedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AppliedAt
+	}
+	return nil
+}
+
+// LongTransaction is one session of pg_stat_activity.
+type LongTransaction struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Pid              int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	User             string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Application      string                 `protobuf:"bytes,3,opt,name=application,proto3" json:"application,omitempty"`
+	State            string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	TransactionStart *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=transaction_start,json=transactionStart,proto3" json:"transaction_start,omitempty"`
+	// query is the session's current or last statement, cut to 200
+	// characters.
+	Query string `protobuf:"bytes,6,opt,name=query,proto3" json:"query,omitempty"`
+	// wait_event is what the session waits for, e.g. "Lock: transactionid";
+	// empty when it does not wait.
+	WaitEvent     string `protobuf:"bytes,7,opt,name=wait_event,json=waitEvent,proto3" json:"wait_event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LongTransaction) Reset() {
+	*x = LongTransaction{}
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LongTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LongTransaction) ProtoMessage() {}
+
+func (x *LongTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_inspect_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LongTransaction.ProtoReflect.Descriptor instead.
+func (*LongTransaction) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_inspect_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LongTransaction) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *LongTransaction) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *LongTransaction) GetApplication() string {
+	if x != nil {
+		return x.Application
+	}
+	return ""
+}
+
+func (x *LongTransaction) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *LongTransaction) GetTransactionStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TransactionStart
+	}
+	return nil
+}
+
+func (x *LongTransaction) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *LongTransaction) GetWaitEvent() string {
+	if x != nil {
+		return x.WaitEvent
+	}
+	return ""
+}
+
 var File_msgx_control_v1_inspect_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_inspect_proto_rawDesc = "" +
@@ -480,9 +2733,216 @@ const file_msgx_control_v1_inspect_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
 	"\varchived_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"archivedAt2s\n" +
+	"archivedAt\"k\n" +
+	"\x18GetArchivedFlightRequest\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\x03R\x04flid\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12%\n" +
+	"\x0ebefore_version\x18\x03 \x01(\x03R\rbeforeVersion\"\xb0\x01\n" +
+	"\x19GetArchivedFlightResponse\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\x03R\x04flid\x12;\n" +
+	"\bversions\x18\x02 \x03(\v2\x1f.msgx.control.v1.ArchivedFlightR\bversions\x12.\n" +
+	"\x13next_before_version\x18\x03 \x01(\x03R\x11nextBeforeVersion\x12\x12\n" +
+	"\x04live\x18\x04 \x01(\bR\x04live\"\xc9\x01\n" +
+	"\x0eArchivedFlight\x12@\n" +
+	"\aversion\x18\x01 \x01(\v2&.msgx.control.v1.ArchivedFlightVersionR\aversion\x12\x1f\n" +
+	"\vmaster_flid\x18\x02 \x01(\x03R\n" +
+	"masterFlid\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x19\n" +
+	"\bdoc_json\x18\x04 \x01(\tR\adocJson\"\xb1\x01\n" +
+	"\x18ListReferenceDataRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"key_prefix\x18\x03 \x01(\tR\tkeyPrefix\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"after_type\x18\x05 \x01(\tR\tafterType\x12\x1b\n" +
+	"\tafter_key\x18\x06 \x01(\tR\bafterKey\"\xa6\x02\n" +
+	"\x19ListReferenceDataResponse\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.msgx.control.v1.ReferenceDataR\x05items\x12&\n" +
+	"\x0fnext_after_type\x18\x02 \x01(\tR\rnextAfterType\x12$\n" +
+	"\x0enext_after_key\x18\x03 \x01(\tR\fnextAfterKey\x12K\n" +
+	"\x05types\x18\x04 \x03(\v25.msgx.control.v1.ListReferenceDataResponse.TypesEntryR\x05types\x1a8\n" +
+	"\n" +
+	"TypesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xab\x01\n" +
+	"\rReferenceData\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x19\n" +
+	"\bdoc_json\x18\x03 \x01(\tR\adocJson\x12\x1e\n" +
+	"\vlast_msg_id\x18\x04 \x01(\x03R\tlastMsgId\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"c\n" +
+	"\x1aListSeasonSchedulesRequest\x12\x12\n" +
+	"\x04snam\x18\x01 \x01(\tR\x04snam\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"\x82\x01\n" +
+	"\x1bListSeasonSchedulesResponse\x12=\n" +
+	"\tschedules\x18\x01 \x03(\v2\x1f.msgx.control.v1.SeasonScheduleR\tschedules\x12$\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\x9f\x02\n" +
+	"\x0eSeasonSchedule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04snam\x18\x02 \x01(\tR\x04snam\x12\x12\n" +
+	"\x04apcd\x18\x03 \x01(\tR\x04apcd\x12\x12\n" +
+	"\x04sdat\x18\x04 \x01(\tR\x04sdat\x12\x12\n" +
+	"\x04edat\x18\x05 \x01(\tR\x04edat\x12\x1d\n" +
+	"\n" +
+	"start_date\x18\x06 \x01(\tR\tstartDate\x12\x19\n" +
+	"\bend_date\x18\a \x01(\tR\aendDate\x12\x18\n" +
+	"\aflights\x18\b \x01(\x03R\aflights\x12\x1e\n" +
+	"\vlast_msg_id\x18\t \x01(\x03R\tlastMsgId\x129\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"]\n" +
+	"\x18GetSeasonScheduleRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tafter_seq\x18\x03 \x01(\x05R\bafterSeq\"\xb7\x01\n" +
+	"\x19GetSeasonScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.msgx.control.v1.SeasonScheduleR\bschedule\x127\n" +
+	"\aflights\x18\x02 \x03(\v2\x1d.msgx.control.v1.SeasonFlightR\aflights\x12$\n" +
+	"\x0enext_after_seq\x18\x03 \x01(\x05R\fnextAfterSeq\"w\n" +
+	"\fSeasonFlight\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x05R\x03seq\x12\x12\n" +
+	"\x04alcd\x18\x02 \x01(\tR\x04alcd\x12\x12\n" +
+	"\x04flno\x18\x03 \x01(\tR\x04flno\x12\x12\n" +
+	"\x04mvin\x18\x04 \x01(\tR\x04mvin\x12\x19\n" +
+	"\bdoc_json\x18\x05 \x01(\tR\adocJson\"\xc5\x01\n" +
+	"\x10ListAuditRequest\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.msgx.control.v1.AuditKindR\x04kind\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"r\n" +
+	"\x11ListAuditResponse\x125\n" +
+	"\aentries\x18\x01 \x03(\v2\x1b.msgx.control.v1.AuditEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb1\x02\n" +
+	"\n" +
+	"AuditEntry\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.msgx.control.v1.AuditKindR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x1a\n" +
+	"\boperator\x18\x05 \x01(\tR\boperator\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04peer\x18\a \x01(\tR\x04peer\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\x18\n" +
+	"\asubject\x18\t \x01(\tR\asubject\x12\x1f\n" +
+	"\vdetail_json\x18\n" +
+	" \x01(\tR\n" +
+	"detailJson\"b\n" +
+	"\x16ListSnapshotLogRequest\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"|\n" +
+	"\x17ListSnapshotLogResponse\x12;\n" +
+	"\aentries\x18\x01 \x03(\v2!.msgx.control.v1.SnapshotLogEntryR\aentries\x12$\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId\"\x9a\x03\n" +
+	"\x10SnapshotLogEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
+	"\x06msg_id\x18\x02 \x01(\x03R\x05msgId\x12\x12\n" +
+	"\x04styp\x18\x03 \x01(\tR\x04styp\x12\x12\n" +
+	"\x04days\x18\x04 \x03(\tR\x04days\x12\x18\n" +
+	"\arecords\x18\x05 \x01(\x03R\arecords\x12\x18\n" +
+	"\achanged\x18\x06 \x01(\x03R\achanged\x12\x18\n" +
+	"\adeleted\x18\a \x01(\x03R\adeleted\x12\x1c\n" +
+	"\tunchanged\x18\b \x01(\x03R\tunchanged\x12\x18\n" +
+	"\abatches\x18\t \x01(\x03R\abatches\x129\n" +
+	"\n" +
+	"started_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x1f\n" +
+	"\vduration_ms\x18\f \x01(\x03R\n" +
+	"durationMs\x12\x18\n" +
+	"\aoutcome\x18\r \x01(\tR\aoutcome\"\x84\x01\n" +
+	"\x17ListMailboxReuseRequest\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x1d\n" +
+	"\n" +
+	"with_texts\x18\x02 \x01(\bR\twithTexts\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"{\n" +
+	"\x18ListMailboxReuseResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.msgx.control.v1.MailboxReuseR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe4\x02\n" +
+	"\fMailboxReuse\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x1f\n" +
+	"\vtext_sha256\x18\x02 \x01(\tR\n" +
+	"textSha256\x12!\n" +
+	"\ffirst_sha256\x18\x03 \x01(\tR\vfirstSha256\x12;\n" +
+	"\vreceived_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt\x12;\n" +
+	"\vdetected_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"detectedAt\x12<\n" +
+	"\flast_seen_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSeenAt\x12\x12\n" +
+	"\x04seen\x18\a \x01(\x03R\x04seen\x12\x10\n" +
+	"\x03raw\x18\b \x01(\tR\x03raw\x12\x1b\n" +
+	"\tfirst_raw\x18\t \x01(\tR\bfirstRaw\"X\n" +
+	"\x17CheckConsistencyRequest\x12#\n" +
+	"\rgrace_seconds\x18\x01 \x01(\x05R\fgraceSeconds\x12\x18\n" +
+	"\asamples\x18\x02 \x01(\x05R\asamples\"\xa6\x01\n" +
+	"\x18CheckConsistencyResponse\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x129\n" +
+	"\n" +
+	"checked_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\x12?\n" +
+	"\bfindings\x18\x03 \x03(\v2#.msgx.control.v1.ConsistencyFindingR\bfindings\"\x97\x01\n" +
+	"\x12ConsistencyFinding\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x1d\n" +
+	"\n" +
+	"sample_ids\x18\x04 \x03(\x03R\tsampleIds\x12\x16\n" +
+	"\x06remedy\x18\x05 \x01(\tR\x06remedy\"R\n" +
+	"\x18GetDatabaseStatusRequest\x126\n" +
+	"\x17transaction_age_seconds\x18\x01 \x01(\x05R\x15transactionAgeSeconds\"\xb8\x02\n" +
+	"\x19GetDatabaseStatusResponse\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\x03R\rschemaVersion\x12A\n" +
+	"\n" +
+	"migrations\x18\x02 \x03(\v2!.msgx.control.v1.AppliedMigrationR\n" +
+	"migrations\x12'\n" +
+	"\x0finvalid_indexes\x18\x03 \x03(\tR\x0einvalidIndexes\x12M\n" +
+	"\x11long_transactions\x18\x04 \x03(\v2 .msgx.control.v1.LongTransactionR\x10longTransactions\x129\n" +
+	"\n" +
+	"checked_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\"g\n" +
+	"\x10AppliedMigration\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x129\n" +
+	"\n" +
+	"applied_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\"\xed\x01\n" +
+	"\x0fLongTransaction\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12 \n" +
+	"\vapplication\x18\x03 \x01(\tR\vapplication\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12G\n" +
+	"\x11transaction_start\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10transactionStart\x12\x14\n" +
+	"\x05query\x18\x06 \x01(\tR\x05query\x12\x1d\n" +
+	"\n" +
+	"wait_event\x18\a \x01(\tR\twaitEvent*\xec\x01\n" +
+	"\tAuditKind\x12\x1a\n" +
+	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12AUDIT_KIND_REQUEUE\x10\x01\x12\x16\n" +
+	"\x12AUDIT_KIND_DISCARD\x10\x02\x12\x14\n" +
+	"\x10AUDIT_KIND_LEASE\x10\x03\x12\x15\n" +
+	"\x11AUDIT_KIND_REPLAY\x10\x04\x12\x1a\n" +
+	"\x16AUDIT_KIND_MESSAGE_END\x10\x05\x12\x16\n" +
+	"\x12AUDIT_KIND_REBUILD\x10\x06\x12\x16\n" +
+	"\x12AUDIT_KIND_REQUEST\x10\a\x12\x1a\n" +
+	"\x16AUDIT_KIND_MAINTENANCE\x10\b2\xa1\b\n" +
 	"\x0eInspectService\x12a\n" +
-	"\x0eGetFlightTrail\x12&.msgx.control.v1.GetFlightTrailRequest\x1a'.msgx.control.v1.GetFlightTrailResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"\x0eGetFlightTrail\x12&.msgx.control.v1.GetFlightTrailRequest\x1a'.msgx.control.v1.GetFlightTrailResponse\x12j\n" +
+	"\x11GetArchivedFlight\x12).msgx.control.v1.GetArchivedFlightRequest\x1a*.msgx.control.v1.GetArchivedFlightResponse\x12j\n" +
+	"\x11ListReferenceData\x12).msgx.control.v1.ListReferenceDataRequest\x1a*.msgx.control.v1.ListReferenceDataResponse\x12p\n" +
+	"\x13ListSeasonSchedules\x12+.msgx.control.v1.ListSeasonSchedulesRequest\x1a,.msgx.control.v1.ListSeasonSchedulesResponse\x12j\n" +
+	"\x11GetSeasonSchedule\x12).msgx.control.v1.GetSeasonScheduleRequest\x1a*.msgx.control.v1.GetSeasonScheduleResponse\x12R\n" +
+	"\tListAudit\x12!.msgx.control.v1.ListAuditRequest\x1a\".msgx.control.v1.ListAuditResponse\x12d\n" +
+	"\x0fListSnapshotLog\x12'.msgx.control.v1.ListSnapshotLogRequest\x1a(.msgx.control.v1.ListSnapshotLogResponse\x12g\n" +
+	"\x10ListMailboxReuse\x12(.msgx.control.v1.ListMailboxReuseRequest\x1a).msgx.control.v1.ListMailboxReuseResponse\x12g\n" +
+	"\x10CheckConsistency\x12(.msgx.control.v1.CheckConsistencyRequest\x1a).msgx.control.v1.CheckConsistencyResponse\x12j\n" +
+	"\x11GetDatabaseStatus\x12).msgx.control.v1.GetDatabaseStatusRequest\x1a*.msgx.control.v1.GetDatabaseStatusResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_inspect_proto_rawDescOnce sync.Once
@@ -496,36 +2956,114 @@ func file_msgx_control_v1_inspect_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_inspect_proto_rawDescData
 }
 
-var file_msgx_control_v1_inspect_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_msgx_control_v1_inspect_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_msgx_control_v1_inspect_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_msgx_control_v1_inspect_proto_goTypes = []any{
-	(*GetFlightTrailRequest)(nil),  // 0: msgx.control.v1.GetFlightTrailRequest
-	(*GetFlightTrailResponse)(nil), // 1: msgx.control.v1.GetFlightTrailResponse
-	(*FlightTrailEntry)(nil),       // 2: msgx.control.v1.FlightTrailEntry
-	(*ArchivedFlightVersion)(nil),  // 3: msgx.control.v1.ArchivedFlightVersion
-	(*Flight)(nil),                 // 4: msgx.control.v1.Flight
-	(*timestamppb.Timestamp)(nil),  // 5: google.protobuf.Timestamp
-	(MessageState)(0),              // 6: msgx.control.v1.MessageState
-	(OutboxState)(0),               // 7: msgx.control.v1.OutboxState
-	(FlightState)(0),               // 8: msgx.control.v1.FlightState
+	(AuditKind)(0),                      // 0: msgx.control.v1.AuditKind
+	(*GetFlightTrailRequest)(nil),       // 1: msgx.control.v1.GetFlightTrailRequest
+	(*GetFlightTrailResponse)(nil),      // 2: msgx.control.v1.GetFlightTrailResponse
+	(*FlightTrailEntry)(nil),            // 3: msgx.control.v1.FlightTrailEntry
+	(*ArchivedFlightVersion)(nil),       // 4: msgx.control.v1.ArchivedFlightVersion
+	(*GetArchivedFlightRequest)(nil),    // 5: msgx.control.v1.GetArchivedFlightRequest
+	(*GetArchivedFlightResponse)(nil),   // 6: msgx.control.v1.GetArchivedFlightResponse
+	(*ArchivedFlight)(nil),              // 7: msgx.control.v1.ArchivedFlight
+	(*ListReferenceDataRequest)(nil),    // 8: msgx.control.v1.ListReferenceDataRequest
+	(*ListReferenceDataResponse)(nil),   // 9: msgx.control.v1.ListReferenceDataResponse
+	(*ReferenceData)(nil),               // 10: msgx.control.v1.ReferenceData
+	(*ListSeasonSchedulesRequest)(nil),  // 11: msgx.control.v1.ListSeasonSchedulesRequest
+	(*ListSeasonSchedulesResponse)(nil), // 12: msgx.control.v1.ListSeasonSchedulesResponse
+	(*SeasonSchedule)(nil),              // 13: msgx.control.v1.SeasonSchedule
+	(*GetSeasonScheduleRequest)(nil),    // 14: msgx.control.v1.GetSeasonScheduleRequest
+	(*GetSeasonScheduleResponse)(nil),   // 15: msgx.control.v1.GetSeasonScheduleResponse
+	(*SeasonFlight)(nil),                // 16: msgx.control.v1.SeasonFlight
+	(*ListAuditRequest)(nil),            // 17: msgx.control.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),           // 18: msgx.control.v1.ListAuditResponse
+	(*AuditEntry)(nil),                  // 19: msgx.control.v1.AuditEntry
+	(*ListSnapshotLogRequest)(nil),      // 20: msgx.control.v1.ListSnapshotLogRequest
+	(*ListSnapshotLogResponse)(nil),     // 21: msgx.control.v1.ListSnapshotLogResponse
+	(*SnapshotLogEntry)(nil),            // 22: msgx.control.v1.SnapshotLogEntry
+	(*ListMailboxReuseRequest)(nil),     // 23: msgx.control.v1.ListMailboxReuseRequest
+	(*ListMailboxReuseResponse)(nil),    // 24: msgx.control.v1.ListMailboxReuseResponse
+	(*MailboxReuse)(nil),                // 25: msgx.control.v1.MailboxReuse
+	(*CheckConsistencyRequest)(nil),     // 26: msgx.control.v1.CheckConsistencyRequest
+	(*CheckConsistencyResponse)(nil),    // 27: msgx.control.v1.CheckConsistencyResponse
+	(*ConsistencyFinding)(nil),          // 28: msgx.control.v1.ConsistencyFinding
+	(*GetDatabaseStatusRequest)(nil),    // 29: msgx.control.v1.GetDatabaseStatusRequest
+	(*GetDatabaseStatusResponse)(nil),   // 30: msgx.control.v1.GetDatabaseStatusResponse
+	(*AppliedMigration)(nil),            // 31: msgx.control.v1.AppliedMigration
+	(*LongTransaction)(nil),             // 32: msgx.control.v1.LongTransaction
+	nil,                                 // 33: msgx.control.v1.ListReferenceDataResponse.TypesEntry
+	(*Flight)(nil),                      // 34: msgx.control.v1.Flight
+	(*timestamppb.Timestamp)(nil),       // 35: google.protobuf.Timestamp
+	(MessageState)(0),                   // 36: msgx.control.v1.MessageState
+	(OutboxState)(0),                    // 37: msgx.control.v1.OutboxState
+	(FlightState)(0),                    // 38: msgx.control.v1.FlightState
 }
 var file_msgx_control_v1_inspect_proto_depIdxs = []int32{
-	4,  // 0: msgx.control.v1.GetFlightTrailResponse.current:type_name -> msgx.control.v1.Flight
-	2,  // 1: msgx.control.v1.GetFlightTrailResponse.entries:type_name -> msgx.control.v1.FlightTrailEntry
-	3,  // 2: msgx.control.v1.GetFlightTrailResponse.archived:type_name -> msgx.control.v1.ArchivedFlightVersion
-	5,  // 3: msgx.control.v1.FlightTrailEntry.occurred_at:type_name -> google.protobuf.Timestamp
-	6,  // 4: msgx.control.v1.FlightTrailEntry.message_state:type_name -> msgx.control.v1.MessageState
-	7,  // 5: msgx.control.v1.FlightTrailEntry.delivery:type_name -> msgx.control.v1.OutboxState
-	5,  // 6: msgx.control.v1.FlightTrailEntry.delivered_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: msgx.control.v1.ArchivedFlightVersion.state:type_name -> msgx.control.v1.FlightState
-	5,  // 8: msgx.control.v1.ArchivedFlightVersion.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 9: msgx.control.v1.ArchivedFlightVersion.archived_at:type_name -> google.protobuf.Timestamp
-	0,  // 10: msgx.control.v1.InspectService.GetFlightTrail:input_type -> msgx.control.v1.GetFlightTrailRequest
-	1,  // 11: msgx.control.v1.InspectService.GetFlightTrail:output_type -> msgx.control.v1.GetFlightTrailResponse
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	34, // 0: msgx.control.v1.GetFlightTrailResponse.current:type_name -> msgx.control.v1.Flight
+	3,  // 1: msgx.control.v1.GetFlightTrailResponse.entries:type_name -> msgx.control.v1.FlightTrailEntry
+	4,  // 2: msgx.control.v1.GetFlightTrailResponse.archived:type_name -> msgx.control.v1.ArchivedFlightVersion
+	35, // 3: msgx.control.v1.FlightTrailEntry.occurred_at:type_name -> google.protobuf.Timestamp
+	36, // 4: msgx.control.v1.FlightTrailEntry.message_state:type_name -> msgx.control.v1.MessageState
+	37, // 5: msgx.control.v1.FlightTrailEntry.delivery:type_name -> msgx.control.v1.OutboxState
+	35, // 6: msgx.control.v1.FlightTrailEntry.delivered_at:type_name -> google.protobuf.Timestamp
+	38, // 7: msgx.control.v1.ArchivedFlightVersion.state:type_name -> msgx.control.v1.FlightState
+	35, // 8: msgx.control.v1.ArchivedFlightVersion.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 9: msgx.control.v1.ArchivedFlightVersion.archived_at:type_name -> google.protobuf.Timestamp
+	7,  // 10: msgx.control.v1.GetArchivedFlightResponse.versions:type_name -> msgx.control.v1.ArchivedFlight
+	4,  // 11: msgx.control.v1.ArchivedFlight.version:type_name -> msgx.control.v1.ArchivedFlightVersion
+	35, // 12: msgx.control.v1.ArchivedFlight.created_at:type_name -> google.protobuf.Timestamp
+	10, // 13: msgx.control.v1.ListReferenceDataResponse.items:type_name -> msgx.control.v1.ReferenceData
+	33, // 14: msgx.control.v1.ListReferenceDataResponse.types:type_name -> msgx.control.v1.ListReferenceDataResponse.TypesEntry
+	35, // 15: msgx.control.v1.ReferenceData.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 16: msgx.control.v1.ListSeasonSchedulesResponse.schedules:type_name -> msgx.control.v1.SeasonSchedule
+	35, // 17: msgx.control.v1.SeasonSchedule.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 18: msgx.control.v1.GetSeasonScheduleResponse.schedule:type_name -> msgx.control.v1.SeasonSchedule
+	16, // 19: msgx.control.v1.GetSeasonScheduleResponse.flights:type_name -> msgx.control.v1.SeasonFlight
+	0,  // 20: msgx.control.v1.ListAuditRequest.kind:type_name -> msgx.control.v1.AuditKind
+	35, // 21: msgx.control.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	19, // 22: msgx.control.v1.ListAuditResponse.entries:type_name -> msgx.control.v1.AuditEntry
+	0,  // 23: msgx.control.v1.AuditEntry.kind:type_name -> msgx.control.v1.AuditKind
+	35, // 24: msgx.control.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	22, // 25: msgx.control.v1.ListSnapshotLogResponse.entries:type_name -> msgx.control.v1.SnapshotLogEntry
+	35, // 26: msgx.control.v1.SnapshotLogEntry.started_at:type_name -> google.protobuf.Timestamp
+	35, // 27: msgx.control.v1.SnapshotLogEntry.finished_at:type_name -> google.protobuf.Timestamp
+	25, // 28: msgx.control.v1.ListMailboxReuseResponse.entries:type_name -> msgx.control.v1.MailboxReuse
+	35, // 29: msgx.control.v1.MailboxReuse.received_at:type_name -> google.protobuf.Timestamp
+	35, // 30: msgx.control.v1.MailboxReuse.detected_at:type_name -> google.protobuf.Timestamp
+	35, // 31: msgx.control.v1.MailboxReuse.last_seen_at:type_name -> google.protobuf.Timestamp
+	35, // 32: msgx.control.v1.CheckConsistencyResponse.checked_at:type_name -> google.protobuf.Timestamp
+	28, // 33: msgx.control.v1.CheckConsistencyResponse.findings:type_name -> msgx.control.v1.ConsistencyFinding
+	31, // 34: msgx.control.v1.GetDatabaseStatusResponse.migrations:type_name -> msgx.control.v1.AppliedMigration
+	32, // 35: msgx.control.v1.GetDatabaseStatusResponse.long_transactions:type_name -> msgx.control.v1.LongTransaction
+	35, // 36: msgx.control.v1.GetDatabaseStatusResponse.checked_at:type_name -> google.protobuf.Timestamp
+	35, // 37: msgx.control.v1.AppliedMigration.applied_at:type_name -> google.protobuf.Timestamp
+	35, // 38: msgx.control.v1.LongTransaction.transaction_start:type_name -> google.protobuf.Timestamp
+	1,  // 39: msgx.control.v1.InspectService.GetFlightTrail:input_type -> msgx.control.v1.GetFlightTrailRequest
+	5,  // 40: msgx.control.v1.InspectService.GetArchivedFlight:input_type -> msgx.control.v1.GetArchivedFlightRequest
+	8,  // 41: msgx.control.v1.InspectService.ListReferenceData:input_type -> msgx.control.v1.ListReferenceDataRequest
+	11, // 42: msgx.control.v1.InspectService.ListSeasonSchedules:input_type -> msgx.control.v1.ListSeasonSchedulesRequest
+	14, // 43: msgx.control.v1.InspectService.GetSeasonSchedule:input_type -> msgx.control.v1.GetSeasonScheduleRequest
+	17, // 44: msgx.control.v1.InspectService.ListAudit:input_type -> msgx.control.v1.ListAuditRequest
+	20, // 45: msgx.control.v1.InspectService.ListSnapshotLog:input_type -> msgx.control.v1.ListSnapshotLogRequest
+	23, // 46: msgx.control.v1.InspectService.ListMailboxReuse:input_type -> msgx.control.v1.ListMailboxReuseRequest
+	26, // 47: msgx.control.v1.InspectService.CheckConsistency:input_type -> msgx.control.v1.CheckConsistencyRequest
+	29, // 48: msgx.control.v1.InspectService.GetDatabaseStatus:input_type -> msgx.control.v1.GetDatabaseStatusRequest
+	2,  // 49: msgx.control.v1.InspectService.GetFlightTrail:output_type -> msgx.control.v1.GetFlightTrailResponse
+	6,  // 50: msgx.control.v1.InspectService.GetArchivedFlight:output_type -> msgx.control.v1.GetArchivedFlightResponse
+	9,  // 51: msgx.control.v1.InspectService.ListReferenceData:output_type -> msgx.control.v1.ListReferenceDataResponse
+	12, // 52: msgx.control.v1.InspectService.ListSeasonSchedules:output_type -> msgx.control.v1.ListSeasonSchedulesResponse
+	15, // 53: msgx.control.v1.InspectService.GetSeasonSchedule:output_type -> msgx.control.v1.GetSeasonScheduleResponse
+	18, // 54: msgx.control.v1.InspectService.ListAudit:output_type -> msgx.control.v1.ListAuditResponse
+	21, // 55: msgx.control.v1.InspectService.ListSnapshotLog:output_type -> msgx.control.v1.ListSnapshotLogResponse
+	24, // 56: msgx.control.v1.InspectService.ListMailboxReuse:output_type -> msgx.control.v1.ListMailboxReuseResponse
+	27, // 57: msgx.control.v1.InspectService.CheckConsistency:output_type -> msgx.control.v1.CheckConsistencyResponse
+	30, // 58: msgx.control.v1.InspectService.GetDatabaseStatus:output_type -> msgx.control.v1.GetDatabaseStatusResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_inspect_proto_init() }
@@ -539,13 +3077,14 @@ func file_msgx_control_v1_inspect_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_inspect_proto_rawDesc), len(file_msgx_control_v1_inspect_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      1,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_msgx_control_v1_inspect_proto_goTypes,
 		DependencyIndexes: file_msgx_control_v1_inspect_proto_depIdxs,
+		EnumInfos:         file_msgx_control_v1_inspect_proto_enumTypes,
 		MessageInfos:      file_msgx_control_v1_inspect_proto_msgTypes,
 	}.Build()
 	File_msgx_control_v1_inspect_proto = out.File

@@ -4,9 +4,11 @@
 // - protoc             v3.21.12
 // source: msgx/control/v1/inspect.proto
 
-// InspectService answers the operators' questions about a flight without
-// SQL (R-N9): what happened to it, message by message, and which versions
-// of it were archived.
+// InspectService answers the operators' questions without SQL (R-N9):
+// what happened to a flight, message by message, and which versions of it
+// were archived; the reference data, the season schedules, the audit rows,
+// the snapshot log (R-L7), the reused mailbox IDs (R-L5) and an on-demand
+// consistency check of what the pipeline recorded.
 //
 // Every call requires the metadata header "authorization: Bearer <token>"
 // with role read (R-F3, R-H9).
@@ -26,7 +28,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	InspectService_GetFlightTrail_FullMethodName = "/msgx.control.v1.InspectService/GetFlightTrail"
+	InspectService_GetFlightTrail_FullMethodName      = "/msgx.control.v1.InspectService/GetFlightTrail"
+	InspectService_GetArchivedFlight_FullMethodName   = "/msgx.control.v1.InspectService/GetArchivedFlight"
+	InspectService_ListReferenceData_FullMethodName   = "/msgx.control.v1.InspectService/ListReferenceData"
+	InspectService_ListSeasonSchedules_FullMethodName = "/msgx.control.v1.InspectService/ListSeasonSchedules"
+	InspectService_GetSeasonSchedule_FullMethodName   = "/msgx.control.v1.InspectService/GetSeasonSchedule"
+	InspectService_ListAudit_FullMethodName           = "/msgx.control.v1.InspectService/ListAudit"
+	InspectService_ListSnapshotLog_FullMethodName     = "/msgx.control.v1.InspectService/ListSnapshotLog"
+	InspectService_ListMailboxReuse_FullMethodName    = "/msgx.control.v1.InspectService/ListMailboxReuse"
+	InspectService_CheckConsistency_FullMethodName    = "/msgx.control.v1.InspectService/CheckConsistency"
+	InspectService_GetDatabaseStatus_FullMethodName   = "/msgx.control.v1.InspectService/GetDatabaseStatus"
 )
 
 // InspectServiceClient is the client API for InspectService service.
@@ -42,6 +53,41 @@ type InspectServiceClient interface {
 	// and its archived versions. NOT_FOUND when nothing at all is recorded
 	// for the FLID.
 	GetFlightTrail(ctx context.Context, in *GetFlightTrailRequest, opts ...grpc.CallOption) (*GetFlightTrailResponse, error)
+	// GetArchivedFlight returns a flight's archived versions (flight_history,
+	// R-C11) with their documents, newest first. NOT_FOUND when the FLID has
+	// none.
+	GetArchivedFlight(ctx context.Context, in *GetArchivedFlightRequest, opts ...grpc.CallOption) (*GetArchivedFlightResponse, error)
+	// ListReferenceData lists reference data rows (ref_data) by type and key,
+	// in (type, key) order, or one row when both are given.
+	ListReferenceData(ctx context.Context, in *ListReferenceDataRequest, opts ...grpc.CallOption) (*ListReferenceDataResponse, error)
+	// ListSeasonSchedules lists the stored season windows (season_schedule),
+	// newest first.
+	ListSeasonSchedules(ctx context.Context, in *ListSeasonSchedulesRequest, opts ...grpc.CallOption) (*ListSeasonSchedulesResponse, error)
+	// GetSeasonSchedule returns one season window with its flights in
+	// sequence order. NOT_FOUND for an unknown ID.
+	GetSeasonSchedule(ctx context.Context, in *GetSeasonScheduleRequest, opts ...grpc.CallOption) (*GetSeasonScheduleResponse, error)
+	// ListAudit lists the rows of every audit table, newest first: re-queued
+	// and discarded outbox rows, lease actions, replayed and ended messages,
+	// projection rebuilds, outbound requests and maintenance requests.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+	// ListSnapshotLog lists the snapshot log (R-L7, SCHD_SNAP_LOG): one row
+	// per finished daily snapshot package, newest first.
+	ListSnapshotLog(ctx context.Context, in *ListSnapshotLogRequest, opts ...grpc.CallOption) (*ListSnapshotLogResponse, error)
+	// ListMailboxReuse lists the mailbox IDs that came again with a different
+	// text (R-L5, C-3), newest detection first, with both texts on request.
+	ListMailboxReuse(ctx context.Context, in *ListMailboxReuseRequest, opts ...grpc.CallOption) (*ListMailboxReuseResponse, error)
+	// CheckConsistency checks now what the processor's self-check and the
+	// delivery guarantees rely on: messages whose next step nothing will
+	// take, flight changes the projector has not acknowledged, outbox rows
+	// undelivered or dead-lettered, live flights whose version is not above
+	// their archived versions (R-L1). It reads only; repairs stay with the
+	// self-check, the runbook's commands and the projector's sentinel.
+	CheckConsistency(ctx context.Context, in *CheckConsistencyRequest, opts ...grpc.CallOption) (*CheckConsistencyResponse, error)
+	// GetDatabaseStatus reports the schema's migration state, indexes left
+	// invalid by a failed CONCURRENTLY build, and transactions open for
+	// longer than a threshold: what an upgrade, a rollback and a slow
+	// pipeline are checked against.
+	GetDatabaseStatus(ctx context.Context, in *GetDatabaseStatusRequest, opts ...grpc.CallOption) (*GetDatabaseStatusResponse, error)
 }
 
 type inspectServiceClient struct {
@@ -62,6 +108,96 @@ func (c *inspectServiceClient) GetFlightTrail(ctx context.Context, in *GetFlight
 	return out, nil
 }
 
+func (c *inspectServiceClient) GetArchivedFlight(ctx context.Context, in *GetArchivedFlightRequest, opts ...grpc.CallOption) (*GetArchivedFlightResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetArchivedFlightResponse)
+	err := c.cc.Invoke(ctx, InspectService_GetArchivedFlight_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) ListReferenceData(ctx context.Context, in *ListReferenceDataRequest, opts ...grpc.CallOption) (*ListReferenceDataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReferenceDataResponse)
+	err := c.cc.Invoke(ctx, InspectService_ListReferenceData_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) ListSeasonSchedules(ctx context.Context, in *ListSeasonSchedulesRequest, opts ...grpc.CallOption) (*ListSeasonSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSeasonSchedulesResponse)
+	err := c.cc.Invoke(ctx, InspectService_ListSeasonSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) GetSeasonSchedule(ctx context.Context, in *GetSeasonScheduleRequest, opts ...grpc.CallOption) (*GetSeasonScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSeasonScheduleResponse)
+	err := c.cc.Invoke(ctx, InspectService_GetSeasonSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, InspectService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) ListSnapshotLog(ctx context.Context, in *ListSnapshotLogRequest, opts ...grpc.CallOption) (*ListSnapshotLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSnapshotLogResponse)
+	err := c.cc.Invoke(ctx, InspectService_ListSnapshotLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) ListMailboxReuse(ctx context.Context, in *ListMailboxReuseRequest, opts ...grpc.CallOption) (*ListMailboxReuseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMailboxReuseResponse)
+	err := c.cc.Invoke(ctx, InspectService_ListMailboxReuse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) CheckConsistency(ctx context.Context, in *CheckConsistencyRequest, opts ...grpc.CallOption) (*CheckConsistencyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckConsistencyResponse)
+	err := c.cc.Invoke(ctx, InspectService_CheckConsistency_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inspectServiceClient) GetDatabaseStatus(ctx context.Context, in *GetDatabaseStatusRequest, opts ...grpc.CallOption) (*GetDatabaseStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDatabaseStatusResponse)
+	err := c.cc.Invoke(ctx, InspectService_GetDatabaseStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InspectServiceServer is the server API for InspectService service.
 // All implementations must embed UnimplementedInspectServiceServer
 // for forward compatibility.
@@ -75,6 +211,41 @@ type InspectServiceServer interface {
 	// and its archived versions. NOT_FOUND when nothing at all is recorded
 	// for the FLID.
 	GetFlightTrail(context.Context, *GetFlightTrailRequest) (*GetFlightTrailResponse, error)
+	// GetArchivedFlight returns a flight's archived versions (flight_history,
+	// R-C11) with their documents, newest first. NOT_FOUND when the FLID has
+	// none.
+	GetArchivedFlight(context.Context, *GetArchivedFlightRequest) (*GetArchivedFlightResponse, error)
+	// ListReferenceData lists reference data rows (ref_data) by type and key,
+	// in (type, key) order, or one row when both are given.
+	ListReferenceData(context.Context, *ListReferenceDataRequest) (*ListReferenceDataResponse, error)
+	// ListSeasonSchedules lists the stored season windows (season_schedule),
+	// newest first.
+	ListSeasonSchedules(context.Context, *ListSeasonSchedulesRequest) (*ListSeasonSchedulesResponse, error)
+	// GetSeasonSchedule returns one season window with its flights in
+	// sequence order. NOT_FOUND for an unknown ID.
+	GetSeasonSchedule(context.Context, *GetSeasonScheduleRequest) (*GetSeasonScheduleResponse, error)
+	// ListAudit lists the rows of every audit table, newest first: re-queued
+	// and discarded outbox rows, lease actions, replayed and ended messages,
+	// projection rebuilds, outbound requests and maintenance requests.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	// ListSnapshotLog lists the snapshot log (R-L7, SCHD_SNAP_LOG): one row
+	// per finished daily snapshot package, newest first.
+	ListSnapshotLog(context.Context, *ListSnapshotLogRequest) (*ListSnapshotLogResponse, error)
+	// ListMailboxReuse lists the mailbox IDs that came again with a different
+	// text (R-L5, C-3), newest detection first, with both texts on request.
+	ListMailboxReuse(context.Context, *ListMailboxReuseRequest) (*ListMailboxReuseResponse, error)
+	// CheckConsistency checks now what the processor's self-check and the
+	// delivery guarantees rely on: messages whose next step nothing will
+	// take, flight changes the projector has not acknowledged, outbox rows
+	// undelivered or dead-lettered, live flights whose version is not above
+	// their archived versions (R-L1). It reads only; repairs stay with the
+	// self-check, the runbook's commands and the projector's sentinel.
+	CheckConsistency(context.Context, *CheckConsistencyRequest) (*CheckConsistencyResponse, error)
+	// GetDatabaseStatus reports the schema's migration state, indexes left
+	// invalid by a failed CONCURRENTLY build, and transactions open for
+	// longer than a threshold: what an upgrade, a rollback and a slow
+	// pipeline are checked against.
+	GetDatabaseStatus(context.Context, *GetDatabaseStatusRequest) (*GetDatabaseStatusResponse, error)
 	mustEmbedUnimplementedInspectServiceServer()
 }
 
@@ -87,6 +258,33 @@ type UnimplementedInspectServiceServer struct{}
 
 func (UnimplementedInspectServiceServer) GetFlightTrail(context.Context, *GetFlightTrailRequest) (*GetFlightTrailResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFlightTrail not implemented")
+}
+func (UnimplementedInspectServiceServer) GetArchivedFlight(context.Context, *GetArchivedFlightRequest) (*GetArchivedFlightResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetArchivedFlight not implemented")
+}
+func (UnimplementedInspectServiceServer) ListReferenceData(context.Context, *ListReferenceDataRequest) (*ListReferenceDataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReferenceData not implemented")
+}
+func (UnimplementedInspectServiceServer) ListSeasonSchedules(context.Context, *ListSeasonSchedulesRequest) (*ListSeasonSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSeasonSchedules not implemented")
+}
+func (UnimplementedInspectServiceServer) GetSeasonSchedule(context.Context, *GetSeasonScheduleRequest) (*GetSeasonScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSeasonSchedule not implemented")
+}
+func (UnimplementedInspectServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedInspectServiceServer) ListSnapshotLog(context.Context, *ListSnapshotLogRequest) (*ListSnapshotLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSnapshotLog not implemented")
+}
+func (UnimplementedInspectServiceServer) ListMailboxReuse(context.Context, *ListMailboxReuseRequest) (*ListMailboxReuseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMailboxReuse not implemented")
+}
+func (UnimplementedInspectServiceServer) CheckConsistency(context.Context, *CheckConsistencyRequest) (*CheckConsistencyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckConsistency not implemented")
+}
+func (UnimplementedInspectServiceServer) GetDatabaseStatus(context.Context, *GetDatabaseStatusRequest) (*GetDatabaseStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDatabaseStatus not implemented")
 }
 func (UnimplementedInspectServiceServer) mustEmbedUnimplementedInspectServiceServer() {}
 func (UnimplementedInspectServiceServer) testEmbeddedByValue()                        {}
@@ -127,6 +325,168 @@ func _InspectService_GetFlightTrail_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InspectService_GetArchivedFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetArchivedFlightRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).GetArchivedFlight(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_GetArchivedFlight_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).GetArchivedFlight(ctx, req.(*GetArchivedFlightRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_ListReferenceData_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReferenceDataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).ListReferenceData(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_ListReferenceData_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).ListReferenceData(ctx, req.(*ListReferenceDataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_ListSeasonSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSeasonSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).ListSeasonSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_ListSeasonSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).ListSeasonSchedules(ctx, req.(*ListSeasonSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_GetSeasonSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSeasonScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).GetSeasonSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_GetSeasonSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).GetSeasonSchedule(ctx, req.(*GetSeasonScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_ListSnapshotLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSnapshotLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).ListSnapshotLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_ListSnapshotLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).ListSnapshotLog(ctx, req.(*ListSnapshotLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_ListMailboxReuse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMailboxReuseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).ListMailboxReuse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_ListMailboxReuse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).ListMailboxReuse(ctx, req.(*ListMailboxReuseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_CheckConsistency_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckConsistencyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).CheckConsistency(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_CheckConsistency_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).CheckConsistency(ctx, req.(*CheckConsistencyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InspectService_GetDatabaseStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDatabaseStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InspectServiceServer).GetDatabaseStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InspectService_GetDatabaseStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InspectServiceServer).GetDatabaseStatus(ctx, req.(*GetDatabaseStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InspectService_ServiceDesc is the grpc.ServiceDesc for InspectService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -137,6 +497,42 @@ var InspectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFlightTrail",
 			Handler:    _InspectService_GetFlightTrail_Handler,
+		},
+		{
+			MethodName: "GetArchivedFlight",
+			Handler:    _InspectService_GetArchivedFlight_Handler,
+		},
+		{
+			MethodName: "ListReferenceData",
+			Handler:    _InspectService_ListReferenceData_Handler,
+		},
+		{
+			MethodName: "ListSeasonSchedules",
+			Handler:    _InspectService_ListSeasonSchedules_Handler,
+		},
+		{
+			MethodName: "GetSeasonSchedule",
+			Handler:    _InspectService_GetSeasonSchedule_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _InspectService_ListAudit_Handler,
+		},
+		{
+			MethodName: "ListSnapshotLog",
+			Handler:    _InspectService_ListSnapshotLog_Handler,
+		},
+		{
+			MethodName: "ListMailboxReuse",
+			Handler:    _InspectService_ListMailboxReuse_Handler,
+		},
+		{
+			MethodName: "CheckConsistency",
+			Handler:    _InspectService_CheckConsistency_Handler,
+		},
+		{
+			MethodName: "GetDatabaseStatus",
+			Handler:    _InspectService_GetDatabaseStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -929,6 +929,125 @@ func (x *GetReplayRequestResponse) GetRequest() *ReplayRequest {
 	return nil
 }
 
+// ListReplayRequestsRequest selects and pages replay requests.
+type ListReplayRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state keeps only requests in this state; UNSPECIFIED: every state.
+	State ReplayRequestState `protobuf:"varint,1,opt,name=state,proto3,enum=msgx.control.v1.ReplayRequestState" json:"state,omitempty"`
+	// limit is the maximum number of requests: 0 means 100, values above
+	// 1000 are reduced to 1000, negative values are refused.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// before_id returns only requests with a smaller ID.
+	BeforeId      int64 `protobuf:"varint,3,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplayRequestsRequest) Reset() {
+	*x = ListReplayRequestsRequest{}
+	mi := &file_msgx_control_v1_replay_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplayRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplayRequestsRequest) ProtoMessage() {}
+
+func (x *ListReplayRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_replay_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplayRequestsRequest.ProtoReflect.Descriptor instead.
+func (*ListReplayRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_replay_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListReplayRequestsRequest) GetState() ReplayRequestState {
+	if x != nil {
+		return x.State
+	}
+	return ReplayRequestState_REPLAY_REQUEST_STATE_UNSPECIFIED
+}
+
+func (x *ListReplayRequestsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListReplayRequestsRequest) GetBeforeId() int64 {
+	if x != nil {
+		return x.BeforeId
+	}
+	return 0
+}
+
+// ListReplayRequestsResponse holds requests, newest first.
+type ListReplayRequestsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests []*ReplayRequest       `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// next_before_id is the before_id of the next page; 0 when last.
+	NextBeforeId  int64 `protobuf:"varint,2,opt,name=next_before_id,json=nextBeforeId,proto3" json:"next_before_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplayRequestsResponse) Reset() {
+	*x = ListReplayRequestsResponse{}
+	mi := &file_msgx_control_v1_replay_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplayRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplayRequestsResponse) ProtoMessage() {}
+
+func (x *ListReplayRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_replay_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplayRequestsResponse.ProtoReflect.Descriptor instead.
+func (*ListReplayRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_replay_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListReplayRequestsResponse) GetRequests() []*ReplayRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ListReplayRequestsResponse) GetNextBeforeId() int64 {
+	if x != nil {
+		return x.NextBeforeId
+	}
+	return 0
+}
+
 var File_msgx_control_v1_replay_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_replay_proto_rawDesc = "" +
@@ -1003,15 +1122,23 @@ const file_msgx_control_v1_replay_proto_rawDesc = "" +
 	"\x17GetReplayRequestRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\"T\n" +
 	"\x18GetReplayRequestResponse\x128\n" +
-	"\arequest\x18\x01 \x01(\v2\x1e.msgx.control.v1.ReplayRequestR\arequest*{\n" +
+	"\arequest\x18\x01 \x01(\v2\x1e.msgx.control.v1.ReplayRequestR\arequest\"\x89\x01\n" +
+	"\x19ListReplayRequestsRequest\x129\n" +
+	"\x05state\x18\x01 \x01(\x0e2#.msgx.control.v1.ReplayRequestStateR\x05state\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\tbefore_id\x18\x03 \x01(\x03R\bbeforeId\"~\n" +
+	"\x1aListReplayRequestsResponse\x12:\n" +
+	"\brequests\x18\x01 \x03(\v2\x1e.msgx.control.v1.ReplayRequestR\brequests\x12$\n" +
+	"\x0enext_before_id\x18\x02 \x01(\x03R\fnextBeforeId*{\n" +
 	"\x12ReplayRequestState\x12$\n" +
 	" REPLAY_REQUEST_STATE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cREPLAY_REQUEST_STATE_PENDING\x10\x01\x12\x1d\n" +
-	"\x19REPLAY_REQUEST_STATE_DONE\x10\x022\xac\x02\n" +
+	"\x19REPLAY_REQUEST_STATE_DONE\x10\x022\x9b\x03\n" +
 	"\rReplayService\x12X\n" +
 	"\aPreview\x12%.msgx.control.v1.PreviewReplayRequest\x1a&.msgx.control.v1.PreviewReplayResponse\x12X\n" +
 	"\aExecute\x12%.msgx.control.v1.ExecuteReplayRequest\x1a&.msgx.control.v1.ExecuteReplayResponse\x12g\n" +
-	"\x10GetReplayRequest\x12(.msgx.control.v1.GetReplayRequestRequest\x1a).msgx.control.v1.GetReplayRequestResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"\x10GetReplayRequest\x12(.msgx.control.v1.GetReplayRequestRequest\x1a).msgx.control.v1.GetReplayRequestResponse\x12m\n" +
+	"\x12ListReplayRequests\x12*.msgx.control.v1.ListReplayRequestsRequest\x1a+.msgx.control.v1.ListReplayRequestsResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_replay_proto_rawDescOnce sync.Once
@@ -1026,55 +1153,61 @@ func file_msgx_control_v1_replay_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_replay_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_msgx_control_v1_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_msgx_control_v1_replay_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_msgx_control_v1_replay_proto_goTypes = []any{
-	(ReplayRequestState)(0),          // 0: msgx.control.v1.ReplayRequestState
-	(*ReplaySelector)(nil),           // 1: msgx.control.v1.ReplaySelector
-	(*ReplayCandidate)(nil),          // 2: msgx.control.v1.ReplayCandidate
-	(*PreviewReplayRequest)(nil),     // 3: msgx.control.v1.PreviewReplayRequest
-	(*PreviewReplayResponse)(nil),    // 4: msgx.control.v1.PreviewReplayResponse
-	(*ExecuteReplayRequest)(nil),     // 5: msgx.control.v1.ExecuteReplayRequest
-	(*ExecuteReplayResponse)(nil),    // 6: msgx.control.v1.ExecuteReplayResponse
-	(*ReplayRequest)(nil),            // 7: msgx.control.v1.ReplayRequest
-	(*ReplayAuditEntry)(nil),         // 8: msgx.control.v1.ReplayAuditEntry
-	(*GetReplayRequestRequest)(nil),  // 9: msgx.control.v1.GetReplayRequestRequest
-	(*GetReplayRequestResponse)(nil), // 10: msgx.control.v1.GetReplayRequestResponse
-	(ErrorClass)(0),                  // 11: msgx.control.v1.ErrorClass
-	(*timestamppb.Timestamp)(nil),    // 12: google.protobuf.Timestamp
-	(MessageState)(0),                // 13: msgx.control.v1.MessageState
+	(ReplayRequestState)(0),            // 0: msgx.control.v1.ReplayRequestState
+	(*ReplaySelector)(nil),             // 1: msgx.control.v1.ReplaySelector
+	(*ReplayCandidate)(nil),            // 2: msgx.control.v1.ReplayCandidate
+	(*PreviewReplayRequest)(nil),       // 3: msgx.control.v1.PreviewReplayRequest
+	(*PreviewReplayResponse)(nil),      // 4: msgx.control.v1.PreviewReplayResponse
+	(*ExecuteReplayRequest)(nil),       // 5: msgx.control.v1.ExecuteReplayRequest
+	(*ExecuteReplayResponse)(nil),      // 6: msgx.control.v1.ExecuteReplayResponse
+	(*ReplayRequest)(nil),              // 7: msgx.control.v1.ReplayRequest
+	(*ReplayAuditEntry)(nil),           // 8: msgx.control.v1.ReplayAuditEntry
+	(*GetReplayRequestRequest)(nil),    // 9: msgx.control.v1.GetReplayRequestRequest
+	(*GetReplayRequestResponse)(nil),   // 10: msgx.control.v1.GetReplayRequestResponse
+	(*ListReplayRequestsRequest)(nil),  // 11: msgx.control.v1.ListReplayRequestsRequest
+	(*ListReplayRequestsResponse)(nil), // 12: msgx.control.v1.ListReplayRequestsResponse
+	(ErrorClass)(0),                    // 13: msgx.control.v1.ErrorClass
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
+	(MessageState)(0),                  // 15: msgx.control.v1.MessageState
 }
 var file_msgx_control_v1_replay_proto_depIdxs = []int32{
-	11, // 0: msgx.control.v1.ReplaySelector.error_classes:type_name -> msgx.control.v1.ErrorClass
-	12, // 1: msgx.control.v1.ReplaySelector.from:type_name -> google.protobuf.Timestamp
-	12, // 2: msgx.control.v1.ReplaySelector.to:type_name -> google.protobuf.Timestamp
-	13, // 3: msgx.control.v1.ReplayCandidate.state:type_name -> msgx.control.v1.MessageState
-	11, // 4: msgx.control.v1.ReplayCandidate.error_class:type_name -> msgx.control.v1.ErrorClass
-	12, // 5: msgx.control.v1.ReplayCandidate.finished_at:type_name -> google.protobuf.Timestamp
-	12, // 6: msgx.control.v1.ReplayCandidate.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 0: msgx.control.v1.ReplaySelector.error_classes:type_name -> msgx.control.v1.ErrorClass
+	14, // 1: msgx.control.v1.ReplaySelector.from:type_name -> google.protobuf.Timestamp
+	14, // 2: msgx.control.v1.ReplaySelector.to:type_name -> google.protobuf.Timestamp
+	15, // 3: msgx.control.v1.ReplayCandidate.state:type_name -> msgx.control.v1.MessageState
+	13, // 4: msgx.control.v1.ReplayCandidate.error_class:type_name -> msgx.control.v1.ErrorClass
+	14, // 5: msgx.control.v1.ReplayCandidate.finished_at:type_name -> google.protobuf.Timestamp
+	14, // 6: msgx.control.v1.ReplayCandidate.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 7: msgx.control.v1.PreviewReplayRequest.selector:type_name -> msgx.control.v1.ReplaySelector
 	2,  // 8: msgx.control.v1.PreviewReplayResponse.messages:type_name -> msgx.control.v1.ReplayCandidate
 	1,  // 9: msgx.control.v1.ExecuteReplayRequest.selector:type_name -> msgx.control.v1.ReplaySelector
 	7,  // 10: msgx.control.v1.ExecuteReplayResponse.request:type_name -> msgx.control.v1.ReplayRequest
 	2,  // 11: msgx.control.v1.ExecuteReplayResponse.not_replayable:type_name -> msgx.control.v1.ReplayCandidate
 	0,  // 12: msgx.control.v1.ReplayRequest.state:type_name -> msgx.control.v1.ReplayRequestState
-	12, // 13: msgx.control.v1.ReplayRequest.requested_at:type_name -> google.protobuf.Timestamp
-	12, // 14: msgx.control.v1.ReplayRequest.applied_at:type_name -> google.protobuf.Timestamp
+	14, // 13: msgx.control.v1.ReplayRequest.requested_at:type_name -> google.protobuf.Timestamp
+	14, // 14: msgx.control.v1.ReplayRequest.applied_at:type_name -> google.protobuf.Timestamp
 	8,  // 15: msgx.control.v1.ReplayRequest.entries:type_name -> msgx.control.v1.ReplayAuditEntry
-	13, // 16: msgx.control.v1.ReplayAuditEntry.previous_state:type_name -> msgx.control.v1.MessageState
-	11, // 17: msgx.control.v1.ReplayAuditEntry.previous_class:type_name -> msgx.control.v1.ErrorClass
-	12, // 18: msgx.control.v1.ReplayAuditEntry.at:type_name -> google.protobuf.Timestamp
+	15, // 16: msgx.control.v1.ReplayAuditEntry.previous_state:type_name -> msgx.control.v1.MessageState
+	13, // 17: msgx.control.v1.ReplayAuditEntry.previous_class:type_name -> msgx.control.v1.ErrorClass
+	14, // 18: msgx.control.v1.ReplayAuditEntry.at:type_name -> google.protobuf.Timestamp
 	7,  // 19: msgx.control.v1.GetReplayRequestResponse.request:type_name -> msgx.control.v1.ReplayRequest
-	3,  // 20: msgx.control.v1.ReplayService.Preview:input_type -> msgx.control.v1.PreviewReplayRequest
-	5,  // 21: msgx.control.v1.ReplayService.Execute:input_type -> msgx.control.v1.ExecuteReplayRequest
-	9,  // 22: msgx.control.v1.ReplayService.GetReplayRequest:input_type -> msgx.control.v1.GetReplayRequestRequest
-	4,  // 23: msgx.control.v1.ReplayService.Preview:output_type -> msgx.control.v1.PreviewReplayResponse
-	6,  // 24: msgx.control.v1.ReplayService.Execute:output_type -> msgx.control.v1.ExecuteReplayResponse
-	10, // 25: msgx.control.v1.ReplayService.GetReplayRequest:output_type -> msgx.control.v1.GetReplayRequestResponse
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	0,  // 20: msgx.control.v1.ListReplayRequestsRequest.state:type_name -> msgx.control.v1.ReplayRequestState
+	7,  // 21: msgx.control.v1.ListReplayRequestsResponse.requests:type_name -> msgx.control.v1.ReplayRequest
+	3,  // 22: msgx.control.v1.ReplayService.Preview:input_type -> msgx.control.v1.PreviewReplayRequest
+	5,  // 23: msgx.control.v1.ReplayService.Execute:input_type -> msgx.control.v1.ExecuteReplayRequest
+	9,  // 24: msgx.control.v1.ReplayService.GetReplayRequest:input_type -> msgx.control.v1.GetReplayRequestRequest
+	11, // 25: msgx.control.v1.ReplayService.ListReplayRequests:input_type -> msgx.control.v1.ListReplayRequestsRequest
+	4,  // 26: msgx.control.v1.ReplayService.Preview:output_type -> msgx.control.v1.PreviewReplayResponse
+	6,  // 27: msgx.control.v1.ReplayService.Execute:output_type -> msgx.control.v1.ExecuteReplayResponse
+	10, // 28: msgx.control.v1.ReplayService.GetReplayRequest:output_type -> msgx.control.v1.GetReplayRequestResponse
+	12, // 29: msgx.control.v1.ReplayService.ListReplayRequests:output_type -> msgx.control.v1.ListReplayRequestsResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_replay_proto_init() }
@@ -1089,7 +1222,7 @@ func file_msgx_control_v1_replay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_replay_proto_rawDesc), len(file_msgx_control_v1_replay_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,9 +40,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReplayService_Preview_FullMethodName          = "/msgx.control.v1.ReplayService/Preview"
-	ReplayService_Execute_FullMethodName          = "/msgx.control.v1.ReplayService/Execute"
-	ReplayService_GetReplayRequest_FullMethodName = "/msgx.control.v1.ReplayService/GetReplayRequest"
+	ReplayService_Preview_FullMethodName            = "/msgx.control.v1.ReplayService/Preview"
+	ReplayService_Execute_FullMethodName            = "/msgx.control.v1.ReplayService/Execute"
+	ReplayService_GetReplayRequest_FullMethodName   = "/msgx.control.v1.ReplayService/GetReplayRequest"
+	ReplayService_ListReplayRequests_FullMethodName = "/msgx.control.v1.ReplayService/ListReplayRequests"
 )
 
 // ReplayServiceClient is the client API for ReplayService service.
@@ -64,6 +65,9 @@ type ReplayServiceClient interface {
 	// GetReplayRequest returns one replay request with its outcome once the
 	// processor applied it. NOT_FOUND for an unknown ID.
 	GetReplayRequest(ctx context.Context, in *GetReplayRequestRequest, opts ...grpc.CallOption) (*GetReplayRequestResponse, error)
+	// ListReplayRequests lists the recorded replay requests, newest first,
+	// without their audit entries (GetReplayRequest shows them).
+	ListReplayRequests(ctx context.Context, in *ListReplayRequestsRequest, opts ...grpc.CallOption) (*ListReplayRequestsResponse, error)
 }
 
 type replayServiceClient struct {
@@ -104,6 +108,16 @@ func (c *replayServiceClient) GetReplayRequest(ctx context.Context, in *GetRepla
 	return out, nil
 }
 
+func (c *replayServiceClient) ListReplayRequests(ctx context.Context, in *ListReplayRequestsRequest, opts ...grpc.CallOption) (*ListReplayRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReplayRequestsResponse)
+	err := c.cc.Invoke(ctx, ReplayService_ListReplayRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplayServiceServer is the server API for ReplayService service.
 // All implementations must embed UnimplementedReplayServiceServer
 // for forward compatibility.
@@ -123,6 +137,9 @@ type ReplayServiceServer interface {
 	// GetReplayRequest returns one replay request with its outcome once the
 	// processor applied it. NOT_FOUND for an unknown ID.
 	GetReplayRequest(context.Context, *GetReplayRequestRequest) (*GetReplayRequestResponse, error)
+	// ListReplayRequests lists the recorded replay requests, newest first,
+	// without their audit entries (GetReplayRequest shows them).
+	ListReplayRequests(context.Context, *ListReplayRequestsRequest) (*ListReplayRequestsResponse, error)
 	mustEmbedUnimplementedReplayServiceServer()
 }
 
@@ -141,6 +158,9 @@ func (UnimplementedReplayServiceServer) Execute(context.Context, *ExecuteReplayR
 }
 func (UnimplementedReplayServiceServer) GetReplayRequest(context.Context, *GetReplayRequestRequest) (*GetReplayRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReplayRequest not implemented")
+}
+func (UnimplementedReplayServiceServer) ListReplayRequests(context.Context, *ListReplayRequestsRequest) (*ListReplayRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplayRequests not implemented")
 }
 func (UnimplementedReplayServiceServer) mustEmbedUnimplementedReplayServiceServer() {}
 func (UnimplementedReplayServiceServer) testEmbeddedByValue()                       {}
@@ -217,6 +237,24 @@ func _ReplayService_GetReplayRequest_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplayService_ListReplayRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReplayRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplayServiceServer).ListReplayRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplayService_ListReplayRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplayServiceServer).ListReplayRequests(ctx, req.(*ListReplayRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplayService_ServiceDesc is the grpc.ServiceDesc for ReplayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -235,6 +273,10 @@ var ReplayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetReplayRequest",
 			Handler:    _ReplayService_GetReplayRequest_Handler,
+		},
+		{
+			MethodName: "ListReplayRequests",
+			Handler:    _ReplayService_ListReplayRequests_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
