@@ -30,4 +30,11 @@
 // pipelined statements the pipeline sends with the batch's states. The handlers cannot tell
 // the difference, which is what makes a batch's outcome equal to
 // one-at-a-time processing (R-J1).
+//
+// The domain rules are tested here, over in-memory views and sinks
+// (rules_test.go runs a message the way the executor does), fast and
+// without a database; the SIS messages come from package sistest, which
+// the pipeline's tests share. Pipeline's own tests cover the head,
+// batches, crashes and transitions, with one end-to-end test per message
+// type against PostgreSQL.
 package decide

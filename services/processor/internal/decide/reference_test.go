@@ -94,3 +94,53 @@ func TestReference_R_C10_EveryCatalogueTypeHasAKey(t *testing.T) {
 		require.Equal(t, []string{"K" + typ}, r.refKeys(typ))
 	}
 }
+
+// TestReference_R_C10_OneShapeWhateverTheData: the JSON type of a field
+// does not depend on the data: one member is an array; an attribute-only
+// element with all attributes empty is null (and dropped from its list);
+// structured members carry every declared key; elements outside the
+// catalogue are kept under VERBATIM; a record that fits no shape (a single
+// field twice, a text with attributes) is rejected before its type is
+// written at all.
+func TestReference_R_C10_OneShapeWhateverTheData(t *testing.T) {
+	t.Parallel()
+	r := newRules(t)
+	v := r.run(1, refMsg(1, "ABDG", "ADD", "<ABDG><ABCD>1</ABCD><STND>112</STND><GATE></GATE><AHGT/></ABDG>"))
+	require.Equal(t, succeeded, v.State, v.Reason)
+	require.Equal(t, map[string]any{"ABCD": "1", "STND": []any{"112"}, "GATE": nil, "AHGT": nil}, r.ref("ABDG", "1"))
+
+	v = r.run(2, refMsg(2, "AIRL", "ADD",
+		`<AIRL><ITOP>CA</ITOP><TRML MVIN="" FLIN=""></TRML><OGRP>STAR</OGRP><SUBC><CODE>CA1</CODE></SUBC><XTRA>x</XTRA><XTRA/></AIRL>`,
+		`<AIRL><ITOP>MU</ITOP><TRML MVIN="A" FLIN="">T1</TRML><TRML>T2</TRML><SUBC><CODE/><NAME> </NAME></SUBC></AIRL>`))
+	require.Equal(t, succeeded, v.State, v.Reason)
+	require.Equal(t, map[string]any{
+		"ITOP": "CA", "TRML": nil, "OGRP": []any{"STAR"},
+		"SUBC":     []any{map[string]any{"CODE": "CA1", "NAME": nil, "NAMC": nil}},
+		"VERBATIM": map[string]any{"XTRA": []any{"x"}},
+	}, r.ref("AIRL", "CA"))
+	require.Equal(t, map[string]any{
+		"ITOP": "MU",
+		"TRML": []any{
+			map[string]any{"@MVIN": "A", "@FLIN": nil, "#text": "T1"},
+			map[string]any{"@MVIN": nil, "@FLIN": nil, "#text": "T2"},
+		},
+		"SUBC": nil,
+	}, r.ref("AIRL", "MU"))
+
+	for i, rec := range []string{
+		"<ABDG><ABCD>1</ABCD><DESC>a</DESC><DESC>b</DESC></ABDG>",
+		`<ABDG><ABCD>1</ABCD><DESC LANG="en">a</DESC></ABDG>`,
+		"<ABDG><ABCD>1</ABCD><STND><X>1</X></STND></ABDG>",
+		`<AIRL><ITOP>CA</ITOP><TRML TYPE="x">T1</TRML></AIRL>`,
+		`<AIRL><ITOP>CA</ITOP><SUBC><CODE>1</CODE><OTHER>2</OTHER></SUBC></AIRL>`,
+	} {
+		st := &refusingSink{memStore: r.st}
+		typ := rec[1:5]
+		v := r.runWith(int64(10+i), refMsg(int64(10+i), typ, "UPD", rec), st)
+		require.Equal(t, dead, v.State, rec)
+		require.Zero(t, st.writes, "the type is not updated at all: %s", rec)
+		if typ == "ABDG" {
+			require.Contains(t, v.Reason, "ABDG 1:")
+		}
+	}
+}

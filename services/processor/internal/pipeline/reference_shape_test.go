@@ -200,57 +200,6 @@ func TestReference_R_C10_EverySampleHasOneShapePerField(t *testing.T) {
 	}
 }
 
-// TestReference_R_C10_OneShapeWhateverTheData: the JSON type of a field
-// does not depend on the data: one member is an array; an attribute-only
-// element with all attributes empty is null (and dropped from its list);
-// structured members carry every declared key; elements outside the
-// catalogue are kept under VERBATIM; a record that fits no shape (a single
-// field twice, a text with attributes) is rejected and its type untouched.
-func TestReference_R_C10_OneShapeWhateverTheData(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.run(1, refMsg(1, "ABDG", "ADD", "<ABDG><ABCD>1</ABCD><STND>112</STND><GATE></GATE><AHGT/></ABDG>"))
-	require.Equal(t, StateSucceeded, h.state(1), h.proc(1).Reason)
-	require.Equal(t, map[string]any{"ABCD": "1", "STND": []any{"112"}, "GATE": nil, "AHGT": nil}, h.ref("ABDG", "1"))
-
-	h.run(2, refMsg(2, "AIRL", "ADD",
-		`<AIRL><ITOP>CA</ITOP><TRML MVIN="" FLIN=""></TRML><OGRP>STAR</OGRP><SUBC><CODE>CA1</CODE></SUBC><XTRA>x</XTRA><XTRA/></AIRL>`,
-		`<AIRL><ITOP>MU</ITOP><TRML MVIN="A" FLIN="">T1</TRML><TRML>T2</TRML><SUBC><CODE/><NAME> </NAME></SUBC></AIRL>`))
-	require.Equal(t, StateSucceeded, h.state(2), h.proc(2).Reason)
-	require.Equal(t, map[string]any{
-		"ITOP": "CA", "TRML": nil, "OGRP": []any{"STAR"},
-		"SUBC":     []any{map[string]any{"CODE": "CA1", "NAME": nil, "NAMC": nil}},
-		"VERBATIM": map[string]any{"XTRA": []any{"x"}},
-	}, h.ref("AIRL", "CA"))
-	require.Equal(t, map[string]any{
-		"ITOP": "MU",
-		"TRML": []any{
-			map[string]any{"@MVIN": "A", "@FLIN": nil, "#text": "T1"},
-			map[string]any{"@MVIN": nil, "@FLIN": nil, "#text": "T2"},
-		},
-		"SUBC": nil,
-	}, h.ref("AIRL", "MU"))
-
-	for i, rec := range []string{
-		"<ABDG><ABCD>1</ABCD><DESC>a</DESC><DESC>b</DESC></ABDG>",
-		`<ABDG><ABCD>1</ABCD><DESC LANG="en">a</DESC></ABDG>`,
-		"<ABDG><ABCD>1</ABCD><STND><X>1</X></STND></ABDG>",
-	} {
-		id := int64(10 + i)
-		before := h.snapshotTables()
-		h.run(id, refMsg(id, "ABDG", "UPD", rec))
-		r := h.proc(id)
-		require.Equal(t, StateDead, r.State, rec)
-		require.Equal(t, ClassProtocol, r.ErrorClass)
-		require.Contains(t, r.Reason, "ABDG 1:")
-		require.Equal(t, before, h.snapshotTables(), "the type is not updated at all")
-	}
-	h.run(20, refMsg(20, "AIRL", "UPD", `<AIRL><ITOP>CA</ITOP><TRML TYPE="x">T1</TRML></AIRL>`))
-	require.Equal(t, StateDead, h.state(20))
-	h.run(21, refMsg(21, "AIRL", "UPD", `<AIRL><ITOP>CA</ITOP><SUBC><CODE>1</CODE><OTHER>2</OTHER></SUBC></AIRL>`))
-	require.Equal(t, StateDead, h.state(21))
-}
-
 // refDocV1 is the document contract version 1 wrote (until migration
 // 00012): the element mapping of a flight document with blank values null
 // and empty members of repeated elements dropped. It is kept here, frozen,
