@@ -43,7 +43,7 @@ wait_until 60 "msgx to be ready" curl -fsS http://127.0.0.1:8080/readyz
 
 if [ ! -f .run/samples-loaded ]; then
 	echo "run: loading the sample messages into the mailbox"
-	bin/devstack load -list deploy/demo/messages.txt >.run/load.log
+	bin/devstack load -list deploy/demo/messages.txt -base-day 2026-12-01 -on-day today >.run/load.log
 	touch .run/samples-loaded
 fi
 wait_until 60 "the sample flights" bash -c 'curl -fsS http://127.0.0.1:8080/all/flights | grep -q "\"flid\""'

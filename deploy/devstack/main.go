@@ -8,7 +8,8 @@
 //	                 with the system's topics created; plaintext unless
 //	                 -tls.* and -sasl.* secure it
 //	devstack load    insert SIS message files into CMINMSGS, in the order
-//	                 given, as the adapter would
+//	                 given, as the adapter would; -base-day moves every
+//	                 date in them to -on-day (today)
 package main
 
 import (
@@ -206,6 +207,8 @@ func load(ctx context.Context, args []string) error {
 	dsn := fs.String("mysql.dsn", "root@tcp(127.0.0.1:3306)/msgx_mailbox", "mailbox database")
 	list := fs.String("list", "", "file listing message files (one per line, relative to the list's folder), loaded in that order")
 	zone := fs.String("zone", "Asia/Shanghai", "airport zone of CMINMSGS_DATE_RECEIVED")
+	baseDay := fs.String("base-day", "", "the day the messages were written for (YYYY-MM-DD); with it every date in them moves to -on-day")
+	onDay := fs.String("on-day", "today", "the day to move the messages to (YYYY-MM-DD, or today in -zone); needs -base-day")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -228,6 +231,10 @@ func load(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading zone: %w", err)
 	}
+	shift, err := dayShift(*baseDay, *onDay, loc, time.Now())
+	if err != nil {
+		return err
+	}
 	mc, err := mysql.ParseDSN(*dsn)
 	if err != nil {
 		return fmt.Errorf("parsing mysql dsn: %w", err)
@@ -244,7 +251,7 @@ func load(ctx context.Context, args []string) error {
 			return fmt.Errorf("reading %s: %w", f, err)
 		}
 		res, err := db.ExecContext(ctx, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, 'VALID')`,
-			string(body), time.Now().In(loc))
+			shiftDays(string(body), shift), time.Now().In(loc))
 		if err != nil {
 			return fmt.Errorf("inserting %s: %w", f, err)
 		}

@@ -88,9 +88,11 @@ type Meta struct {
 	Available bool `json:"available"`
 	// Message explains an unavailable projection to the operator.
 	Message string `json:"message,omitempty"`
-	// AsOf is when the rows were last read (RFC 3339); empty when never.
+	// AsOf is when the rows were last read (RFC 3339 in the airport zone,
+	// so the page shows the airport's wall clock whatever the browser's
+	// zone); empty when never.
 	AsOf string `json:"as_of,omitempty"`
-	// UnavailableSince is when the current outage was first seen.
+	// UnavailableSince is when the current outage was first seen, as AsOf.
 	UnavailableSince string `json:"unavailable_since,omitempty"`
 	// Count is the number of rows of the window's list.
 	Count int `json:"count"`
@@ -491,11 +493,11 @@ func sameRow(a, b *Row) bool {
 func (b *Broadcaster) meta(g *group, wall time.Time, count int, ok bool) Meta {
 	m := Meta{Available: ok && !b.down, Count: count}
 	if !b.goodAt.IsZero() {
-		m.AsOf = b.goodAt.UTC().Format(time.RFC3339)
+		m.AsOf = b.goodAt.In(b.opts.Zone).Format(time.RFC3339)
 	}
 	if b.down {
 		m.Message = b.downMsg
-		m.UnavailableSince = b.downAt.UTC().Format(time.RFC3339)
+		m.UnavailableSince = b.downAt.In(b.opts.Zone).Format(time.RFC3339)
 	}
 	m.Now = wall.Format(wallLayout)
 	m.From = wall.Add(-g.window.Past).Format(wallLayout)

@@ -318,7 +318,7 @@ func TestBroadcaster_R_E3_NewSubscriberGetsCurrentList(t *testing.T) {
 	snap := decodeSnapshot(t, nextFrame(t, subscribe(t, b, defaultWindow)))
 	require.True(t, snap.Available)
 	require.Empty(t, snap.Message)
-	require.Equal(t, "2021-01-22T20:00:00Z", snap.AsOf)
+	require.Equal(t, "2021-01-23T04:00:00+08:00", snap.AsOf)
 	require.Equal(t, uint64(1), snap.Seq)
 	require.Equal(t, 2, snap.Count)
 	require.Equal(t, "YG9061", snap.Flights[0].FLNO, "sorted by scheduled time")
@@ -452,7 +452,7 @@ func TestBroadcaster_R_E3_WindowAroundNowFollowsTheClock(t *testing.T) {
 	require.Equal(t, []string{"AHEAD13H"}, []string{c.Upsert[0].FLNO})
 	md.apply(t, frame)
 	require.Equal(t, []string{"NOW", "AHEAD12H", "AHEAD13H", "NOTIME"}, md.flnos())
-	require.Equal(t, Meta{Seq: 2, Available: true, AsOf: "2021-01-22T21:30:00Z", Count: 4,
+	require.Equal(t, Meta{Seq: 2, Available: true, AsOf: "2021-01-23T05:30:00+08:00", Count: 4,
 		From: "2021-01-23T03:30", To: "2021-01-23T17:30", Now: "2021-01-23T05:30"}, md.meta)
 	mn.apply(t, nextFrame(t, narrow))
 	require.Equal(t, []string{"NOTIME"}, mn.flnos())
@@ -486,7 +486,7 @@ func TestBroadcaster_R_E3_UnavailableKeepsLastFlights(t *testing.T) {
 	m.apply(t, frame)
 	require.False(t, down.Available)
 	require.Contains(t, down.Message, "Projection unavailable")
-	require.Equal(t, "2021-01-22T20:00:00Z", down.UnavailableSince)
+	require.Equal(t, "2021-01-23T04:00:00+08:00", down.UnavailableSince)
 	require.Equal(t, asOf, down.AsOf, "as of the last successful read")
 	require.Empty(t, down.Upsert)
 	require.Empty(t, down.Remove)

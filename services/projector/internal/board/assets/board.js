@@ -298,9 +298,12 @@
     tbody.prepend(tr);
   }
 
+  // clock shows the wall time of an RFC 3339 time the server wrote in the
+  // airport zone (2026-12-01T14:03:27+08:00 -> "14:03:27"): the board is in
+  // airport time everywhere, whatever the browser's zone.
   function clock(iso) {
-    const d = new Date(iso);
-    return Number.isNaN(d.getTime()) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+    const m = /T(\d{2}:\d{2}:\d{2})/.exec(iso || '');
+    return m ? m[1] : '';
   }
 
   function updateStatus() {
