@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -115,7 +116,10 @@ func TestEvents_R_C3_R_I3_DocumentedOutboxJSON(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"msgx-event-id": "flight-15-v2", "msgx-event-type": EventUpdated, "msgx-schema-version": "2",
 		"msgx-state-version": "2", "msgx-msg-id": "2", "content-type": "application/json",
-	}, events[1].Headers)
+		"ce_specversion": "1.0", "ce_id": "flight-15-v2", "ce_source": "/msgexchange/flight-events",
+		"ce_type": "msgexchange.flight.updated", "ce_time": "2021-01-23T00:01:30Z", "ce_subject": "15",
+		"ce_dataschema": "urn:msgexchange:schema:msg:v2",
+	}, events[1].Headers, "the msgx- headers and the CloudEvents binary-mode headers (R-N8)")
 
 	schdRows := h.outbox(`target='schd' AND pkey='15'`)
 	require.Len(t, schdRows, 2)
@@ -125,7 +129,10 @@ func TestEvents_R_C3_R_I3_DocumentedOutboxJSON(t *testing.T) {
 		require.Equal(t, ev[k], sc[k], "schd %s is the msg event's", k)
 	}
 	require.NotContains(t, sc, "changed")
-	require.Equal(t, events[1].Headers, schdRows[1].Headers)
+	schdHeaders := maps.Clone(events[1].Headers)
+	schdHeaders["ce_source"] = "/msgexchange/flight-states" // one change, two events: not duplicates (R-N8)
+	schdHeaders["ce_dataschema"] = "urn:msgexchange:schema:schd:v2"
+	require.Equal(t, schdHeaders, schdRows[1].Headers)
 
 	chk, err := contracttest.Load()
 	require.NoError(t, err)

@@ -233,8 +233,13 @@ func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing
 		require.Nil(t, byTarget[TargetFlightState].Payload, "tombstone")
 		require.Equal(t, map[string]string{"msgx-version": v}, byTarget[TargetFlightState].Headers)
 		require.Nil(t, byTarget[TargetSchd].Payload, "tombstone")
+		schd := byTarget[TargetSchd].Headers
+		require.NotEmpty(t, schd["ce_time"], "a tombstone is still a CloudEvent (R-N8)")
 		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v, "msgx-event-type": EventDeleted,
-			"msgx-schema-version": "2", "msgx-state-version": v}, byTarget[TargetSchd].Headers, "a tombstone: no content type, no message")
+			"msgx-schema-version": "2", "msgx-state-version": v,
+			"ce_specversion": "1.0", "ce_id": "flight-" + key + "-v" + v, "ce_source": "/msgexchange/flight-states",
+			"ce_type": "msgexchange.flight.deleted", "ce_subject": key, "ce_time": schd["ce_time"],
+		}, schd, "a tombstone: no content type, no data schema, no message")
 		var ev map[string]any
 		require.NoError(t, json.Unmarshal(byTarget[TargetMsg].Payload, &ev))
 		require.Equal(t, "FLIGHT_DELETED", ev["event_type"])
@@ -245,7 +250,10 @@ func TestHistory_R_C11_INV28_US14_ArchivesThenRemovesWithOneTombstone(t *testing
 		require.Nil(t, ev["flight"])
 		require.NotContains(t, ev, "source", "no message caused the deletion")
 		require.Equal(t, map[string]string{"msgx-event-id": "flight-" + key + "-v" + v, "msgx-event-type": EventDeleted,
-			"msgx-schema-version": "2", "msgx-state-version": v, "content-type": "application/json"}, byTarget[TargetMsg].Headers)
+			"msgx-schema-version": "2", "msgx-state-version": v, "content-type": "application/json",
+			"ce_specversion": "1.0", "ce_id": "flight-" + key + "-v" + v, "ce_source": "/msgexchange/flight-events",
+			"ce_type": "msgexchange.flight.deleted", "ce_subject": key, "ce_time": schd["ce_time"],
+			"ce_dataschema": "urn:msgexchange:schema:msg:v2"}, byTarget[TargetMsg].Headers)
 	}
 	require.Equal(t, deletedOutbox, h.count(`SELECT count(*) FROM outbox WHERE pkey='103'`), "no deletion for a flight already DELETED")
 
