@@ -1,6 +1,10 @@
 # msgexchange — run `make` for the list of targets.
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(CURDIR)/bin/tools:$(PATH)
+# The go command takes the toolchain the go.work and go.mod `toolchain`
+# lines pin (a patched Go, R-K8) from the Go module proxy, whatever the
+# machine's default (GOTOOLCHAIN=local ignores those lines).
+export GOTOOLCHAIN := auto
 GO ?= go
 MODULES := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 TEST_TIMEOUT ?= 14m
@@ -29,6 +33,10 @@ test: deps ## run every test (unit, integration, end-to-end, crash, bounded chao
 	$(GO) vet work
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) work
 	bash scripts/helm-lint.sh
+	bash scripts/vuln.sh
+
+vuln: ## govulncheck every module against a pinned copy of the Go vulnerability database, offline (R-K8)
+	bash scripts/vuln.sh
 
 image: ## build the msgx OCI image (no Docker daemon, no base image pulled) into build/image: OCI layout, docker-load tarball, SBOM
 	bash scripts/image.sh
@@ -75,4 +83,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test vuln image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off

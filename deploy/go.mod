@@ -2,6 +2,8 @@ module msgexchange/deploy
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/google/go-containerregistry v0.22.1

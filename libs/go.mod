@@ -2,6 +2,8 @@ module msgexchange/libs
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/go-sql-driver/mysql v1.10.1

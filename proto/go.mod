@@ -2,6 +2,8 @@ module msgexchange/proto
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

@@ -2,6 +2,8 @@ module msgexchange/services
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/Shopify/toxiproxy/v2 v2.5.0 // indirect
