@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -89,10 +90,11 @@ type browser struct {
 }
 
 // newBrowser starts headless chromium with a throw-away profile and opens a
-// tab. Uncaught page exceptions are collected; console output is logged.
-func newBrowser(t *testing.T, execPath string) *browser {
+// tab; opts (a window size, the browser's environment) come after the
+// defaults and override them. Uncaught page exceptions are collected; console output is logged.
+func newBrowser(t *testing.T, execPath string, opts ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(execPath),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -105,7 +107,7 @@ func newBrowser(t *testing.T, execPath string) *browser {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1920, 1080),
-	)
+	}, opts...)...)
 	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
 	b := &browser{t: t, ctx: ctx}
 	// The first Run starts the browser; it must not carry a timeout.
@@ -302,6 +304,19 @@ func newRedisProxy(t *testing.T) (*tcpProxy, string) {
 	proxy := newTCPProxy(t, redisAddr)
 	viaURL, _ := redisURLVia(t, proxy.Addr())
 	return proxy, viaURL
+}
+
+// httpReady is a waitFor condition: the HTTP service at base answers
+// /readyz with 200.
+func httpReady(base string) func() (bool, error) {
+	return func() (bool, error) {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}
 }
 
 // scheduledToday moves every SIS time of day (a DDMMMYY prefix such as

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,14 +30,7 @@ func TestBoard_R_E3_LiveFlightBoardInHeadlessBrowser(t *testing.T) {
 	projector := s.start("projector", "-redis.url="+proxyURL)
 	s.start("ingest")
 	base := "http://" + projector.http
-	waitFor(t, 60*time.Second, "projector ready", func() (bool, error) {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	waitFor(t, 60*time.Second, "projector ready", httpReady(base))
 
 	// The corpus snapshot's flights, moved to today (airport time) so
 	// that they are in a board window around now; the board asks for a
@@ -128,14 +120,7 @@ func TestBoard_R_E3_TwentyThousandLiveFlightsStayResponsive(t *testing.T) {
 	s := newStack(t)
 	projector := s.start("projector")
 	base := "http://" + projector.http
-	ready := func() (bool, error) {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	}
+	ready := httpReady(base)
 	waitFor(t, 60*time.Second, "projector ready", ready)
 
 	const inWindow, outside = 20000, 1000
