@@ -120,8 +120,10 @@ func (c *Config) BrokerList() []string {
 // (R-H8), with a log line that names the cause when a broker refuses the
 // connection. Every Kafka client of the system is built from these
 // options, so none can reach a secured cluster without its credentials or
-// bypass them, and each is measured by Metrics when it is set.
-func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
+// bypass them, and each is measured by Metrics when it is set. Each of
+// refusals is told when a broker refuses the client's TLS handshake or
+// SASL credentials, and when a request goes through again (Refusals).
+func (c *Config) ClientOpts(logger *slog.Logger, component string, refusals ...Refusals) []kgo.Opt {
 	log := logger.With("component", "kafka-"+component)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.BrokerList()...),
@@ -143,7 +145,7 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string) []kgo.Opt {
 	if c.Tracing != nil {
 		opts = append(opts, kgo.WithHooks(newTraceHooks(c.Tracing, c.ClientID+"-"+component)))
 	}
-	return append(opts, c.securityOpts(log)...)
+	return append(opts, c.securityOpts(log, refusals)...)
 }
 
 type int32Value struct{ p *int32 }

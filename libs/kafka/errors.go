@@ -8,27 +8,68 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Permanent reports whether err, returned by a poll, a join or a commit,
-// is one that waiting does not cure: the broker answered and refused
-// (FENCED_INSTANCE_ID, an authorization failure, an unsupported or invalid
-// request), as opposed to a broker that cannot be reached or a retriable
-// answer, after which the client recovers by itself when the cluster does.
-// UNKNOWN_MEMBER_ID and ILLEGAL_GENERATION are not permanent: the client
-// rejoins the group under a new member ID on its own. A loop that sees a
-// permanent error reports itself stalled (R-L8); one that sees only
-// transient errors does not, so that a Kafka outage leaves what a process
-// serves from other stores in service (R-N1).
-func Permanent(err error) bool {
+// Class is what a Kafka error says about trying again. Every part of the
+// system that sorts franz-go's errors does it through Classify, so a code
+// means the same everywhere.
+type Class int
+
+const (
+	// Transient: the broker could not be reached, did not answer in time,
+	// or answered with a retriable code (NOT_LEADER…, COORDINATOR_…, a topic
+	// being recreated), or a group code after which the client rejoins by
+	// itself (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
+	// MEMBER_ID_REQUIRED). Waiting cures it.
+	Transient Class = iota
+	// Refused: the broker answered with a code it marks not retriable but
+	// that is not known to be final; an operator may have to act.
+	Refused
+	// Final: no retry can succeed — the record or batch is too large or
+	// invalid for the topic, or the principal may not do it.
+	Final
+)
+
+// finalCodes are the Kafka codes no retry turns into a success.
+var finalCodes = []*kerr.Error{
+	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+	kerr.InvalidTimestamp, kerr.UnsupportedForMessageFormat, kerr.UnsupportedCompressionType,
+	kerr.InvalidTopicException, kerr.InvalidRequiredAcks, kerr.PolicyViolation,
+	kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+	kerr.TransactionalIDAuthorizationFailed, kerr.SaslAuthenticationFailed,
+}
+
+// Classify sorts an error returned by a franz-go client (wrapped or not).
+// An error without a Kafka code — a dial or network error, a timeout, a
+// context deadline — is Transient.
+func Classify(err error) Class {
+	for _, f := range finalCodes {
+		if errors.Is(err, f) {
+			return Final
+		}
+	}
 	var ke *kerr.Error
 	if !errors.As(err, &ke) {
-		return false
+		return Transient
 	}
 	switch ke {
 	case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, kerr.MemberIDRequired:
-		return false
+		return Transient
 	}
-	return !ke.Retriable
+	if ke.Retriable {
+		return Transient
+	}
+	return Refused
 }
+
+// Permanent reports whether err, returned by a poll, a join or a commit,
+// is one that waiting does not cure (Classify: Refused or Final): the
+// broker answered and refused (FENCED_INSTANCE_ID, an authorization
+// failure, an unsupported or invalid request), as opposed to a broker that
+// cannot be reached or a retriable answer, after which the client recovers
+// by itself when the cluster does. A loop that sees a permanent error
+// reports itself stalled (R-L8); one that sees only transient errors does
+// not, so that a Kafka outage leaves what a process serves from other
+// stores in service (R-N1).
+func Permanent(err error) bool { return Classify(err) != Transient }
 
 // Fenced reports whether err says that another consumer-group member
 // joined with this member's static instance ID (FENCED_INSTANCE_ID): this

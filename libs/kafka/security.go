@@ -136,12 +136,11 @@ func (s SASL) mechanism() sasl.Mechanism {
 }
 
 // securityOpts are the TLS dialer, the SASL mechanism and the hook that
-// logs why a broker refused a connection.
-func (c *Config) securityOpts(log *slog.Logger) []kgo.Opt {
-	al := &authLog{log: log, mechanism: strings.ToUpper(c.SASL.Mechanism), user: c.SASL.Username, failing: map[string]string{}}
+// logs why a broker refused a connection and reports it to refusals.
+func (c *Config) securityOpts(log *slog.Logger, refusals []Refusals) []kgo.Opt {
+	al := &authLog{log: log, mechanism: strings.ToUpper(c.SASL.Mechanism), user: c.SASL.Username, failing: map[string]string{}, report: refusals}
 	opts := []kgo.Opt{kgo.WithHooks(al)}
 	if c.TLS.On() {
-		al.tls = true
 		opts = append(opts, kgo.Dialer(tlsDialer(c.TLS, c.DialTimeout)))
 	}
 	if c.SASL.On() {
@@ -190,15 +189,30 @@ const (
 // mechanism the broker does not offer). franz-go retries such connections
 // quietly, and a broker that rejects credentials may simply close the
 // connection, so without this line an operator would see only timeouts.
+// It is also the one place that tells refusals from other failures: each
+// of report hears of every refusal and of every request past
+// authentication.
 type authLog struct {
 	log       *slog.Logger
-	tls       bool
 	mechanism string
 	user      string
 
 	nfailing atomic.Int32 // len(failing), read without the lock on every request
 	mu       sync.Mutex
 	failing  map[string]string // broker address -> cause last logged
+
+	report []Refusals
+}
+
+// Refusals is told when a broker refuses this client's TLS handshake or
+// SASL credentials (Stalled, with the cause) and when a request past
+// authentication goes through (Progressed). A refusal repeats until the
+// configuration changes, so a loop reports it as a stall and its process
+// is not ready (R-L8, R-H8); an unreachable broker is not a refusal.
+// progress.Tracker is one.
+type Refusals interface {
+	Stalled(cause error)
+	Progressed()
 }
 
 var (
@@ -216,10 +230,11 @@ func (a *authLog) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ ne
 		}
 		return
 	}
-	if !a.tls || !isTLSError(err) {
+	if !isTLSError(err) {
 		return
 	}
 	a.failed(addr, "kafka TLS handshake failed: check kafka.tls.ca-file (the CA that signs the brokers' certificates), kafka.tls.server-name and the client certificate", err)
+	a.refused(fmt.Errorf("kafka TLS handshake refused: %w", err))
 }
 
 // OnBrokerE2E logs a SASL exchange the broker ended and clears the cause
@@ -230,8 +245,19 @@ func (a *authLog) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.Broker
 	switch {
 	case err == nil && key != keySASLHandshake && key != keySASLAuthenticate && key != keyAPIVersions:
 		a.recovered(addr) // a request past authentication went through
+		for _, r := range a.report {
+			r.Progressed()
+		}
 	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate):
 		a.failed(addr, "kafka SASL authentication failed: the broker refused the credentials or the mechanism; check kafka.sasl.mechanism, kafka.sasl.username and the password", err)
+		a.refused(fmt.Errorf("kafka SASL authentication refused: %w", err))
+	}
+}
+
+// refused tells every Refusals of a refusal.
+func (a *authLog) refused(cause error) {
+	for _, r := range a.report {
+		r.Stalled(cause)
 	}
 }
 
@@ -281,40 +307,4 @@ func isTLSError(err error) bool {
 		return true // the server's alert, e.g. it wanted a client certificate
 	}
 	return strings.Contains(err.Error(), "tls:")
-}
-
-// RefusalHook returns a client hook that calls refused when a broker
-// refuses this client's TLS handshake or SASL credentials, and accepted
-// when a request past authentication goes through. A refusal repeats until
-// the configuration changes, so a loop reports it as a stall and its
-// process is not ready (R-L8, R-H8); an unreachable broker is not a
-// refusal.
-func RefusalHook(refused func(error), accepted func()) kgo.Hook {
-	return refusalHook{refused: refused, accepted: accepted}
-}
-
-type refusalHook struct {
-	refused  func(error)
-	accepted func()
-}
-
-var (
-	_ kgo.HookBrokerConnect = refusalHook{}
-	_ kgo.HookBrokerE2E     = refusalHook{}
-)
-
-func (h refusalHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
-	if err != nil && isTLSError(err) {
-		h.refused(fmt.Errorf("kafka TLS handshake refused: %w", err))
-	}
-}
-
-func (h refusalHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	err := e2e.Err()
-	switch {
-	case err == nil && key != keySASLHandshake && key != keySASLAuthenticate && key != keyAPIVersions:
-		h.accepted()
-	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate):
-		h.refused(fmt.Errorf("kafka SASL authentication refused: %w", err))
-	}
 }

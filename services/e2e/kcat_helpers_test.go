@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -35,20 +33,9 @@ func ensureKcat(t *testing.T) string {
 		if kcatPath, kcatErr = exec.LookPath("kcat"); kcatErr == nil {
 			return
 		}
-		install := func(args ...string) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300"}, args...)...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				return errors.New("apt-get " + strings.Join(args, " ") + ": " + err.Error() + ": " + tail(string(out), 2000))
-			}
-			return nil
-		}
-		if kcatErr = install("install", "-y", "-qq", "kcat"); kcatErr != nil {
-			if kcatErr = install("update", "-qq"); kcatErr == nil {
-				kcatErr = install("install", "-y", "-qq", "kcat")
+		if kcatErr = aptGet("install", "-y", "-qq", "kcat"); kcatErr != nil {
+			if kcatErr = aptGet("update", "-qq"); kcatErr == nil {
+				kcatErr = aptGet("install", "-y", "-qq", "kcat")
 			}
 		}
 		if kcatErr == nil {

@@ -4,7 +4,8 @@ import (
 	"errors"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/twmb/franz-go/pkg/kerr"
+
+	"msgexchange/libs/kafka"
 )
 
 // class is what a failed delivery says about the next try (R-L2). It is
@@ -41,33 +42,20 @@ func (c class) String() string {
 	}
 }
 
-// permanentKafka are the Kafka codes of a produce that no retry can make
-// succeed: the record or the batch is too large or invalid for the topic,
-// or the principal may not write it.
-var permanentKafka = []*kerr.Error{
-	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
-	kerr.InvalidTimestamp, kerr.UnsupportedForMessageFormat, kerr.UnsupportedCompressionType,
-	kerr.InvalidTopicException, kerr.InvalidRequiredAcks, kerr.PolicyViolation,
-	kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
-	kerr.TransactionalIDAuthorizationFailed, kerr.SaslAuthenticationFailed,
-}
-
-// classifyKafka classifies a failed produce or transaction. A known final
-// code is permanent; any other Kafka code the broker marks not retriable is
-// refused; everything else — retriable codes (NOT_LEADER…, COORDINATOR_…,
-// UNKNOWN_TOPIC_OR_PARTITION while a topic is recreated), record timeouts,
-// dial and network errors, a context deadline (a broker that never
-// answered) — is transient.
+// classifyKafka classifies a failed produce or transaction by
+// kafka.Classify: a final code is permanent, any other code the broker
+// marks not retriable is refused, and everything else — retriable codes,
+// record timeouts, dial and network errors, a context deadline (a broker
+// that never answered) — is transient. A fenced producer is transient
+// here: the term that fenced it decides what happens (R-H6).
 func classifyKafka(err error) class {
-	if err == nil {
+	if err == nil || fenced(err) {
 		return transient
 	}
-	for _, p := range permanentKafka {
-		if errors.Is(err, p) {
-			return permanent
-		}
-	}
-	if ke, ok := errors.AsType[*kerr.Error](err); ok && !ke.Retriable && !fenced(err) {
+	switch kafka.Classify(err) {
+	case kafka.Final:
+		return permanent
+	case kafka.Refused:
 		return refused
 	}
 	return transient

@@ -189,8 +189,7 @@ func (c *Consumer) starting(context.Context) error {
 // newClient creates the flight-state client, a static group member under
 // instanceID when it is set.
 func (c *Consumer) newClient(instanceID string) (*kgo.Client, error) {
-	opts := append(c.kafka.ClientOpts(c.base, "projector"),
-		kgo.WithHooks(kafka.RefusalHook(c.auth.Stalled, c.auth.Progressed)),
+	opts := append(c.kafka.ClientOpts(c.base, "projector", c.auth),
 		kgo.ConsumerGroup(c.cfg.Group),
 		kgo.ConsumeTopics(c.kafka.Topics.FlightState),
 		// A new group projects the whole compacted topic.
