@@ -53,6 +53,9 @@ fuzz: ## fuzz the SIS decoder for 30s
 chaos: deps ## R-H7/R-M1 fault harness, long run: 3000 messages while 72 seeded faults (every kind, the hangs included) hit services, databases, Redis and the broker (make test runs a bounded 480/12 of the clean kinds)
 	cd services && MSGX_CHAOS_GREY=1 MSGX_CHAOS_SEED=$${MSGX_CHAOS_SEED:-$$(date +%s%N)} MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_FAULTS=$${MSGX_CHAOS_FAULTS:-72} $(GO) test -race -count=1 -timeout 40m -run TestChaos -v ./e2e/
 
+upgrade-test: deps ## R-M4 rolling upgrade: builds msgx of the last commit before the newest migration (MSGX_UPGRADE_FROM to choose), runs it under the chaos workload, migrates, replaces each old instance with a new one under load; prints the summary line
+	bash scripts/upgrade-test.sh
+
 bench-e2e: deps ## measure end-to-end latency (p50/p99) and throughput through every service as processes (~5 min)
 	cd services && $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkEndToEnd$$' -benchtime=1x ./e2e/
 
@@ -83,4 +86,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test vuln image helm-lint contracts docs chaos bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps test vuln image helm-lint contracts docs chaos upgrade-test bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off

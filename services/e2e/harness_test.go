@@ -143,6 +143,11 @@ type stack struct {
 	stopping bool
 	// controlUp is set once the control plane started the first time.
 	controlUp bool
+	// migrate applies the schema (newStackMigrated); nil: this tree's.
+	migrate func(pgURL string)
+	// bins runs the named processes from another msgx binary (an earlier
+	// release's, R-M4); the others run msgxBin.
+	bins map[string]string
 }
 
 // Lease timing of the test stacks: a killed single-active service is
@@ -222,7 +227,15 @@ func (p *proc) addr(t testing.TB, msg string) string {
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackMigrated(t, nil)
+}
+
+// newStackMigrated is newStack whose PostgreSQL schema migrate applies
+// (nil: this tree's migrations), e.g. an earlier release's binary.
+func newStackMigrated(t testing.TB, migrate func(pgURL string)) *stack {
+	t.Helper()
 	s := newStackOn(t)
+	s.migrate = migrate
 	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
@@ -230,7 +243,12 @@ func newStack(t testing.TB) *stack {
 	s.kafka = kafkatest.DefaultConfig()
 	s.sec.kafka(&s.kafka)
 	s.cluster = kafkatest.NewCluster(t, &s.kafka, s.sec.kfakeOpts()...)
-	watchContract(t, s) // before connect: runs after the services stopped, before the broker closes
+	if migrate == nil {
+		// Before connect: runs after the services stopped, before the
+		// broker closes. An earlier release's records follow its own
+		// contract, not this tree's.
+		watchContract(t, s)
+	}
 	s.connect()
 	return s
 }
@@ -242,7 +260,11 @@ func (s *stack) connect() {
 	t := s.t
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, s.pgURL))
+	if s.migrate != nil {
+		s.migrate(s.pgURL)
+	} else {
+		require.NoError(t, migrations.Up(ctx, s.pgURL))
+	}
 	var err error
 	s.mailbox, err = sql.Open("mysql", s.dsn+"&parseTime=true")
 	require.NoError(t, err)
@@ -424,7 +446,10 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 		// Single-active services hold their leases through the control
 		// plane: make sure one runs.
 		s.mu.Lock()
-		_, running := s.procs["control"]
+		running := false
+		for n := range s.procs { // "control", or an earlier release's "control-old"
+			running = running || strings.HasPrefix(n, "control")
+		}
 		s.mu.Unlock()
 		if !running {
 			s.startAs("control", "control")
@@ -478,7 +503,11 @@ func (s *stack) launch(name, target string, extra []string) (*proc, error) {
 	}
 	args = append(args, s.sec.serviceFlags()...)
 	args = append(args, extra...)
-	cmd := exec.Command(msgxBin, args...)
+	bin := msgxBin
+	if b, ok := s.bins[name]; ok {
+		bin = b
+	}
+	cmd := exec.Command(bin, args...)
 	path := filepath.Join(s.logDir, name+".log")
 	logf, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
