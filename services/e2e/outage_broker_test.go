@@ -1,0 +1,99 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil/kafkatest"
+)
+
+// outageBudgets shorten the dispatcher's delivery budget to under a second
+// (2 attempts, 100 ms doubling to 400 ms): an outage counted against it
+// would dead-letter every row within a few tries.
+var outageBudgets = []string{"-dispatcher.delivery.max-attempts=2", "-dispatcher.delivery.backoff-min=100ms",
+	"-dispatcher.delivery.backoff-max=400ms"}
+
+// TestOutage_R_L2_BrokerOutageLongerThanTheDeliveryBudget: the broker
+// process is killed while the flight changes of a snapshot and of FLOPs
+// wait in the outbox, and stays down far longer than the shortened
+// delivery budget, with the dispatcher restarted meanwhile (a pod
+// rescheduled during the outage, issue 18), through processor, dispatcher
+// and projector as processes. When the broker is back the run ends with 0
+// dead-lettered outbox rows, every message SUCCEEDED and marked, msg
+// carrying each flight's versions in order without a gap, and Redis equal
+// to PostgreSQL (R-L2, R-M3).
+func TestOutage_R_L2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
+	s, broker := newBrokerStack(t)
+	kafkatest.EnsureTopics(t, &s.kafka)
+	ctx := context.Background()
+	s.start("control")
+	s.start("processor")
+	s.start("projector")
+	s.start("ingest")
+
+	// The changes wait in the outbox: no dispatcher yet.
+	s.insert(readCorpus(t, "SCHD-DNLD-1.xml"))
+	const perFlight = 5
+	for i := range perFlight {
+		s.insert(stndMessage(t, 15, 500000+2*i))
+		s.insert(stndMessage(t, 16, 500000+2*i+1))
+	}
+	total := 1 + 2*perFlight
+	waitFor(t, 90*time.Second, "every message applied, its events in the outbox", func() (bool, error) {
+		var n int
+		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE state IN ('APPLIED', 'SUCCEEDED')`).Scan(&n)
+		return n == total, err
+	})
+
+	require.NoError(t, broker.Crash())
+	tries := func(p *proc) func() (bool, error) {
+		return func() (bool, error) {
+			out := p.own()
+			return strings.Contains(out, "component=kafka-dispatcher-msg") && strings.Contains(out, "connection refused"), nil
+		}
+	}
+	d := s.start("dispatcher", outageBudgets...)
+	waitFor(t, 60*time.Second, "the dispatcher trying the absent broker", tries(d))
+	s.stop("dispatcher") // rescheduled during the outage
+	d = s.start("dispatcher", outageBudgets...)
+	waitFor(t, 60*time.Second, "the restarted dispatcher trying the absent broker", tries(d))
+	outageEnds := time.Now().Add(15 * time.Second)
+	waitFor(t, 30*time.Second, "15 s of outage, nothing dead-lettered meanwhile", func() (bool, error) {
+		var dead int
+		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'DEAD'`).Scan(&dead)
+		require.NoError(t, err)
+		require.Zero(t, dead, "an outage dead-letters nothing")
+		return time.Now().After(outageEnds), nil
+	})
+
+	require.NoError(t, broker.Start())
+	waitFor(t, 2*time.Minute, "every message SUCCEEDED and marked after the outage", func() (bool, error) {
+		n, err := s.unmarked()
+		return n == 0 && s.procStates()["SUCCEEDED"] == total, err
+	})
+	var dead, pending int
+	require.NoError(t, s.pg.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'DEAD'), count(*) FILTER (WHERE state = 'PENDING') FROM outbox`).
+		Scan(&dead, &pending))
+	require.Zero(t, dead, "nothing dead-lettered")
+	require.Zero(t, pending)
+	require.Equal(t, map[string]int{"SUCCEEDED": total}, s.procStates())
+
+	events := consumeMsg(t, s, 2+2*perFlight)
+	requireOrdered(t, events, map[int64]int64{15: 1 + perFlight, 16: 1 + perFlight})
+	for flid, evs := range events {
+		var last int64
+		for _, ev := range evs {
+			require.LessOrEqual(t, ev.StateVersion, last+1, "flight %d: a version gap on msg", flid)
+			last = max(last, ev.StateVersion)
+		}
+	}
+	waitFor(t, time.Minute, "the projection caught up", func() (bool, error) {
+		rd := s.redisFlights()
+		return rd[15].Version == 1+perFlight && rd[16].Version == 1+perFlight, nil
+	})
+	s.requireProjectionEqual()
+}
