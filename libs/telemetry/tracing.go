@@ -5,10 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -19,10 +22,14 @@ import (
 	"msgexchange/libs/config"
 )
 
-// TracingConfig says where the process exports its spans. With no
-// endpoint tracing is off: no exporter exists, nothing is dialled, and the
-// provider is a no-op whose spans cost nothing and carry no trace context,
-// so no traceparent header is written either.
+// TracingConfig says where the process exports its spans. Without an
+// endpoint here the OpenTelemetry environment decides, as the SDK's
+// conventions say (R-N2): OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) turns tracing on, and the exporter
+// itself reads its protocol, headers, TLS, timeout and compression from
+// OTEL_EXPORTER_OTLP_*. With neither, tracing is off: no exporter exists,
+// nothing is dialled, and the provider is a no-op whose spans cost nothing
+// and carry no trace context, so no traceparent header is written either.
 type TracingConfig struct {
 	// Endpoint is the host:port of an OTLP/gRPC receiver (an OpenTelemetry
 	// Collector, Tempo, Jaeger); empty turns tracing off.
@@ -43,15 +50,33 @@ type TracingConfig struct {
 
 // RegisterFlags registers the tracing.* flags.
 func (c *TracingConfig) RegisterFlags(prefix string, fs *flag.FlagSet) {
-	fs.StringVar(&c.Endpoint, prefix+"otlp-endpoint", "", "host:port of the OTLP/gRPC trace receiver; empty turns tracing off (no exporter, no trace headers)")
+	fs.StringVar(&c.Endpoint, prefix+"otlp-endpoint", "", "host:port of the OTLP/gRPC trace receiver; empty leaves it to OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables, and without those tracing is off (no exporter, no trace headers)")
 	fs.BoolVar(&c.Insecure, prefix+"otlp-insecure", false, "send spans to the OTLP receiver in plaintext instead of TLS")
 	c.TLS.RegisterFlags(prefix+"tls.", "OTLP trace receiver", fs)
 	fs.Float64Var(&c.SampleRatio, prefix+"sample-ratio", 1, "share of new traces recorded, 0..1 (children follow their parent's decision)")
 	fs.DurationVar(&c.ExportTimeout, prefix+"export-timeout", 10*time.Second, "timeout of one span export request")
 }
 
-// Enabled reports whether an endpoint is configured.
-func (c *TracingConfig) Enabled() bool { return c.Endpoint != "" }
+// Enabled reports whether an endpoint is configured, here or in the
+// OpenTelemetry environment.
+func (c *TracingConfig) Enabled() bool { return c.Endpoint != "" || envEndpoint() }
+
+// envEndpoint reports whether the OpenTelemetry environment names an OTLP
+// trace endpoint.
+func envEndpoint() bool {
+	return os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+}
+
+// envProtocol is the OTLP protocol the environment asks for: "grpc"
+// (the default) or "http/protobuf".
+func envProtocol() string {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "grpc"
+}
 
 // Validate reports a sample ratio outside 0..1, plaintext combined with TLS
 // files, and unreadable TLS files.
@@ -79,14 +104,70 @@ type Tracing struct {
 	sdk      *sdktrace.TracerProvider // nil when off
 }
 
-// NewTracing builds the tracer provider of c: a batching OTLP/gRPC
-// exporter when an endpoint is configured, a no-op provider otherwise.
+// NewTracing builds the tracer provider of c: a batching OTLP exporter
+// when an endpoint is configured or the environment names one, a no-op
+// provider otherwise.
 // service names the process in the spans' resource (service.name).
 // Dialling is lazy: an unreachable receiver delays nothing at start and
 // only costs dropped spans, never a stalled pipeline.
 func NewTracing(c TracingConfig, service string, build Build) (*Tracing, error) {
 	if !c.Enabled() {
 		return &Tracing{provider: noop.NewTracerProvider()}, nil
+	}
+	exp, err := newExporter(c)
+	if err != nil {
+		return nil, err
+	}
+	// The process's own attributes first; OTEL_RESOURCE_ATTRIBUTES and
+	// OTEL_SERVICE_NAME after them, so the environment (the chart's
+	// downward-API k8s.* attributes) adds to them and may override.
+	res, err := resource.New(context.Background(),
+		resource.WithAttributes(
+			attribute.String("service.name", service),
+			attribute.String("service.namespace", "msgexchange"),
+			attribute.String("service.version", build.Version),
+			attribute.String("vcs.ref.head.revision", build.Commit),
+		),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building the trace resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	topts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		// Without OTEL_TRACES_SAMPLER the SDK would sample everything;
+		// the configured ratio applies instead. With it, the SDK's own
+		// environment handling chooses the sampler.
+		topts = append(topts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))))
+	}
+	sdk := sdktrace.NewTracerProvider(topts...)
+	return &Tracing{provider: sdk, sdk: sdk}, nil
+}
+
+// newExporter is the OTLP trace exporter: to the configured endpoint over
+// gRPC with this configuration's TLS; else as the OTEL_EXPORTER_OTLP_*
+// environment says, over gRPC or HTTP (OTEL_EXPORTER_OTLP_PROTOCOL
+// http/protobuf), the exporter reading endpoint, headers, TLS, timeout
+// and compression itself.
+func newExporter(c TracingConfig) (*otlptrace.Exporter, error) {
+	if c.Endpoint == "" {
+		var (
+			exp *otlptrace.Exporter
+			err error
+		)
+		switch p := envProtocol(); p {
+		case "grpc":
+			exp, err = otlptracegrpc.New(context.Background())
+		case "http/protobuf":
+			exp, err = otlptracehttp.New(context.Background())
+		default:
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc or http/protobuf", p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating OTLP trace exporter from the OTEL_EXPORTER_OTLP_* environment: %w", err)
+		}
+		return exp, nil
 	}
 	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.Endpoint), otlptracegrpc.WithTimeout(c.ExportTimeout)}
 	if c.Insecure {
@@ -102,18 +183,7 @@ func NewTracing(c TracingConfig, service string, build Build) (*Tracing, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating OTLP trace exporter: %w", err)
 	}
-	res := resource.NewSchemaless(
-		attribute.String("service.name", service),
-		attribute.String("service.namespace", "msgexchange"),
-		attribute.String("service.version", build.Version),
-		attribute.String("vcs.ref.head.revision", build.Commit),
-	)
-	sdk := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))),
-	)
-	return &Tracing{provider: sdk, sdk: sdk}, nil
+	return exp, nil
 }
 
 // Enabled reports whether spans are exported.

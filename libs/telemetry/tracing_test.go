@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,16 +17,13 @@ func tracingConfig(endpoint string) telemetry.TracingConfig {
 	return telemetry.TracingConfig{Endpoint: endpoint, Insecure: true, SampleRatio: 1, ExportTimeout: 5 * time.Second}
 }
 
-// With no endpoint there is no exporter: spans are no-ops without a trace
-// context, no traceparent can be written, and a receiver named by the
-// standard OTEL_EXPORTER_OTLP_* variables still gets nothing — only the
-// flag turns tracing on.
+// With no endpoint, here or in the environment, there is no exporter:
+// spans are no-ops without a trace context and no traceparent can be
+// written.
 func TestTracing_R_I4_NoEndpointNoExporterNothingSent(t *testing.T) {
-	rcv := otlptest.Start(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.Endpoint)
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://"+rcv.Endpoint)
-	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
-
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
 	tr, err := telemetry.NewTracing(tracingConfig(""), "msgx-test", telemetry.Build{Version: "test"})
 	require.NoError(t, err)
 	require.False(t, tr.Enabled(), "no endpoint: tracing is off")
@@ -38,19 +36,48 @@ func TestTracing_R_I4_NoEndpointNoExporterNothingSent(t *testing.T) {
 	require.Empty(t, state)
 	span.End()
 	require.NoError(t, tr.Shutdown(context.Background()))
+}
 
-	// The same receiver does get spans from a provider with the endpoint
-	// set, so its silence above is the provider's, not the receiver's.
-	on, err := telemetry.NewTracing(tracingConfig(rcv.Endpoint), "msgx-test", telemetry.Build{Version: "test"})
-	require.NoError(t, err)
-	_, probe := on.Provider().Tracer("msgexchange/test").Start(context.Background(), "probe")
-	probe.End()
-	require.NoError(t, on.Shutdown(context.Background()))
-	spans := rcv.Spans()
-	require.Len(t, spans, 1, "only the enabled provider's span arrives")
-	require.Equal(t, "probe", spans[0].Name)
-	require.Equal(t, "msgx-test", spans[0].Service)
-	require.Equal(t, "msgexchange/test", spans[0].Scope)
+// TestTracing_R_N2_OTELEnvironmentHonoured: without the flag,
+// OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on, over gRPC or, with
+// OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, over HTTP; the exporter
+// sends OTEL_EXPORTER_OTLP_HEADERS' headers (the HTTP receiver sees
+// them); OTEL_RESOURCE_ATTRIBUTES (the chart's downward-API k8s.*
+// attributes) and OTEL_SERVICE_NAME reach the resource beside the
+// process's own attributes.
+func TestTracing_R_N2_OTELEnvironmentHonoured(t *testing.T) {
+	for _, protocol := range []string{"grpc", "http/protobuf"} {
+		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
+			rcv := otlptest.Start(t)
+			endpoint := "http://" + rcv.Endpoint
+			if protocol == "http/protobuf" {
+				endpoint = rcv.StartHTTP(t)
+			}
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "k8s.pod.name=msgx-processor-0,k8s.namespace.name=ops,k8s.node.name=node-3")
+			t.Setenv("OTEL_SERVICE_NAME", "msgx-processor")
+
+			tr, err := telemetry.NewTracing(tracingConfig(""), "processor", telemetry.Build{Version: "1.2.3"})
+			require.NoError(t, err)
+			require.True(t, tr.Enabled(), "OTEL_EXPORTER_OTLP_ENDPOINT alone enables tracing")
+			_, span := tr.Provider().Tracer("msgexchange/test").Start(context.Background(), "probe")
+			span.End()
+			require.NoError(t, tr.Shutdown(context.Background()))
+			require.True(t, rcv.WaitFor(10*time.Second, func(s []otlptest.Span) bool { return len(s) == 1 }), "the span arrives over %s", protocol)
+			got := rcv.Spans()[0]
+			require.Equal(t, "probe", got.Name)
+			require.Equal(t, "msgx-processor", got.Service, "OTEL_SERVICE_NAME")
+			for k, v := range map[string]string{"k8s.pod.name": "msgx-processor-0", "k8s.namespace.name": "ops", "k8s.node.name": "node-3",
+				"service.namespace": "msgexchange", "service.version": "1.2.3", "telemetry.sdk.language": "go"} {
+				require.Equal(t, v, got.Resource[k], k)
+			}
+		})
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	_, err := telemetry.NewTracing(tracingConfig(""), "processor", telemetry.Build{})
+	require.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "http/json": want grpc or http/protobuf`)
 }
 
 // A span exported by the provider carries its trace ID and parent: the

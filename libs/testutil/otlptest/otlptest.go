@@ -1,5 +1,5 @@
-// Package otlptest runs an in-process OTLP/gRPC trace receiver on a
-// loopback port for one test: it implements the collector's TraceService,
+// Package otlptest runs an in-process OTLP trace receiver (gRPC, and
+// HTTP on request) on a loopback port for one test: it implements the collector's TraceService,
 // keeps every span it is sent, and lets the test wait for the spans it
 // expects instead of sleeping.
 package otlptest
@@ -7,7 +7,11 @@ package otlptest
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,12 +20,15 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // Span is one received span, flattened for assertions.
 type Span struct {
 	// Service is the resource's service.name.
 	Service string
+	// Resource holds the resource's attributes as text.
+	Resource map[string]string
 	// Scope is the instrumentation scope (tracer) name.
 	Scope   string
 	Name    string
@@ -67,15 +74,39 @@ func Start(t testing.TB) *Receiver {
 	return r
 }
 
+// StartHTTP serves OTLP/HTTP (protobuf, POST /v1/traces) as well until
+// the test ends, and returns its base URL (http://host:port).
+func (r *Receiver) StartHTTP(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		var in collectortrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(body, &in)
+		}
+		if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" || err != nil {
+			http.Error(w, fmt.Sprintf("want POST /v1/traces with an ExportTraceServiceRequest: %v", err), http.StatusBadRequest)
+			return
+		}
+		out, _ := r.Export(req.Context(), &in)
+		b, _ := proto.Marshal(out)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // Export implements the collector's TraceService.
 func (r *Receiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
 	var got []Span
 	for _, rs := range req.GetResourceSpans() {
-		service := attrs(rs.GetResource().GetAttributes())["service.name"]
+		res := attrs(rs.GetResource().GetAttributes())
+		service := res["service.name"]
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
 				s := Span{
-					Service: service, Scope: ss.GetScope().GetName(), Name: sp.GetName(),
+					Service: service, Resource: res, Scope: ss.GetScope().GetName(), Name: sp.GetName(),
 					TraceID: hex.EncodeToString(sp.GetTraceId()), SpanID: hex.EncodeToString(sp.GetSpanId()),
 					Attrs: attrs(sp.GetAttributes()),
 				}
