@@ -136,8 +136,7 @@ func TestKafkaRelay_R_N8_RecordsOnTheBrokerAreCloudEvents(t *testing.T) {
 		_, err = b.r.NewSchd(b.producer(t, b.kcfg.Topics.Schd)).FlushOnce(flushCtx(t))
 		require.NoError(t, err)
 	}
-	_, err := b.r.drainKafka(flushCtx(t), b.producer(t, b.kcfg.Topics.Msg), TargetMsg)
-	require.NoError(t, err)
+	require.NoError(t, b.drainAll(t, b.producer(t, b.kcfg.Topics.Msg), TargetMsg))
 
 	for topic, source := range map[string]string{b.kcfg.Topics.Msg: contract.SourceMsg, b.kcfg.Topics.Schd: contract.SourceSchd} {
 		recs := b.consume(t, topic, len(contractChanges()))

@@ -208,25 +208,31 @@ func (r *Relay) sendRequest(ctx context.Context, c coutmsgsRow) error {
 // COUTMSGS_ID, in one fenced transaction.
 func (r *Relay) recordRequestSent(ctx context.Context, id, reqID, outboundID int64, outcome string) error {
 	done := r.opt.Clock.Now()
-	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer tcancel()
-	err := r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`, id, outcome, done); err != nil {
-			return fmt.Errorf("recording outbox row %d sent: %w", id, err)
-		}
-		// A request superseded while its insert ran stays EXPIRED; its row
-		// is in COUTMSGS all the same (delivery ends at the mailbox, C-24).
-		if _, err := tx.Exec(tctx, `UPDATE req_track SET state='SENT', sent_at=$2, outbound_id=$3 WHERE id=$1 AND state='REGISTERED'`,
-			reqID, done, outboundID); err != nil {
-			return fmt.Errorf("recording request %d sent: %w", reqID, err)
-		}
-		return nil
-	})
-	if err != nil {
+	// A request superseded while its insert ran stays EXPIRED; its row
+	// is in COUTMSGS all the same (delivery ends at the mailbox, C-24).
+	if err := r.settleRequest(ctx, id, outcome, done, "sent",
+		`UPDATE req_track SET state='SENT', sent_at=$2, outbound_id=$3 WHERE id=$1 AND state='REGISTERED'`, reqID, done, outboundID); err != nil {
 		return err
 	}
 	r.sent.Add(ctx, 1, targetAttr(TargetCoutmsgs))
 	return nil
+}
+
+// settleRequest marks outbox row id SENT with outcome and runs reqSQL on
+// its request (what names the step in errors), in one fenced transaction.
+func (r *Relay) settleRequest(ctx context.Context, id int64, outcome string, done time.Time, what, reqSQL string, reqArgs ...any) error {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`,
+			id, outcome, done); err != nil {
+			return fmt.Errorf("recording outbox row %d %s: %w", id, what, err)
+		}
+		if _, err := tx.Exec(tctx, reqSQL, reqArgs...); err != nil {
+			return fmt.Errorf("recording request %v %s: %w", reqArgs[0], what, err)
+		}
+		return nil
+	})
 }
 
 // insertCoutmsgs inserts xml into COUTMSGS under routing and returns the
@@ -289,20 +295,8 @@ func (r *Relay) insertCoutmsgs(ctx context.Context, routing string, xml []byte, 
 // shadow mode sends none of them: the predecessor sent its own.
 func (r *Relay) shadowRequest(ctx context.Context, id, reqID int64) error {
 	done := r.opt.Clock.Now()
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	err := r.db(TargetCoutmsgs).InTx(tctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(tctx, `UPDATE outbox SET state='SENT', outcome=$2, sent_at=$3, attempts=attempts+1, last_error=NULL WHERE id=$1`,
-			id, OutcomeShadowed, done); err != nil {
-			return fmt.Errorf("recording outbox row %d shadowed: %w", id, err)
-		}
-		if _, err := tx.Exec(tctx, `UPDATE req_track SET state='EXPIRED', closed_at=$2, closed_reason=$3 WHERE id=$1 AND state='REGISTERED'`,
-			reqID, done, shadowReason); err != nil {
-			return fmt.Errorf("closing shadowed request %d: %w", reqID, err)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := r.settleRequest(ctx, id, OutcomeShadowed, done, "shadowed",
+		`UPDATE req_track SET state='EXPIRED', closed_at=$2, closed_reason=$3 WHERE id=$1 AND state='REGISTERED'`, reqID, done, shadowReason); err != nil {
 		return err
 	}
 	r.shadowed.Add(ctx, 1, targetAttr(TargetCoutmsgs))
