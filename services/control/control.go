@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -22,6 +24,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/logging"
+	"msgexchange/libs/telemetry"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/admin"
 	"msgexchange/services/control/internal/dbhealth"
@@ -76,6 +79,10 @@ type Deps struct {
 	// Postgres is the pipeline's database, read by every call. Required;
 	// the caller owns it and closes it after the service stopped.
 	Postgres *pgxpool.Pool
+	// Tracing is the process's tracer provider: every call gets a gRPC
+	// server span (otelgrpc, the rpc.* semantic conventions), continuing
+	// the caller's W3C trace context (R-N2). nil traces nothing.
+	Tracing trace.TracerProvider
 	// IgnoredTypes are the TYPEs on the processor's ignore list
 	// (processor.pipeline.ignore-types of the same configuration, R-B9):
 	// an RQRD for one of them is refused (R-C12). nil refuses none.
@@ -146,6 +153,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		// message.
 		grpc.ChainUnaryInterceptor(obs.Unary(), interceptor.NewGuard(logger).Unary(), auth.Unary()),
 		grpc.ChainStreamInterceptor(obs.Stream(), interceptor.NewGuard(logger).Stream(), auth.Stream()),
+	}
+	if deps.Tracing != nil {
+		// A stats handler, not an interceptor: it sees every call,
+		// refused ones included, with the transport's timing.
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(deps.Tracing), otelgrpc.WithPropagators(telemetry.Propagator))))
 	}
 	if cfg.TLS.On() {
 		tlsCfg, err := cfg.TLS.ServerConfig()

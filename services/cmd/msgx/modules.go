@@ -246,7 +246,7 @@ func (a *app) initServices() error {
 	// have stopped.
 	if cfg.has("control") {
 		s, err := control.New(cfg.Control, control.Deps{
-			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg,
+			Logger: a.log, Clock: a.clock, Meter: a.tel.Meter("control"), Postgres: a.pg, Tracing: a.cfg.Kafka.Tracing,
 			IgnoredTypes: cfg.Processor.Pipeline.IgnoredTypes(), // the same configuration's list (R-C12)
 		})
 		if err != nil {
