@@ -14,10 +14,20 @@ TEST_TIMEOUT ?= 14m
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build every binary into bin/
+# The version (the chart's appVersion), commit and commit time stamped into
+# the binaries `make build` writes, so that `msgx -version`, `msgxctl
+# version` and msgx_build_info name them in every build, not only the
+# image's (R-N6). The machine's GOFLAGS=-buildvcs=false leaves the Go build
+# info without VCS stamps, hence the linker flags.
+VERSION ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' helm/msgexchange/Chart.yaml)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+STAMP := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+
+build: ## build every binary into bin/, stamped with the version and commit
 	@mkdir -p bin
-	$(GO) build -o bin/msgx ./services/cmd/msgx
-	$(GO) build -o bin/msgxctl ./services/cmd/msgxctl
+	$(GO) build -ldflags "$(STAMP)" -o bin/msgx ./services/cmd/msgx
+	$(GO) build -ldflags "$(STAMP)" -o bin/msgxctl ./services/cmd/msgxctl
 	$(GO) build -o bin/devstack ./deploy/devstack
 
 run: ## install and start PostgreSQL, MariaDB, Redis, the dev broker and all services; load samples; print the URL
