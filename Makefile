@@ -39,7 +39,7 @@ stop: ## stop what `make run` started (databases keep running)
 deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
-test: deps ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
+test: deps tools ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
 	$(GO) vet work
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) work
 	bash scripts/helm-lint.sh
@@ -47,6 +47,9 @@ test: deps ## run every test (unit, integration, end-to-end, crash, bounded chao
 
 vuln: ## govulncheck every module against a pinned copy of the Go vulnerability database, offline (R-K8)
 	bash scripts/vuln.sh
+
+tools: ## build the test tools from the Go module proxy into bin/tools (promtool for the alert rule tests)
+	bash scripts/promtool.sh >/dev/null
 
 image: ## build the msgx OCI image (no Docker daemon, no base image pulled) into build/image: OCI layout, docker-load tarball, SBOM
 	bash scripts/image.sh
@@ -96,4 +99,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps test vuln image helm-lint contracts docs chaos upgrade-test bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools test vuln image helm-lint contracts docs chaos upgrade-test bench-e2e test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
