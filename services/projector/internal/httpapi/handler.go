@@ -2,12 +2,15 @@ package httpapi
 
 import (
 	"context"
+	_ "embed" // the OpenAPI document
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/klauspost/compress/gzhttp"
 
 	"msgexchange/services/projector/internal/store"
 )
@@ -17,6 +20,9 @@ type Reader interface {
 	List(ctx context.Context) (store.Listing, error)
 	Page(ctx context.Context, l store.Listing, flids []int64) ([][]byte, error)
 	Get(ctx context.Context, flid int64) (json.RawMessage, error)
+	// VersionsOf returns the version of each FLID (-1 for none), reading
+	// no documents: the entity tag of a list.
+	VersionsOf(ctx context.Context, flids []int64) ([]int64, error)
 }
 
 // Options tune the Handler; zero values take the defaults.
@@ -74,10 +80,30 @@ func New(r Reader, logger *slog.Logger, opts Options) *Handler {
 	return &Handler{reader: r, logger: logger.With("component", "projector-http"), opts: opts.withDefaults()}
 }
 
-// Register adds GET /all/flights and GET /flights/{flid} to mux.
+// OpenAPIPath is where the HTTP contract, the OpenAPI 3.1 document of
+// these routes (openapi.yaml), is served.
+const OpenAPIPath = "/openapi.yaml"
+
+// OpenAPI is the OpenAPI 3.1 document of the projector's HTTP API (R-N7).
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Register adds GET /all/flights, GET /flights/{flid} and the OpenAPI
+// document (OpenAPIPath) to mux. Responses are gzip-compressed for a
+// client that accepts it (klauspost/compress gzhttp: only with
+// Accept-Encoding gzip, only bodies of 1 KiB or more, Vary set), the
+// streamed list included: each flushed page leaves as a compressed chunk.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /all/flights", h.withAge(h.allFlights))
-	mux.HandleFunc("GET /flights/{flid}", h.withAge(h.flight))
+	mux.Handle("GET /all/flights", gzhttp.GzipHandler(h.withAge(h.allFlights)))
+	mux.Handle("GET /flights/{flid}", gzhttp.GzipHandler(h.withAge(h.flight)))
+	mux.Handle("GET "+OpenAPIPath, gzhttp.GzipHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if notModified(w, r, docETag(OpenAPI)) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(OpenAPI)
+	})))
 }
 
 // withAge sets AgeHeader before next answers.
@@ -118,6 +144,9 @@ func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.unavailable(w, err)
 	default:
+		if notModified(w, r, docETag(doc)) {
+			return
+		}
 		h.writeJSON(w, http.StatusOK, doc)
 	}
 }

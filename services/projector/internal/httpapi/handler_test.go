@@ -225,6 +225,17 @@ func (f fakeReader) Page(_ context.Context, _ store.Listing, flids []int64) ([][
 	return out, nil
 }
 
+func (f fakeReader) VersionsOf(_ context.Context, flids []int64) ([]int64, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make([]int64, len(flids))
+	for i := range out {
+		out[i] = 1
+	}
+	return out, nil
+}
+
 func (f fakeReader) Get(context.Context, int64) (json.RawMessage, error) {
 	if f.err != nil {
 		return nil, f.err

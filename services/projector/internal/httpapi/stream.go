@@ -40,6 +40,16 @@ func (h *Handler) allFlights(w http.ResponseWriter, r *http.Request) {
 		h.unavailable(w, err)
 		return
 	}
+	// The tag is read before any document, so a 304 costs the listing and
+	// the versions only, and the documents sent are never older than it.
+	etag, err := h.listETag(ctx, r, l)
+	if err != nil {
+		h.unavailable(w, err)
+		return
+	}
+	if notModified(w, r, etag) {
+		return
+	}
 	var flids []int64
 	var pending [][]byte
 	if f.any() {
