@@ -125,13 +125,15 @@ type offsetClock struct {
 func (c offsetClock) Now() time.Time { return c.base.Add(time.Since(c.start)) }
 
 // processor starts a processor engine under the real lease with clk, so
-// that every row it writes is recognisable by its times.
-func (b *zombieBundle) processor(kcfg kafka.Config, holder string, clk clock.Clock, ttl time.Duration) (*termWatch, func()) {
+// that every row it writes is recognisable by its times. retry is how long
+// its elector waits between acquire attempts, and after a fenced term before
+// it campaigns again.
+func (b *zombieBundle) processor(kcfg kafka.Config, holder string, clk clock.Clock, ttl, retry time.Duration) (*termWatch, func()) {
 	b.t.Helper()
 	client, err := lease.Dial(b.addr, zombieToken)
 	require.NoError(b.t, err)
 	b.t.Cleanup(func() { _ = client.Close() })
-	el, err := lease.NewElector(client, lease.Options{TTL: ttl, Retry: 50 * time.Millisecond, Logger: testLogger(b.t, holder+"-lease")})
+	el, err := lease.NewElector(client, lease.Options{TTL: ttl, Retry: retry, Logger: testLogger(b.t, holder+"-lease")})
 	require.NoError(b.t, err)
 	watch := &termWatch{inner: el, ended: make(chan error, 8)}
 	opt := defaultOptions()
@@ -194,7 +196,7 @@ func TestZombie_R_H6_ProcessorFencedMidStreamStopsAndCommitsNothing(t *testing.T
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
-		for id := int64(1); id <= 3000; id++ {
+		for id := int64(1); id <= 1500; id++ {
 			select {
 			case <-stopFeed:
 				return
@@ -225,9 +227,13 @@ func TestZombie_R_H6_ProcessorFencedMidStreamStopsAndCommitsNothing(t *testing.T
 	tB := tA.Add(time.Minute)
 	stampA := func() [3]int { return b.stamped(tA, tA) }
 	stampB := func() [3]int { return b.stamped(tB, tB.AddDate(1, 0, 0)) }
-	watchA, stopA := b.processor(kcfg, "zombie-a", clock.NewFake(tA), time.Minute)
+	// A campaigns again only a minute after its term ends fenced, so the
+	// standby B (polling every 50 ms) is the one that takes over: otherwise
+	// the freed lease goes to whichever elector asks first, and a new term
+	// of A would be a legitimate writer, not the zombie under test.
+	watchA, stopA := b.processor(kcfg, "zombie-a", clock.NewFake(tA), time.Minute, time.Minute)
 	require.Eventually(t, func() bool { return stampA()[1] >= 50 }, 30*time.Second, 5*time.Millisecond, "A never processed")
-	watchB, stopB := b.processor(kcfg, "standby-b", offsetClock{base: tB, start: time.Now()}, 5*time.Second)
+	watchB, stopB := b.processor(kcfg, "standby-b", offsetClock{base: tB, start: time.Now()}, 5*time.Second, 50*time.Millisecond)
 	require.Equal(t, "zombie-a", b.holder(), "B is standby while A holds the lease")
 
 	// The operator takes the lease away from A while A is mid-stream.
