@@ -438,7 +438,45 @@ func checkPods(t *testing.T, m *manifests) {
 		default:
 			require.Empty(t, got, "%s: %s: GOMEMLIMIT without a memory limit", m.name, component)
 		}
+		checkResourceAttributes(t, m.name+": "+component, c)
 	}
+}
+
+// checkResourceAttributes checks R-N2's Kubernetes resource attributes: the
+// container tells OpenTelemetry's SDK which pod, namespace, node and
+// container it is, from the downward API, through OTEL_RESOURCE_ATTRIBUTES
+// whose $(VAR) references Kubernetes expands only from variables defined
+// before it.
+func checkResourceAttributes(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	defined := map[string]string{}
+	var attrs string
+	for _, e := range c.Env {
+		if e.Name == "OTEL_RESOURCE_ATTRIBUTES" {
+			attrs = e.Value
+			break
+		}
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			defined[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	require.NotEmpty(t, attrs, "%s: no OTEL_RESOURCE_ATTRIBUTES", where)
+	for attr, field := range map[string]string{
+		"k8s.pod.name": "metadata.name", "k8s.pod.uid": "metadata.uid",
+		"k8s.namespace.name": "metadata.namespace", "k8s.node.name": "spec.nodeName",
+	} {
+		var ref string
+		for _, kv := range strings.Split(attrs, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == attr {
+				ref = v
+			}
+		}
+		name, ok := strings.CutPrefix(ref, "$(")
+		require.True(t, ok, "%s: %s is %q, not a $(VAR) reference", where, attr, ref)
+		name = strings.TrimSuffix(name, ")")
+		require.Equal(t, field, defined[name], "%s: %s must come from the downward API's %s, defined before OTEL_RESOURCE_ATTRIBUTES", where, attr, field)
+	}
+	require.Contains(t, strings.Split(attrs, ","), "k8s.container.name="+c.Name, where)
 }
 
 // goMemLimit is the expected GOMEMLIMIT, computed here independently of the

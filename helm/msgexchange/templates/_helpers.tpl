@@ -396,6 +396,15 @@ limit unless one of them sets it.
 {{- $env = append $env (dict "name" "GOMEMLIMIT" "value" .) }}
 {{- end }}
 {{- end }}
+{{- if not (has "OTEL_RESOURCE_ATTRIBUTES" $names) }}
+{{- /* The pod's identity from the downward API, as OpenTelemetry's
+  Kubernetes resource attributes: the SDK reads OTEL_RESOURCE_ATTRIBUTES,
+  and Kubernetes expands $(VAR) from the variables defined before it (R-N2). */}}
+{{- range $var, $field := dict "K8S_POD_NAME" "metadata.name" "K8S_POD_UID" "metadata.uid" "K8S_NAMESPACE_NAME" "metadata.namespace" "K8S_NODE_NAME" "spec.nodeName" }}
+{{- $env = append $env (dict "name" $var "valueFrom" (dict "fieldRef" (dict "fieldPath" $field))) }}
+{{- end }}
+{{- $env = append $env (dict "name" "OTEL_RESOURCE_ATTRIBUTES" "value" (printf "k8s.pod.name=$(K8S_POD_NAME),k8s.pod.uid=$(K8S_POD_UID),k8s.namespace.name=$(K8S_NAMESPACE_NAME),k8s.node.name=$(K8S_NODE_NAME),k8s.container.name=%s" .container)) }}
+{{- end }}
 {{- with $env }}
 {{- toYaml . }}
 {{- end }}
@@ -435,7 +444,7 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
   envFrom:
     {{- . | nindent 4 }}
   {{- end }}
-  {{- with (include "msgexchange.env" (dict "ctx" $ctx "values" .values) | trim) }}
+  {{- with (include "msgexchange.env" (dict "ctx" $ctx "values" .values "container" .name) | trim) }}
   env:
     {{- . | nindent 4 }}
   {{- end }}
