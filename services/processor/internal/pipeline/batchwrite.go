@@ -215,7 +215,11 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 			Identity: identity[m.h.MsgID]})
 	}
 	if len(term) > 0 || len(outbox) > 0 {
-		procstate.QueueFinish(b, term, outbox, func(n int) error {
+		ordered := make([]procstate.OutboxRow, len(outbox))
+		for i, o := range outbox {
+			ordered[i] = procstate.OutboxRow(o)
+		}
+		procstate.QueueFinish(b, term, ordered, func(n int) error {
 			if n != len(term) {
 				return errBatchChanged
 			}
