@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
 )
@@ -105,11 +107,10 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass))))
 	}
-	// Every message decide handles runs as a batch, one message being a
-	// batch of one (batch.go); the kinds with their own transaction rules
-	// run below.
-	if progressed, ran, err := e.stepBatch(ctx, heads); ran {
-		return progressed, 0, err
+	if len(heads) > 1 && h.MsgID > e.singleUntil {
+		if progressed, ran, err := e.stepBatch(ctx, heads); ran {
+			return progressed, 0, err
+		}
 	}
 	if h.ExecutingBy == nil {
 		if err := e.markHead(ctx, h.MsgID); err != nil {
@@ -129,7 +130,16 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		e.unmark(ctx, h.MsgID)
 		return false, 0, err
 	}
-	return e.charge(ctx, h, err)
+	var fail *failure
+	if errors.As(err, &fail) {
+		return e.settle(ctx, h, e.recordFailure(ctx, h, fail.class, fail.reason))
+	}
+	if err != nil && !isOutage(err) && !errors.Is(err, ErrNotOpen) && !errors.Is(err, lease.ErrFenced) {
+		// An error inside the transaction that is not a domain outcome and
+		// not an outage: the attempt counts, with backoff (R-B3 INFRA).
+		err = e.recordFailure(ctx, h, ClassInfra, err.Error())
+	}
+	return e.settle(ctx, h, err)
 }
 
 // headsSQL reads the first $1 open messages at or above the floor $2.

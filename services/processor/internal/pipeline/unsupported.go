@@ -4,7 +4,14 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/services/processor/internal/decide"
 )
+
+// unsupportedError ends a handler whose message is legal but has no
+// implementation yet (for example an inbound RQRD or RQFD, our own request
+// types): it is parked like a message Classify found UNSUPPORTED.
+type unsupportedError = decide.Unsupported
 
 // The parking policy (R-B9 as amended by the issue on SIS fidelity, and
 // R-K2).
