@@ -163,13 +163,17 @@ func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
 	for i := range 4 {
 		after = append(after, s.insert(next(15+int64(i%2))))
 	}
-	waitFor(t, 90*time.Second, "every row from START on marked", func() (bool, error) {
+	// Marked on the mailbox side and recorded on ours: the dispatcher
+	// records a marker's outcome in PostgreSQL after MariaDB took it.
+	waitFor(t, 90*time.Second, "every row from START on marked and its marker recorded", func() (bool, error) {
 		for _, st := range s.markers(startID) {
 			if st == "" {
 				return false, nil
 			}
 		}
-		return true, nil
+		var open int
+		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE target = 'mailbox' AND state = 'PENDING'`).Scan(&open)
+		return open == 0, err
 	})
 
 	for id, st := range s.markers(history[0]) {
