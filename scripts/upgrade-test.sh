@@ -24,7 +24,7 @@ git archive "$from" | tar -x -C "$work/src"
 
 cd services
 MSGX_UPGRADE_OLD_BIN="$work/msgx-old" MSGX_UPGRADE_FROM="$short" \
-	"$GO" test -count=1 -timeout 40m -run '^TestUpgrade_R_M4_RollingReplacementUnderLoad$' -v ./e2e/ 2>&1 |
+	"$GO" test -tags upgrade -count=1 -timeout 40m -run '^TestUpgrade_R_M4_RollingReplacementUnderLoad$' -v ./e2e/ 2>&1 |
 	tee "$work/log" | grep -E '^(upgrade from |--- |ok |FAIL|PASS)|upgrade_test.go' || true
 if ! grep -q '^--- PASS: TestUpgrade_R_M4' "$work/log"; then
 	tail -n 80 "$work/log"
