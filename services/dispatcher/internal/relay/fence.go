@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,78 +28,39 @@ type reader interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// terms holds the current lease term of each target.
-type terms struct {
-	mu    sync.Mutex
-	terms map[string]*lease.Term
-}
+// db returns target's fenced writer: the target's lease.Terms, whose
+// current term Start sets for the span of each term (single), or whose one
+// unfenced term never ends when the relay runs without an elector (tests).
+func (r *Relay) db(target string) fencedDB { return fencedDB{terms: r.terms[target], target: target} }
 
-func (t *terms) set(target string, term *lease.Term) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.terms == nil {
-		t.terms = map[string]*lease.Term{}
-	}
-	if term == nil {
-		delete(t.terms, target)
-		return
-	}
-	t.terms[target] = term
-}
-
-func (t *terms) get(target string) *lease.Term {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.terms[target]
-}
-
-// errNoTerm is the refusal of a write for a target whose lease is not held.
-var errNoTerm = fmt.Errorf("no lease term: %w", lease.ErrFenced)
-
-// term returns the write access of target: the current lease term, an
-// unfenced one when the relay runs without an elector (tests), and nil
-// when the relay runs with an elector but does not hold target's lease.
-func (r *Relay) term(target string) *lease.Term {
-	if r.opt.Elector == nil {
-		return r.unfenced
-	}
-	return r.terms.get(target)
-}
-
-// db returns target's fenced writer.
-func (r *Relay) db(target string) fencedDB { return fencedDB{term: r.term(target), target: target} }
-
-// fencedDB is the write access of one target; without a term every call is
-// refused with ErrFenced.
+// fencedDB is the write access of one target; outside a term every call is
+// refused with an error wrapping lease.ErrFenced (lease.ErrNoTerm).
 type fencedDB struct {
-	term   *lease.Term
+	terms  *lease.Terms
 	target string
 }
 
 // InTx runs fn in a fenced transaction of the target's term.
 func (f fencedDB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	if f.term == nil {
-		return fmt.Errorf("writing for %s: %w", f.target, errNoTerm)
+	if err := f.terms.InTx(ctx, fn); err != nil {
+		return fmt.Errorf("writing for %s: %w", f.target, err)
 	}
-	return f.term.InTx(ctx, fn)
+	return nil
 }
 
 // Exec runs one statement in a fenced transaction of the target's term.
 func (f fencedDB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	if f.term == nil {
-		return 0, fmt.Errorf("writing for %s: %w", f.target, errNoTerm)
+	tag, err := f.terms.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, fmt.Errorf("writing for %s: %w", f.target, err)
 	}
-	tag, err := f.term.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), nil
 }
 
 // Check proves the target's term current before a side effect outside
 // PostgreSQL: a Kafka produce, a mailbox marker, a COUTMSGS insert (R-H6).
 func (f fencedDB) Check(ctx context.Context) error {
-	if f.term == nil {
-		return fmt.Errorf("checking the lease of %s: %w", f.target, errNoTerm)
-	}
-	if err := f.term.Check(ctx); err != nil {
+	if err := f.terms.Check(ctx); err != nil {
 		return fmt.Errorf("checking the lease of %s before its side effects: %w", f.target, err)
 	}
 	return nil
@@ -121,10 +81,9 @@ func (r *Relay) single(target string, build func() *lifecycle.Service) *lifecycl
 	holder := r.holder()
 	return lifecycle.NewService("dispatcher-"+target+"-leader", nil, func(ctx context.Context) error {
 		return r.opt.Elector.Run(ctx, LeaseName(target), holder, func(ctx context.Context, token int64) error {
-			term, tctx, cancel := r.writer.Term(ctx, LeaseName(target), token)
-			defer cancel()
-			r.terms.set(target, term)
-			defer r.terms.set(target, nil)
+			tctx, end := r.terms[target].Start(ctx, token)
+			defer end()
+			term := r.terms[target].Term()
 			r.log.Info("dispatcher target lease acquired; active", "target", target, "token", token)
 			err := lifecycle.NewManager(r.log, build()).Run(tctx)
 			if ferr := term.Err(); ferr != nil {

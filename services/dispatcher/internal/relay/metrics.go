@@ -33,7 +33,7 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 		return fmt.Errorf("creating metric: %w", err)
 	}
 	ctx := context.Background()
-	for _, t := range []string{TargetFlightState, TargetMsg, TargetSchd, TargetProjectionControl, TargetMailbox, TargetCoutmsgs} {
+	for _, t := range targets {
 		for _, c := range []metric.Int64Counter{r.sent, r.dead} {
 			c.Add(ctx, 0, targetAttr(t))
 		}

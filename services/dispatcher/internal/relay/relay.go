@@ -36,6 +36,9 @@ const (
 	TargetProjectionControl = outbox.ProjectionControl
 )
 
+// targets are every target the relay delivers, each under its own lease.
+var targets = []string{TargetFlightState, TargetMsg, TargetSchd, TargetProjectionControl, TargetMailbox, TargetCoutmsgs}
+
 // Options configure a Relay.
 type Options struct {
 	Logger              *slog.Logger
@@ -84,18 +87,16 @@ type Options struct {
 
 // Relay owns the loops. It keeps no handle on PostgreSQL that can write:
 // reads go through reads, the notification listener through listenConn,
-// and every write through a target's lease.Term (see fence.go), obtained
-// from writer for each term (R-H6).
+// and every write through the current term of the target's lease.Terms
+// (see fence.go, R-H6).
 type Relay struct {
 	opt        Options // Pool is nil: split into the three below
 	log        *slog.Logger
 	reads      reader
 	listenConn func(context.Context) (*pgxpool.Conn, error)
-	writer     *lease.Writer
-	unfenced   *lease.Term // the write access without an elector (tests)
 	mu         sync.Mutex
 	wakers     []chan struct{}
-	terms      terms
+	terms      map[string]*lease.Terms // each target's writes, fixed at New
 	floors     floors
 	outages    outages
 	watches    watches
@@ -119,8 +120,14 @@ func New(opt Options) (*Relay, error) {
 	if opt.Pool == nil {
 		return nil, errors.New("creating relay: Options.Pool is required")
 	}
-	r := &Relay{log: opt.Logger, reads: opt.Pool, listenConn: opt.Pool.Acquire, writer: lease.NewWriter(opt.Pool)}
-	r.unfenced = r.writer.Unfenced()
+	r := &Relay{log: opt.Logger, reads: opt.Pool, listenConn: opt.Pool.Acquire, terms: make(map[string]*lease.Terms, len(targets))}
+	for _, t := range targets {
+		if opt.Elector == nil {
+			r.terms[t] = lease.NewUnfencedTerms(opt.Pool, nil)
+		} else {
+			r.terms[t] = lease.NewTerms(opt.Pool, LeaseName(t), nil)
+		}
+	}
 	opt.Pool = nil
 	if opt.ProduceTimeout <= 0 {
 		opt.ProduceTimeout = 60 * time.Second

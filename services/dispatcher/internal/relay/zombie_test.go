@@ -553,9 +553,9 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 			write := p.prepare(t)
 			tok := tokens[p.target]
 
-			term, tctx, cancel := b.r.writer.Term(context.Background(), LeaseName(p.target), tok[0])
-			defer cancel()
-			b.r.terms.set(p.target, term)
+			terms := b.r.terms[p.target]
+			tctx, end := terms.Start(context.Background(), tok[0])
+			term := terms.Term()
 			before := b.snapshot(t)
 			err := write(tctx)
 			require.ErrorIs(t, err, lease.ErrFenced)
@@ -564,12 +564,11 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 			require.ErrorIs(t, write(context.Background()), lease.ErrFenced, "an ended term stays refused")
 			require.ErrorIs(t, term.Check(context.Background()), lease.ErrFenced)
 
-			current, _, cancelCurrent := b.r.writer.Term(context.Background(), LeaseName(p.target), tok[1])
-			defer cancelCurrent()
-			b.r.terms.set(p.target, current)
+			end()
+			_, endCurrent := terms.Start(context.Background(), tok[1])
 			require.NoError(t, write(context.Background()))
 			require.NotEqual(t, before, b.snapshot(t), "the path must write under the current token")
-			b.r.terms.set(p.target, nil)
+			endCurrent()
 		})
 	}
 }
@@ -601,11 +600,10 @@ func TestFence_R_H6_DrainsUnderAStaleTokenCauseNoSideEffect(t *testing.T) {
 	before := b.snapshot(t)
 	for target, drain := range drains {
 		stale, _ := staleAndCurrent(t, leases, LeaseName(target))
-		term, tctx, cancel := b.r.writer.Term(context.Background(), LeaseName(target), stale)
-		b.r.terms.set(target, term)
+		tctx, end := b.r.terms[target].Start(context.Background(), stale)
 		require.ErrorIs(t, drain(tctx), lease.ErrFenced, target)
 		require.ErrorIs(t, context.Cause(tctx), lease.ErrFenced, target)
-		cancel()
+		end()
 	}
 	require.Equal(t, before, b.snapshot(t))
 	processed, _ := b.marker(t, m)
