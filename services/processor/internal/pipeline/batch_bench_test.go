@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,7 +23,10 @@ import (
 // BenchmarkExecutor_R_J1 measures the executor alone on a real PostgreSQL
 // (synchronous commit): b.N FLOP STND messages, each an effective change
 // of one of 1,000 flights, registered first and then drained, at
-// pipeline.batch 1 and at the default. It reports msg/s.
+// pipeline.batch 1 and at the default. It reports msg/s and the round
+// trips to PostgreSQL per message (statements and pipelined batches,
+// transaction control included): unlike msg/s, that figure does not depend
+// on how busy the machine is, so it shows a path that got chattier.
 //
 //	cd services && go test -run '^$' -bench BenchmarkExecutor_R_J1 -benchtime 5000x ./processor/internal/pipeline/
 func BenchmarkExecutor_R_J1(b *testing.B) {
@@ -31,7 +36,11 @@ func BenchmarkExecutor_R_J1(b *testing.B) {
 			ctx := context.Background()
 			url := pgtest.NewDatabase(b)
 			require.NoError(b, migrations.Up(ctx, url))
-			pool, err := pgxpool.New(ctx, url)
+			cfg, err := pgxpool.ParseConfig(url)
+			require.NoError(b, err)
+			trips := &roundTrips{}
+			cfg.ConnConfig.Tracer = trips
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
 			require.NoError(b, err)
 			b.Cleanup(pool.Close)
 			opt := defaultOptions()
@@ -76,6 +85,7 @@ func BenchmarkExecutor_R_J1(b *testing.B) {
 			}
 			register(10, raws)
 			b.ResetTimer()
+			trips.n.Store(0)
 			start := time.Now()
 			drain()
 			elapsed := time.Since(start)
@@ -84,6 +94,28 @@ func BenchmarkExecutor_R_J1(b *testing.B) {
 			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE state='APPLIED' AND msg_id >= 10`).Scan(&applied))
 			require.Equal(b, b.N, applied, "every FLOP applied")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
+			b.ReportMetric(float64(trips.n.Load())/float64(b.N), "roundtrips/msg")
 		})
 	}
 }
+
+// roundTrips counts the round trips a pool makes: every statement sent on
+// its own (begin and commit included) and every pipelined batch.
+type roundTrips struct{ n atomic.Int64 }
+
+// pgx traces a batch's statements with TraceBatchQuery only.
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
