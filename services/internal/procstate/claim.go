@@ -136,12 +136,13 @@ func Release(ctx context.Context, db DB, instance string, head int64, resetStart
 	return nil
 }
 
-// ReleaseCrashed withdraws every claim of a dead instance on open
-// messages from msg_id from on: the run of a batch it did not finish.
-func ReleaseCrashed(ctx context.Context, db DB, instance string, from int64) error {
+// ReleaseFrom withdraws every claim of instance on open messages from
+// msg_id from on: the run of a batch a dead instance did not finish, or,
+// from 0, whatever a live instance left marked when its term ended.
+func ReleaseFrom(ctx context.Context, db DB, instance string, from int64) error {
 	if _, err := db.Exec(ctx, `UPDATE proc_state SET executing_by = NULL, executing_through = NULL
 		WHERE state IN ('PENDING', 'FAILED') AND executing_by = $1 AND msg_id >= $2`, instance, from); err != nil {
-		return fmt.Errorf("withdrawing markers of a crashed batch: %w", err)
+		return fmt.Errorf("withdrawing markers of %s from message %d: %w", instance, from, err)
 	}
 	return nil
 }

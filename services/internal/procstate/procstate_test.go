@@ -315,7 +315,7 @@ func TestClaim_R_H1_MarksAnOpenHeadAndHandsOn(t *testing.T) {
 	require.Empty(t, read(t, db, 1).By)
 	require.Nil(t, read(t, db, 1).Started, "the start the claim gave is withdrawn")
 	require.True(t, claim(Claim{Head: 1, Instance: "dead", At: t1}))
-	require.NoError(t, ReleaseCrashed(ctx, db, "dead", 1))
+	require.NoError(t, ReleaseFrom(ctx, db, "dead", 1))
 	require.Empty(t, read(t, db, 1).By)
 }
 

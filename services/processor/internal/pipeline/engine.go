@@ -15,6 +15,7 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/procstate"
 )
 
 // Options configure an Engine.
@@ -87,6 +88,11 @@ type Options struct {
 	// SelfCheckGrace is how old a stranded state must be before the
 	// self-check repairs it; 0 means DefaultSelfCheckGrace.
 	SelfCheckGrace time.Duration
+	// MarkerGrace is how long a head carrying another instance's execution
+	// marker waits for that instance to withdraw it before the execution
+	// counts as one that ended its process (R-H1, R-L2); 0 means
+	// DefaultMarkerGrace.
+	MarkerGrace time.Duration
 }
 
 // reader is what the pipeline may do on the pool outside a transaction:
@@ -116,6 +122,14 @@ type Engine struct {
 	// marked is the message whose executing_by this engine set last and
 	// has not cleared; only the executor (Step) touches it.
 	marked int64
+	// withdraw takes every marker of this instance off the open messages,
+	// outside any term (withdrawMarkers): the one write of the engine that
+	// is not fenced, because it can only say that this live process
+	// executes nothing.
+	withdraw func(ctx context.Context) error
+	// foreign is the other instance's marker the executor found on the
+	// head and waits on (MarkerGrace); only the executor touches it.
+	foreign foreignMarker
 	// singleUntil: messages up to this ID run one at a time — after a
 	// batch rolled back, and after a crashed batch (crashedRun) — so that
 	// a message at fault is charged alone. Only the executor touches it.
@@ -142,6 +156,14 @@ type Engine struct {
 	plans     atomic.Int64
 }
 
+// foreignMarker is another instance's marker found on the head, and when
+// the executor first saw it while able to run the head.
+type foreignMarker struct {
+	msgID int64
+	by    string
+	seen  time.Time
+}
+
 // NewEngine builds an engine.
 func NewEngine(opt Options) (*Engine, error) {
 	m, err := newMetrics(opt.Meter)
@@ -156,7 +178,8 @@ func NewEngine(opt Options) (*Engine, error) {
 	if opt.Elector != nil {
 		db = lease.NewTerms(opt.Pool, LeaseName, observe)
 	}
-	opt.Pool = nil // reads through pool, writes through db: nothing else
+	pool, instance := opt.Pool, lease.Holder()
+	opt.Pool = nil // reads through pool, writes through db, and withdraw: nothing else
 	return &Engine{
 		opt:      opt,
 		log:      opt.Logger,
@@ -166,7 +189,8 @@ func NewEngine(opt Options) (*Engine, error) {
 		opday:    flight.OpDay{Zone: opt.Zone, CutoffHour: opt.CutoffHour},
 		wake:     make(chan struct{}, 1),
 		metrics:  m,
-		instance: lease.Holder(),
+		instance: instance,
+		withdraw: func(ctx context.Context) error { return procstate.ReleaseFrom(ctx, pool, instance, 0) },
 	}, nil
 }
 

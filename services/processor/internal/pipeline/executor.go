@@ -21,6 +21,7 @@ func (e *Engine) executorService() *lifecycle.Service {
 		// again only from the term's first step that reaches the database.
 		e.floor.reset()
 		e.runningSince = time.Time{}
+		e.foreign = foreignMarker{}
 		e.snapshots.forget(0)
 		for {
 			progressed, wait, err := e.Step(ctx)
@@ -64,13 +65,18 @@ func (e *Engine) executorService() *lifecycle.Service {
 // instance's marker was being executed when that instance's process ended
 // (panic outside the handler, out-of-memory kill, liveness kill, SIGKILL):
 // that execution counts as a failed attempt, with backoff and max-attempts
-// like any other (recordCrash).
+// like any other (recordCrash) — unless the instance withdraws the marker
+// within MarkerGrace, which a live instance does when its term ends
+// (withdrawMarkers): an outage or a lease handover is never charged to the
+// message (R-L2).
 func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration, err error) {
 	defer func() {
 		if err != nil {
 			// The database did not answer, or the term is over: no message
-			// could run, so the head's clock stops (R-L2).
+			// could run, so the head's clock stops (R-L2), and a marker
+			// grace starts again.
 			e.runningSince = time.Time{}
+			e.foreign = foreignMarker{}
 		}
 	}()
 	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
@@ -84,16 +90,22 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return false, 0, nil
 	}
 	h := heads[0]
+	now := e.clock.Now()
+	if e.runningSince.IsZero() {
+		e.runningSince = now
+	}
 	if h.ExecutingBy != nil && *h.ExecutingBy != e.instance {
 		forgiven, err := e.crashedRun(ctx, h)
 		if err != nil || forgiven {
 			return e.settle(ctx, h, err)
 		}
+		if wait := e.markerGraceLeft(h, now); wait > 0 {
+			// Its instance may be alive and withdraw it: look again soon.
+			// Meanwhile the head cannot run, so its clock stops (R-L2).
+			e.runningSince = time.Time{}
+			return false, min(wait, markerPoll), nil
+		}
 		return e.settle(ctx, h, e.recordCrash(ctx, h))
-	}
-	now := e.clock.Now()
-	if e.runningSince.IsZero() {
-		e.runningSince = now
 	}
 	if h.State == StateFailed && h.NextAttemptAt != nil && h.NextAttemptAt.After(now) {
 		return false, h.NextAttemptAt.Sub(now), nil
@@ -204,7 +216,7 @@ func (e *Engine) crashedRun(ctx context.Context, h *head) (bool, error) {
 		return false, nil
 	}
 	last = max(last, marked)
-	if err := e.inTx(ctx, func(tx pgx.Tx) error { return procstate.ReleaseCrashed(ctx, tx, by, h.MsgID) }); err != nil {
+	if err := e.inTx(ctx, func(tx pgx.Tx) error { return procstate.ReleaseFrom(ctx, tx, by, h.MsgID) }); err != nil {
 		return false, err
 	}
 	e.singleUntil = max(e.singleUntil, last)

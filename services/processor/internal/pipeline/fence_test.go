@@ -94,7 +94,10 @@ func TestFence_R_B8_R_H6_EveryWritePathWithStaleTokenCommitsNothing(t *testing.T
 		{"Execution", open(2, glst2, 0, &mine), step},
 		{"NonBusinessTerminal", open(2, "not xml", 0, &mine), step},
 		{"Failure", open(2, infraRaw, 0, &mine), step},
-		{"CrashedExecution", open(2, glst2, 0, &gone), step},
+		{"CrashedExecution", open(2, glst2, 0, &gone), func(ctx context.Context) error {
+			_, _, err := h.stepPastGrace(ctx, h.e)
+			return err
+		}},
 		{"Poison", open(2, glst2, 9, nil), step},
 		{"WithdrawMarker", open(2, glst2, 0, &mine), func(ctx context.Context) error {
 			h.e.unmark(ctx, 2)

@@ -58,6 +58,7 @@ func runExecutorChild(url string) int {
 	opt := defaultOptions()
 	opt.Logger, opt.Clock, opt.Pool = log, clock.Real{}, pool
 	opt.MaxAttempts = executorChildMaxAttempts
+	opt.MarkerGrace = 100 * time.Millisecond // nobody withdraws a killed child's marker
 	opt.Retry.First, opt.Retry.Max = 20*time.Millisecond, 20*time.Millisecond
 	if b := os.Getenv(executorChildBatchEnv); b != "" {
 		if opt.Batch, err = strconv.Atoi(b); err != nil {

@@ -27,12 +27,17 @@ func (e *Engine) Services() []*lifecycle.Service {
 	if holder == "" {
 		holder = lease.Holder()
 	}
-	return []*lifecycle.Service{lifecycle.NewService("processor-leader", nil, func(ctx context.Context) error {
-		return e.opt.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
+	return []*lifecycle.Service{lifecycle.NewService("processor-leader", nil, func(svcCtx context.Context) error {
+		return e.opt.Elector.Run(svcCtx, LeaseName, holder, func(ctx context.Context, token int64) error {
 			tctx, end := e.db.Start(ctx, token)
 			defer end()
 			e.log.Info("processor lease acquired; active", "token", token, "holder", holder)
 			err := lifecycle.NewManager(e.log, e.loops()...).Run(tctx)
+			// The loops have stopped: the term is over, nothing of this
+			// instance executes any more, and no marker of it may stay to
+			// be charged as a crash by the next holder (R-L2).
+			end()
+			e.withdrawMarkers(svcCtx)
 			if cause := context.Cause(tctx); errors.Is(cause, lease.ErrFenced) {
 				e.log.Warn("processor term ended: a fenced write was refused; standby", "token", token, "err", cause,
 					"alert", "processor-fenced")

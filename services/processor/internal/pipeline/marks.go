@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/services/internal/procstate"
 )
 
@@ -126,4 +127,67 @@ func (e *Engine) headExpired(h *head, now time.Time) bool {
 		from = e.runningSince
 	}
 	return now.Sub(from) >= e.opt.HeadDeadline
+}
+
+// DefaultMarkerGrace is the default of Options.MarkerGrace: several times
+// the longest wait between a live instance's tries to withdraw its markers
+// (withdrawRetry), so that an instance that lost its term in an outage has
+// answered before its execution is counted as one that ended its process.
+const DefaultMarkerGrace = 5 * time.Second
+
+// withdrawRetry is how a live instance whose term ended retries taking its
+// markers off while PostgreSQL does not answer.
+var withdrawRetry = backoff.Schedule{First: 100 * time.Millisecond, Max: time.Second, Jitter: backoff.DefaultJitter}
+
+// markerPoll is how often the executor looks whether another instance's
+// marker on the head was withdrawn while it waits out MarkerGrace.
+const markerPoll = 200 * time.Millisecond
+
+// markerGraceLeft reports how long the head h, carrying another instance's
+// marker, still waits for that instance to withdraw it. A marker is proof
+// that an execution began, not that the process running it ended: an
+// instance whose term ended in an outage of PostgreSQL or of the control
+// plane, or by a handover, is alive and takes its markers off as soon as
+// PostgreSQL answers it (withdrawMarkers). The grace counts from when this
+// engine first saw the marker since it last could not reach the database
+// (Step forgets it then), so an outage during the grace starts it again.
+func (e *Engine) markerGraceLeft(h *head, now time.Time) time.Duration {
+	f := foreignMarker{msgID: h.MsgID, by: *h.ExecutingBy, seen: now}
+	if e.foreign.msgID != f.msgID || e.foreign.by != f.by {
+		e.foreign = f
+	}
+	return e.foreign.seen.Add(orDefault(e.opt.MarkerGrace, DefaultMarkerGrace)).Sub(now)
+}
+
+// withdrawMarkers takes this instance's execution markers off every open
+// message once its term's loops have stopped, retrying while PostgreSQL
+// does not answer, before the instance campaigns again. A term that ends
+// in an outage leaves the marker of an execution it could not finish, and
+// of the head markNext marked ahead; the next holder would count each as
+// an execution that ended its process (R-H1), so five handovers in an
+// outage would poison a healthy message. Without a term the write is not
+// fenced, and needs no fence: it touches only this instance's markers, and
+// this instance executes nothing between terms. When the process stops
+// (ctx done) it makes one last bounded try.
+func (e *Engine) withdrawMarkers(ctx context.Context) {
+	b := withdrawRetry.Start()
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := e.withdraw(wctx)
+		cancel()
+		if err == nil {
+			e.marked = 0
+			return
+		}
+		if ctx.Err() != nil {
+			e.log.Warn("withdrawing execution markers on stop failed; the next holder counts the execution after its grace",
+				"instance", e.instance, "err", err)
+			return
+		}
+		wait := b.Next()
+		e.log.Warn("withdrawing execution markers after the term; retrying", "instance", e.instance, "err", err, "retry_in", wait)
+		if backoff.Sleep(ctx, wait) != nil {
+			return
+		}
+	}
 }
