@@ -34,6 +34,13 @@ type Config struct {
 	// Metrics, when set, receives the hooks of every client built from
 	// ClientOpts. It is wired by the composition root, never configured.
 	Metrics *Metrics `yaml:"-"`
+	// UnreachableAfter is how long a client may ask the brokers and hear
+	// nothing before the services whose work is Kafka report not-ready
+	// (Reachability, R-M2); not positive: DefaultUnreachableAfter.
+	UnreachableAfter time.Duration `yaml:"unreachable_after"`
+	// Reach, when set, follows every client built from ClientOpts
+	// (Reachability). Wired by the composition root, never configured.
+	Reach *Reachability `yaml:"-"`
 	// Tracing, when set, traces the records of every client built from
 	// ClientOpts (traceHooks) and gives the services their tracers
 	// (Tracer). Wired by the composition root when tracing is on.
@@ -58,6 +65,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Brokers, prefix+"brokers", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	fs.StringVar(&c.ClientID, prefix+"client-id", "msgexchange", "Kafka client ID")
 	fs.DurationVar(&c.DialTimeout, prefix+"dial-timeout", 5*time.Second, "timeout for one broker connection attempt")
+	fs.DurationVar(&c.UnreachableAfter, prefix+"unreachable-after", DefaultUnreachableAfter, "the processor and dispatcher report not-ready when one of their clients has asked the brokers and heard no answer for this long (a hang, a black hole, refused connections)")
 	fs.StringVar(&c.Topics.Inbox, prefix+"topics.inbox", "msgx.inbox", "topic carrying mailbox rows to the processor (1 partition)")
 	fs.StringVar(&c.Topics.FlightState, prefix+"topics.flight-state", "msgx.flight-state", "compacted topic of flight documents for the projector")
 	fs.StringVar(&c.Topics.ProjectionAcks, prefix+"topics.projection-acks", "msgx.projection-acks", "topic of projector acknowledgements")
@@ -141,6 +149,11 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string, refusals ...R
 	}
 	if c.Metrics != nil {
 		opts = append(opts, kgo.WithHooks(c.Metrics.hook(component)))
+	}
+	if c.Reach != nil {
+		// A broker holds a fetch up to FetchMaxWait before answering; at
+		// half the bound, a healthy idle consumer never looks unanswered.
+		opts = append(opts, kgo.WithHooks(c.Reach.hook(component)), kgo.FetchMaxWait(min(5*time.Second, c.Reach.after/2)))
 	}
 	if c.Tracing != nil {
 		opts = append(opts, kgo.WithHooks(newTraceHooks(c.Tracing, c.ClientID+"-"+component)))

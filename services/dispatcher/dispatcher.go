@@ -131,7 +131,8 @@ type Service struct {
 	r     *relay.Relay
 	pool  *pgxpool.Pool
 	mb    *sql.DB
-	lease readier // nil without an elector that tells
+	lease readier             // nil without an elector that tells
+	kafka *kafka.Reachability // nil when not wired (tests)
 }
 
 // New builds the dispatcher.
@@ -155,7 +156,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox}
+	svc := &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox, kafka: deps.Kafka.Reach}
 	svc.lease, _ = deps.Elector.(readier)
 	return svc, nil
 }
@@ -167,15 +168,22 @@ func (s *Service) Services() []*lifecycle.Service { return s.r.Services() }
 // lease calls (lease.Elector.Ready).
 type readier interface{ Ready() error }
 
-// Ready reports whether PostgreSQL and the mailbox answer, and the control
-// plane answers the lease calls: without them every target lost its term
-// or cannot take one, and nothing is delivered (R-M2).
+// Ready reports whether PostgreSQL and the mailbox answer, the brokers
+// answer the dispatcher's Kafka clients (kafka.Reachability) and the
+// control plane answers the lease calls: without them every target lost
+// its term or cannot take one, or cannot deliver, and nothing is delivered
+// (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
 	}
 	if err := s.mb.PingContext(ctx); err != nil {
 		return fmt.Errorf("pinging mailbox: %w", err)
+	}
+	if s.kafka != nil {
+		if err := s.kafka.Ready(); err != nil {
+			return err
+		}
 	}
 	if s.lease != nil {
 		return s.lease.Ready()

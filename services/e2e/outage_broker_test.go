@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/testutil/kafkatest"
 )
 
@@ -25,14 +27,17 @@ var outageBudgets = []string{"-dispatcher.delivery.max-attempts=2", "-dispatcher
 // and projector as processes. When the broker is back the run ends with 0
 // dead-lettered outbox rows, every message SUCCEEDED and marked, msg
 // carrying each flight's versions in order without a gap, and Redis equal
-// to PostgreSQL (R-L2, R-M3).
-func TestOutage_R_L2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
+// to PostgreSQL (R-L2, R-M3). While the broker is away the processor and
+// the dispatcher, whose work is Kafka, report not-ready within the
+// production bound (kafka.unreachable-after) and ready again once it
+// answers, while the projector keeps serving (R-M2, R-N1).
+func TestOutage_R_L2_R_M2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
 	s, broker := newBrokerStack(t)
 	kafkatest.EnsureTopics(t, &s.kafka)
 	ctx := context.Background()
 	s.start("control")
-	s.start("processor")
-	s.start("projector")
+	pr := s.start("processor")
+	pj := s.start("projector")
 	s.start("ingest")
 
 	// The changes wait in the outbox: no dispatcher yet.
@@ -61,6 +66,16 @@ func TestOutage_R_L2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
 	s.stop("dispatcher") // rescheduled during the outage
 	d = s.start("dispatcher", outageBudgets...)
 	waitFor(t, 60*time.Second, "the restarted dispatcher trying the absent broker", tries(d))
+	ready := func(p *proc) int {
+		code, err := getStatus("http://" + p.http + "/readyz")
+		require.NoError(t, err)
+		return code
+	}
+	notReadyBy := time.Now().Add(kafka.DefaultUnreachableAfter + 5*time.Second)
+	waitFor(t, time.Until(notReadyBy), "processor and dispatcher not ready without the broker", func() (bool, error) {
+		require.Equal(t, http.StatusOK, ready(pj), "the projector serves without Kafka (R-N1)")
+		return ready(pr) == http.StatusServiceUnavailable && ready(d) == http.StatusServiceUnavailable, nil
+	})
 	outageEnds := time.Now().Add(15 * time.Second)
 	waitFor(t, 30*time.Second, "15 s of outage, nothing dead-lettered meanwhile", func() (bool, error) {
 		var dead int
@@ -71,6 +86,9 @@ func TestOutage_R_L2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
 	})
 
 	require.NoError(t, broker.Start())
+	waitFor(t, 30*time.Second, "processor and dispatcher ready again with the broker back", func() (bool, error) {
+		return ready(pr) == http.StatusOK && ready(d) == http.StatusOK, nil
+	})
 	waitFor(t, 2*time.Minute, "every message SUCCEEDED and marked after the outage", func() (bool, error) {
 		n, err := s.unmarked()
 		if err != nil || n != 0 || s.procStates()["SUCCEEDED"] != total {

@@ -32,7 +32,8 @@ type Deps struct {
 type Service struct {
 	engine *pipeline.Engine
 	pool   *pgxpool.Pool
-	lease  readier // nil without an elector that tells
+	lease  readier             // nil without an elector that tells
+	kafka  *kafka.Reachability // nil when not wired (tests)
 }
 
 // New builds the processor.
@@ -82,7 +83,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &Service{engine: eng, pool: deps.Postgres}
+	svc := &Service{engine: eng, pool: deps.Postgres, kafka: deps.Kafka.Reach}
 	svc.lease, _ = deps.Elector.(readier)
 	return svc, nil
 }
@@ -94,12 +95,19 @@ func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
 // lease calls (lease.Elector.Ready).
 type readier interface{ Ready() error }
 
-// Ready reports whether PostgreSQL answers and the control plane answers
-// the lease calls: without them the processor lost its term or cannot
-// take one, and does no work (R-M2).
+// Ready reports whether PostgreSQL answers, the brokers answer the
+// processor's Kafka clients (kafka.Reachability: the inbox and the
+// acknowledgements come through them) and the control plane answers the
+// lease calls: without them the processor lost its term or cannot take
+// one, or takes in nothing, and does no work (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
+	}
+	if s.kafka != nil {
+		if err := s.kafka.Ready(); err != nil {
+			return err
+		}
 	}
 	if s.lease != nil {
 		return s.lease.Ready()

@@ -213,6 +213,7 @@ func (a *app) init(ctx context.Context) error {
 		if cfg.Kafka.Metrics, err = kafka.NewMetrics(a.tel.Meter("kafka")); err != nil {
 			return err
 		}
+		cfg.Kafka.Reach = kafka.NewReachability(a.clock, cfg.Kafka.UnreachableAfter)
 	}
 	if err := a.initTracing(); err != nil {
 		return err
