@@ -63,8 +63,8 @@ test-unit: ## run only the tests that need nothing (no database, Redis, tool or 
 fuzz: ## fuzz the SIS decoder for 30s
 	cd services && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=30s ./internal/sis/
 
-chaos: deps ## R-H7/R-M1 fault harness, long run: 3000 messages while 72 seeded faults (every kind, the hangs included) hit services, databases, Redis and the broker (make test runs a bounded 480/12 of the clean kinds)
-	cd services && MSGX_CHAOS_GREY=1 MSGX_CHAOS_SEED=$${MSGX_CHAOS_SEED:-$$(date +%s%N)} MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_FAULTS=$${MSGX_CHAOS_FAULTS:-72} $(GO) test -race -count=1 -timeout 40m -run TestChaos -v ./e2e/
+chaos: deps ## R-H7/R-M1/R-M2 fault harness, long run: 3000 messages while 72 seeded faults (every kind: hangs and proxy faults — latency, bandwidth, black hole, reset — included) hit services, databases, Redis and the broker, a table per kind; then each proxy family on every path (make test runs a bounded 480/12 of the clean kinds)
+	cd services && MSGX_CHAOS_GREY=1 MSGX_CHAOS_SEED=$${MSGX_CHAOS_SEED:-$$(date +%s%N)} MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_FAULTS=$${MSGX_CHAOS_FAULTS:-72} $(GO) test -race -count=1 -timeout 60m -run TestChaos -v ./e2e/
 
 upgrade-test: deps ## R-M4 rolling upgrade: builds msgx of the last commit before the newest migration (MSGX_UPGRADE_FROM to choose), runs it under the chaos workload, migrates, replaces each old instance with a new one under load; prints the summary line
 	bash scripts/upgrade-test.sh

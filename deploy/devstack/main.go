@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -119,6 +120,11 @@ func broker(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	port := fs.Int("port", 9092, "TCP port on 127.0.0.1")
 	dir := fs.String("data-dir", ".run/kafka", "directory keeping the broker's data across restarts")
+	// A fault proxy in front of the broker (the end-to-end tests' grey
+	// faults, R-M2) only sees the clients' traffic if the broker names the
+	// proxy in its metadata: clients go to the address the broker
+	// advertises, not to the seed they bootstrapped from.
+	advertise := fs.String("advertise", "", "host:port the broker names in its metadata instead of its listener's (a proxy in front of it; empty: the listener)")
 	// Securing the broker lets the end-to-end tests run every service the
 	// way production connects: over TLS and with SASL (R-H8). The default
 	// stays the plaintext broker of the development stack.
@@ -133,6 +139,18 @@ func broker(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(*port), kfake.DataDir(*dir)}
+	if *advertise != "" {
+		if _, _, err := net.SplitHostPort(*advertise); err != nil {
+			return fmt.Errorf("advertise %q: %w", *advertise, err)
+		}
+		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			ln, err := net.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			return advertisedListener{Listener: ln, addr: advertisedAddr(*advertise)}, nil
+		}))
+	}
 	secOpts, err := brokerSecurity(*certFile, *keyFile, *mechanism, *user, *passwordFile)
 	if err != nil {
 		return err
@@ -160,6 +178,21 @@ func broker(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	return nil
 }
+
+// advertisedListener is a listener whose Addr is the address the broker
+// advertises: kfake names its listener's Addr in every metadata answer.
+type advertisedListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l advertisedListener) Addr() net.Addr { return l.addr }
+
+// advertisedAddr is a host:port as a TCP net.Addr.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
 
 // brokerSecurity returns the broker's TLS listener and SASL user options;
 // both are off when their flags are empty. The broker's own client, which

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/testutil"
+	"msgexchange/libs/testutil/faultproxy"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/private"
 )
@@ -60,6 +61,13 @@ type chaosEnv struct {
 	mariaSrv *private.MariaDB
 	redisSrv *private.Redis
 	broker   *private.Broker
+	// proxies are the fault proxies the services reach each server
+	// through ("postgres", "mariadb", "redis", "broker"; R-M2).
+	proxies map[string]*faultproxy.Proxy
+
+	// inserted counts the rows the feeder inserted so far (set by the
+	// chaos run; nil elsewhere).
+	inserted func() int
 
 	// freezeFeed stops the feeder's inserts until the returned function
 	// is called (set by the chaos run; nil elsewhere).
@@ -84,7 +92,19 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 	<-built
 	buildDevstack(t)
 	s := newStackOn(t)
-	e.broker = private.NewBroker(t, devstackBin, s.sec.brokerFlags()...)
+	e.proxies = map[string]*faultproxy.Proxy{}
+	// The broker advertises its proxy, so that the services' connections
+	// after bootstrapping go through it too (and the test's own).
+	e.broker = private.NewBrokerBehind(t, devstackBin, func(upstream string) string {
+		if p := e.proxies["broker"]; p != nil {
+			if err := p.SetUpstream(upstream); err != nil {
+				t.Fatal(err)
+			}
+			return p.Addr()
+		}
+		e.proxies["broker"] = faultproxy.New(t, private.ReserveAddr(t), upstream)
+		return e.proxies["broker"].Addr()
+	}, s.sec.brokerFlags()...)
 	s.pgURL = e.pgSrv.CreateDatabase("msgx")
 	s.dsn = e.mariaSrv.CreateDatabase("msgx_mailbox")
 	s.redisURL = e.redisSrv.URL()
@@ -92,9 +112,30 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 	s.kafka = kafkatest.DefaultConfig()
 	s.kafka.Brokers = e.broker.Addr()
 	s.sec.kafka(&s.kafka)
+	s.through = &endpoints{
+		pgURL:    e.front(t, "postgres", s.pgURL, e.pgSrv.Port()),
+		dsn:      e.front(t, "mariadb", s.dsn, e.mariaSrv.Port()),
+		redisURL: e.front(t, "redis", s.redisURL, e.redisSrv.Port()),
+		brokers:  e.proxies["broker"].Addr(),
+	}
 	s.connect()
 	e.stack = s
 	return e
+}
+
+// front starts the fault proxy of server, which listens on 127.0.0.1:port,
+// and returns addr (a URL or DSN naming 127.0.0.1:port) pointing at the
+// proxy instead. The proxy forwards each new connection to the port again,
+// so a server restarted on it is reached as before.
+func (e *chaosEnv) front(t *testing.T, server, addr string, port int) string {
+	t.Helper()
+	upstream := fmt.Sprintf("127.0.0.1:%d", port)
+	if !strings.Contains(addr, upstream) {
+		t.Fatalf("the %s address %q does not name %s", server, addr, upstream)
+	}
+	p := faultproxy.New(t, "127.0.0.1:0", upstream)
+	e.proxies[server] = p
+	return strings.Replace(addr, upstream, p.Addr(), 1)
 }
 
 // chaosFlags are the extra flags of each service in the chaos run:
@@ -256,21 +297,22 @@ var chaosCleanKinds = []string{
 	faultPostgres, faultMariaDB, faultRedis, faultBroker,
 }
 
-// chaosGreyKinds are the hangs and the projector killed with records in
-// hand (R-M1, R-M6), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
+// chaosGreyKinds are the hangs, the projector killed with records in
+// hand and the proxy faults (R-M1, R-M6, R-M2), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
 // (`make chaos` sets it).
-var chaosGreyKinds = []string{
+var chaosGreyKinds = append([]string{
 	faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker,
 	faultProjectorUnacked,
-}
+}, chaosProxyKinds...)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
 // a server is down (R-H7 "reports not-ready while its dependency is gone").
 // Targets not listed do not use the server, or only through a service that
-// is listed. No instance depends on the broker for readiness: the
-// projector serves from Redis while the brokers are away (R-N1) and is not
-// ready only when its Kafka loops are refused, and the processor and
-// dispatcher wait for the brokers without stopping their other work.
+// is listed. A silent broker is watched through the instances holding a
+// Kafka lease (dependents); the projector serves from Redis while the
+// brokers are away (R-N1) and is not ready only when its Kafka loops are
+// refused. A crashed broker is not waited for: its restart follows at
+// once, as a broker's process supervisor would.
 var readinessDeps = map[string][]string{
 	faultPostgres: {"processor", "dispatcher", "control"},
 	faultMariaDB:  {"dispatcher", "ingest"},
@@ -279,6 +321,10 @@ var readinessDeps = map[string][]string{
 	faultHangPostgres: {"processor", "dispatcher", "control"},
 	faultHangMariaDB:  {"dispatcher", "ingest"},
 	faultHangRedis:    {"projector"},
+
+	proxyBlackHole + "-postgres": {"processor", "dispatcher", "control"},
+	proxyBlackHole + "-mariadb":  {"dispatcher", "ingest"},
+	proxyBlackHole + "-redis":    {"projector"},
 }
 
 // chaosFault is one scheduled fault: its kind and the number of marked
@@ -297,10 +343,16 @@ type faultResult struct {
 	Victim   string
 	Backlog  int      // unmarked rows when it struck
 	Problems []string // what the fault found (no takeover, no not-ready, …)
-	// Recovery is, for a hang, the time from SIGCONT until every instance
-	// was ready again and the pipeline marked rows again (or had none
-	// left); 0 for other kinds.
+	// Recovery is, for a hang or a proxy fault, the time from SIGCONT or
+	// the fault's removal until every instance was ready again and the
+	// pipeline marked rows again (or had none left); 0 for other kinds.
 	Recovery time.Duration
+	// First and Last are the stream positions (workload indexes) of the
+	// rows the fault could touch: the first row not yet marked when it
+	// struck (the mailbox is marked in order) to the last row inserted
+	// when it ended. A finding about one message is charged to every
+	// fault whose span holds it.
+	First, Last int
 }
 
 func (r faultResult) String() string {
@@ -316,8 +368,14 @@ func (r faultResult) String() string {
 func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 	res = faultResult{Fault: f, Began: time.Since(began)}
 	res.Backlog, _ = e.unmarked()
+	res.First = max(0, e.markedRows())
 	start := time.Now()
-	defer func() { res.Took = time.Since(start) }()
+	defer func() {
+		res.Took = time.Since(start)
+		if e.inserted != nil {
+			res.Last = e.inserted() - 1
+		}
+	}()
 	problem := func(format string, args ...any) {
 		res.Problems = append(res.Problems, fmt.Sprintf("%s at %s: ", f.Kind, res.Began.Round(100*time.Millisecond))+fmt.Sprintf(format, args...))
 	}
@@ -339,6 +397,8 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		res.Victim = e.pause(role, problem)
 	case "hang":
 		res.Recovery = e.hang(f.Kind, role, problem)
+	case proxyLatency, proxyBandwidth, proxyBlackHole, proxyReset:
+		res.Recovery = e.proxyFault(f.Kind, kind, role, problem)
 	case "unacked":
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)
@@ -487,6 +547,14 @@ func (e *chaosEnv) hang(kind, server string, problem func(string, ...any)) time.
 		problem("resuming: %v", err)
 		return 0
 	}
+	return e.awaitRecovery(problem)
+}
+
+// awaitRecovery returns how long processing took to resume after a
+// dependency answered again: every instance ready again and more rows
+// marked (or none left unmarked). A recovery slower than
+// hangRecoverWithin is a finding.
+func (e *chaosEnv) awaitRecovery(problem func(string, ...any)) time.Duration {
 	resumed := time.Now()
 	markedBefore := e.markedRows()
 	recovered := e.poll(hangRecoverWithin+10*time.Second, func() bool {
@@ -577,10 +645,33 @@ func (e *chaosEnv) markedRows() int {
 	return n
 }
 
+// kafkaLeases are the leases under which an instance holds Kafka clients:
+// the processor's (inbox, acknowledgements) and the dispatcher's Kafka
+// targets. A standby holds none, asks the brokers nothing and stays ready.
+var kafkaLeases = map[string][]string{
+	"processor":  {"processor"},
+	"dispatcher": {"dispatcher/msg", "dispatcher/flight-state", "dispatcher/schd"},
+}
+
 // dependents are the running instances that must report not-ready while
-// the server of kind is gone or hangs.
+// the server of kind is gone or hangs. For a silent broker they are the
+// instances holding a Kafka lease (R-M2: readiness reflects an unreachable
+// broker); the projector and ingest serve without it (R-N1).
 func (e *chaosEnv) dependents(kind string) []string {
 	var watch []string
+	if kind == faultHangBroker || kind == proxyBlackHole+"-broker" {
+		seen := map[string]bool{}
+		for target, leases := range kafkaLeases {
+			for _, l := range leases {
+				if n := e.holderOf(target, l); n != "" && !seen[n] {
+					seen[n] = true
+					watch = append(watch, n)
+				}
+			}
+		}
+		sort.Strings(watch)
+		return watch
+	}
 	for _, target := range readinessDeps[kind] {
 		for _, n := range instancesOf(target) {
 			if e.alive(n) {

@@ -1083,12 +1083,12 @@ func compareOutcome(w *chaosWorkload, ref, got *chaosOutcome, v *chaosVerdict) {
 	v.Redeliveries = got.Redeliveries
 }
 
-// recoverySummary is "kind max d, …" over the hang faults in kind order:
-// the slowest recovery of each hang kind, or "" without one.
+// recoverySummary is "kind max d, …" over the hangs and proxy faults in
+// kind order: the slowest recovery of each such kind, or "" without one.
 func recoverySummary(results []faultResult) string {
 	worst := map[string]time.Duration{}
 	for _, r := range results {
-		if strings.HasPrefix(r.Fault.Kind, "hang-") {
+		if measuresRecovery(r.Fault.Kind) {
 			worst[r.Fault.Kind] = max(worst[r.Fault.Kind], r.Recovery)
 		}
 	}

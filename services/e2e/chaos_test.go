@@ -39,7 +39,8 @@ import (
 // a server is down, every service that uses it must report not-ready.
 //
 // It prints `N messages, K faults (kinds…), L lost, D duplicated effects,
-// O out of order, R redeliveries, recovery after a hang: …`. MSGX_CHAOS_MESSAGES, MSGX_CHAOS_FAULTS
+// O out of order, R redeliveries, recovery after a grey fault: …` and a
+// table per fault kind (kindTable). MSGX_CHAOS_MESSAGES, MSGX_CHAOS_FAULTS
 // and MSGX_CHAOS_SEED size and replay a run; the defaults are the bounded
 // run of `make test` (every fault kind once).
 //
@@ -57,9 +58,17 @@ import (
 func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	testutil.Integration(t)
 	p := chaosParamsFromEnv(t)
-	w := buildChaosWorkload(rand.New(rand.NewPCG(uint64(p.Seed), 1)), p.Messages)
 	sched := buildChaosSchedule(rand.New(rand.NewPCG(uint64(p.Seed), 2)), p.Messages, p.Faults, p.Kinds)
 	replay := fmt.Sprintf("MSGX_CHAOS_SEED=%d MSGX_CHAOS_MESSAGES=%d MSGX_CHAOS_FAULTS=%d MSGX_CHAOS_GREY=%s", p.Seed, p.Messages, p.Faults, os.Getenv("MSGX_CHAOS_GREY"))
+	runChaos(t, p, sched, replay)
+}
+
+// runChaos runs the workload of p's seed and size on a chaos stack while
+// the faults of sched strike, and judges the outcome against the same
+// workload run without faults (see TestChaos_R_H7_DependencyFaultsMidStream).
+// replay says how to run it again.
+func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
+	w := buildChaosWorkload(rand.New(rand.NewPCG(uint64(p.Seed), 1)), p.Messages)
 	plan := make([]string, len(sched))
 	for i, f := range sched {
 		plan[i] = fmt.Sprintf("%s@%d", f.Kind, f.At)
@@ -98,6 +107,7 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 	// stays at most that far beyond the next fault's moment.
 	window := max(10, p.Messages/(p.Faults+1)/2)
 	feeder := startFeeder(runCtx, e.stack, w, window)
+	e.inserted = func() int { return len(feeder.inserted()) }
 	e.freezeFeed = func() func() {
 		held := feeder.limit.Load()
 		feeder.limit.Store(int64(len(feeder.inserted())))
@@ -179,10 +189,11 @@ func TestChaos_R_H7_DependencyFaultsMidStream(t *testing.T) {
 
 	recovery := ""
 	if r := recoverySummary(results); r != "" {
-		recovery = ", recovery after a hang: " + r
+		recovery = ", recovery after a grey fault: " + r
 	}
 	fmt.Printf("%d messages, %d faults (%s), %d lost, %d duplicated effects, %d out of order, %d redeliveries%s\n",
 		len(ids), len(results), faultSummary(results), len(v.Lost), len(v.Duplicated), len(v.OutOfOrder), v.Redeliveries, recovery)
+	fmt.Print(kindTable(results, v))
 	t.Logf("chaos: seed %d, states %s, total %s", p.Seed, chaosCounts(e.procStates()), time.Since(began).Round(time.Millisecond))
 	if v.failed() || os.Getenv("MSGX_CHAOS_KEEP_LOGS") != "" {
 		keepChaosLogs(t, e.stack, e.serverLogs())

@@ -114,11 +114,16 @@ type stack struct {
 	redisP string
 	// redisURL is the Redis every service of the stack uses.
 	redisURL string
-	kafka    kafka.Config
-	pg       *pgxpool.Pool
-	mailbox  *sql.DB
-	redis    *redis.Client
-	logDir   string
+	// through, when set, are the addresses the services reach the
+	// servers by (fault proxies in front of them, R-M2); the test's own
+	// clients keep the direct ones above, so that it can watch and judge
+	// while a path is slow or silent.
+	through *endpoints
+	kafka   kafka.Config
+	pg      *pgxpool.Pool
+	mailbox *sql.DB
+	redis   *redis.Client
+	logDir  string
 
 	// controlAddr is the control plane's gRPC address, reserved for the
 	// stack: a restarted control plane comes back where every lease client
@@ -148,6 +153,12 @@ type stack struct {
 	// bins runs the named processes from another msgx binary (an earlier
 	// release's, R-M4); the others run msgxBin.
 	bins map[string]string
+}
+
+// endpoints are the addresses of a stack's servers as a service is given
+// them.
+type endpoints struct {
+	pgURL, dsn, redisURL, brokers string
 }
 
 // Lease timing of the test stacks: a killed single-active service is
@@ -479,17 +490,21 @@ func (s *stack) startAs(name, target string, extra ...string) *proc {
 // launch starts one incarnation and waits until its HTTP server listens.
 // An incarnation that exits before is an error with its log.
 func (s *stack) launch(name, target string, extra []string) (*proc, error) {
+	ep := endpoints{pgURL: s.pgURL, dsn: s.dsn, redisURL: s.redisURL, brokers: s.kafka.Brokers}
+	if s.through != nil {
+		ep = *s.through
+	}
 	args := []string{
 		"-mode=development", // the stacks run the control plane without authentication
 		"-target=" + target,
 		"-postgres.idle-in-tx-timeout=2s",
 		"-http.addr=127.0.0.1:0",
 		"-log.format=text", "-log.level=info",
-		"-postgres.url=" + s.pgURL,
-		"-mysql.dsn=" + s.dsn,
-		"-redis.url=" + s.redisURL,
+		"-postgres.url=" + ep.pgURL,
+		"-mysql.dsn=" + ep.dsn,
+		"-redis.url=" + ep.redisURL,
 		"-redis.key-prefix=" + s.redisP,
-		"-kafka.brokers=" + s.kafka.Brokers,
+		"-kafka.brokers=" + ep.brokers,
 		"-kafka.create-topics=false",
 		"-ingest.pipeline.poll-interval=100ms",
 		// One control plane per stack keeps the leases; every

@@ -48,6 +48,16 @@ func New(t testing.TB, listen, upstream string) *Proxy {
 	return &Proxy{name: name, p: p}
 }
 
+// SetUpstream points the proxy at another upstream address (a server that
+// had to move to another port); connections made before keep theirs.
+func (p *Proxy) SetUpstream(upstream string) error {
+	in := &toxiproxy.Proxy{Name: p.name, Listen: p.p.Listen, Upstream: upstream, Enabled: true}
+	if err := p.p.Update(in); err != nil {
+		return fmt.Errorf("pointing %s at %s: %w", p.name, upstream, err)
+	}
+	return nil
+}
+
 // Addr is where clients connect (host:port).
 func (p *Proxy) Addr() string { return p.p.Listen }
 

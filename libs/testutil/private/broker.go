@@ -26,6 +26,18 @@ type Broker struct {
 // on (for example -kafka.* topic flags). It is killed when the test ends.
 func NewBroker(t testing.TB, bin string, extra ...string) *Broker {
 	t.Helper()
+	return NewBrokerBehind(t, bin, nil, extra...)
+}
+
+// NewBrokerBehind is NewBroker for a broker that clients reach through
+// something in front of it (a fault proxy): before each start attempt
+// front is given the broker's own address and returns the address the
+// broker advertises in its metadata, so that clients keep going through
+// the front after bootstrapping. front must already forward to the given
+// address when it returns: the broker creates its topics through it. A nil
+// front advertises the broker's own address.
+func NewBrokerBehind(t testing.TB, bin string, front func(upstream string) string, extra ...string) *Broker {
+	t.Helper()
 	dir := newDir(t, "msgx-broker-")
 	b := &Broker{port: ReservePort(t)}
 	b.d = &daemon{name: "private broker", log: filepath.Join(dir, "broker.log")}
@@ -36,6 +48,9 @@ func NewBroker(t testing.TB, bin string, extra ...string) *Broker {
 	})
 	setPort := func() {
 		b.d.argv = append([]string{bin, "broker", "-port", itoa(b.port), "-data-dir", filepath.Join(dir, "data")}, extra...)
+		if front != nil {
+			b.d.argv = append(b.d.argv, "-advertise", front(b.Addr()))
+		}
 	}
 	if err := startNew(t, b.d.name, &b.port, b.d.log, setPort, b.Start); err != nil {
 		t.Fatal(err)

@@ -57,6 +57,9 @@ func NewRedis(t testing.TB, opts ...Option) *Redis {
 	return r
 }
 
+// Port is the server's port on 127.0.0.1.
+func (r *Redis) Port() int { return r.port }
+
 // URL is the server's redis:// URL (database 0); rediss:// under WithTLS.
 func (r *Redis) URL() string {
 	if r.tls != nil {
