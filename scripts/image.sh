@@ -20,6 +20,7 @@
 # Usage: scripts/image.sh [imagebuild flags]
 #   VERSION=0.2.0 PLATFORMS=linux/amd64,linux/arm64 scripts/image.sh
 #   SOURCE_DATE_EPOCH=... pins the build date (default: the commit time).
+#   IMAGE_DEPS_ONLY=1 only installs the Debian packages the base needs.
 # See docs/deployment.md for pushing the layout to a registry.
 set -euo pipefail
 
@@ -47,6 +48,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# scripts/release.sh needs only the packages: it builds the image itself.
+if [ -n "${IMAGE_DEPS_ONLY:-}" ]; then exit 0; fi
 
 args=(-root "$ROOT" -out "${OUT:-$ROOT/build/image}")
 if [ -n "${VERSION:-}" ]; then args+=(-version "$VERSION"); fi

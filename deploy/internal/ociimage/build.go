@@ -241,11 +241,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	var imgs []v1.Image
 	for _, p := range o.Platforms {
 		log.Info("building msgx", "platform", p.String(), "version", o.Version, "commit", o.Commit)
-		bin, err := compile(ctx, o, p, "msgx")
+		bin, err := Compile(ctx, o, p, "msgx")
 		if err != nil {
 			return nil, err
 		}
-		cli, err := compile(ctx, o, p, "msgxctl")
+		cli, err := Compile(ctx, o, p, "msgxctl")
 		if err != nil {
 			return nil, err
 		}
@@ -306,11 +306,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// compile builds the static command program (msgx or msgxctl, from
-// services/cmd/<program>) for p with the stamps, from the workspace at
-// o.Root. -trimpath and no VCS stamping keep the binary independent of the
-// machine's paths and work-tree state; the stamps carry the commit instead.
-func compile(ctx context.Context, o Options, p Platform, program string) (string, error) {
+// Compile builds the static command program (msgx or msgxctl, from
+// services/cmd/<program>) for p with o's stamps (call o.Stamps first), from
+// the workspace at o.Root, into o.Out/bin/<program>-<os>-<arch>, and
+// returns that path. -trimpath and no VCS stamping keep the binary
+// independent of the machine's paths and work-tree state; the stamps carry
+// the commit instead. `make release` cross-builds msgxctl with it.
+func Compile(ctx context.Context, o Options, p Platform, program string) (string, error) {
 	dir := filepath.Join(o.Out, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("creating %s: %w", dir, err)
