@@ -16,7 +16,8 @@ import (
 // with the make target that runs them instead. A new constraint must be
 // listed here with its target, or make test silently stops running it.
 var taggedTests = map[string]string{
-	"services/e2e/upgrade_test.go": "upgrade-test", // builds an earlier release first (R-M4)
+	"services/e2e/upgrade_test.go":                 "upgrade-test", // builds an earlier release first (R-M4)
+	"deploy/internal/release/full_release_test.go": "release-test", // the whole signed release, minutes (R-N6); make test verifies a fixture release
 }
 
 // raceTagged are files that only choose between race and non-race
