@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -225,12 +224,8 @@ func verifiedManifest(img v1.Image, want v1.Hash) (*v1.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading manifest %s: %w", ErrImage, want, err)
 	}
-	got, _, err := v1.SHA256(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: hashing manifest %s: %w", ErrImage, want, err)
-	}
-	if got != want {
-		return nil, fmt.Errorf("%w: manifest %s hashes to %s", ErrImage, want, got)
+	if err := checkDigest("manifest", raw, want); err != nil {
+		return nil, err
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
@@ -241,23 +236,27 @@ func verifiedManifest(img v1.Image, want v1.Hash) (*v1.Manifest, error) {
 
 // blob reads a blob of the layout and checks it against its digest.
 func blob(dir string, d v1.Hash) ([]byte, error) {
-	f, err := os.Open(layoutBlobPath(dir, d))
+	body, err := os.ReadFile(layoutBlobPath(dir, d))
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading blob %s: %w", ErrImage, d, err)
 	}
-	defer f.Close()
-	body, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading blob %s: %w", ErrImage, d, err)
-	}
-	got, _, err := v1.SHA256(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: hashing blob %s: %w", ErrImage, d, err)
-	}
-	if got != d {
-		return nil, fmt.Errorf("%w: blob %s hashes to %s", ErrImage, d, got)
+	if err := checkDigest("blob", body, d); err != nil {
+		return nil, err
 	}
 	return body, nil
+}
+
+// checkDigest fails unless data hashes to want: what the layout's index or
+// a manifest says about the content must be what lies on disk.
+func checkDigest(what string, data []byte, want v1.Hash) error {
+	got, _, err := v1.SHA256(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%w: hashing %s %s: %w", ErrImage, what, want, err)
+	}
+	if got != want {
+		return fmt.Errorf("%w: %s %s hashes to %s", ErrImage, what, want, got)
+	}
+	return nil
 }
 
 func layoutBlobPath(dir string, d v1.Hash) string {
