@@ -23,7 +23,8 @@ import (
 //   - bandwidth: narrow, proxyKBps each way for proxySlowFor; rows must
 //     keep being marked meanwhile;
 //   - blackhole: silent, nothing passes and nothing is closed, as behind
-//     a dropping firewall — every dependent instance must report
+//     a dropping firewall, struck while calls are in flight (a second of
+//     latency first holds them in the proxy) — every dependent instance must report
 //     not-ready within hangReadyWithin, and it lasts at least hangFor,
 //     past every call deadline; the connections it held are dead
 //     afterwards (their bytes were dropped), so only a client that gives
@@ -42,6 +43,7 @@ const (
 	proxyJitter   = 50 * time.Millisecond
 	proxyKBps     = 32
 	proxySlowFor  = 10 * time.Second
+	blackHoleLead = time.Second
 	proxyResetFor = 3 * time.Second
 )
 
@@ -77,7 +79,18 @@ func (e *chaosEnv) proxyFault(kind, family, server string, problem func(string, 
 	case proxyBandwidth:
 		f, err = p.BandwidthFault(proxyKBps)
 	case proxyBlackHole:
-		f, err = p.BlackHoleFault()
+		// Calls in flight when the path goes silent are what a client
+		// deadline is for: a second of added latency first holds the
+		// busy clients' calls inside the proxy, and the black hole then
+		// swallows them, so every active client waits for an answer
+		// that never comes.
+		if slow, lerr := p.LatencyFault(blackHoleLead, 0); lerr == nil {
+			e.poll(blackHoleLead, func() bool { return false })
+			f, err = p.BlackHoleFault()
+			slow.Remove()
+		} else {
+			err = lerr
+		}
 	case proxyReset:
 		f, err = p.ResetFault()
 	}
