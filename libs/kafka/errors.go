@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Class is what a Kafka error says about trying again. Every part of the
@@ -70,6 +71,23 @@ func Classify(err error) Class {
 // not, so that a Kafka outage leaves what a process serves from other
 // stores in service (R-N1).
 func Permanent(err error) bool { return Classify(err) != Transient }
+
+// FetchErrors returns the last error of a poll's fetches and the last one
+// that waiting does not cure (Permanent), nil for none; each, when not nil,
+// hears every error with its topic and partition (to log it). It is how a
+// consuming loop tells a stall from an outage (R-L8).
+func FetchErrors(f kgo.Fetches, each func(topic string, partition int32, err error)) (last, permanent error) {
+	f.EachError(func(topic string, partition int32, err error) {
+		last = err
+		if Permanent(err) {
+			permanent = err
+		}
+		if each != nil {
+			each(topic, partition, err)
+		}
+	})
+	return last, permanent
+}
 
 // Fenced reports whether err says that another consumer-group member
 // joined with this member's static instance ID (FENCED_INSTANCE_ID): this

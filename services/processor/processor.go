@@ -97,7 +97,8 @@ type readier interface{ Ready() error }
 
 // Ready reports whether PostgreSQL answers, the brokers answer the
 // processor's Kafka clients (kafka.Reachability: the inbox and the
-// acknowledgements come through them) and the control plane answers the
+// acknowledgements come through them), no Kafka loop is stalled by a
+// broker's refusal (R-L8), and the control plane answers the
 // lease calls: without them the processor lost its term or cannot take
 // one, or takes in nothing, and does no work (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
@@ -108,6 +109,9 @@ func (s *Service) Ready(ctx context.Context) error {
 		if err := s.kafka.Ready(); err != nil {
 			return err
 		}
+	}
+	if err := s.engine.Progress(); err != nil {
+		return err // a loop the broker refuses (R-L8)
 	}
 	if s.lease != nil {
 		return s.lease.Ready()

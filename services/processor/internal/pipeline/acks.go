@@ -45,16 +45,17 @@ func (e *Engine) acksService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
+			wait := fetchRetry.Start()
 			for {
-				fetches := cl.PollFetches(ctx)
+				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {
 					return nil
 				}
+				if err := e.polled(ctx, e.loopProgress[1], wait, fetches); err != nil {
+					return err
+				}
 				var acks []Ack
 				next := map[int32]int64{}
-				fetches.EachError(func(t string, p int32, err error) {
-					e.log.Warn("fetching projection acks", "topic", t, "partition", p, "err", err)
-				})
 				fetches.EachRecord(func(r *kgo.Record) {
 					next[r.Partition] = r.Offset + 1
 					var a Ack

@@ -14,6 +14,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
+	"msgexchange/libs/progress"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/procstate"
 )
@@ -93,6 +94,9 @@ type Options struct {
 	// counts as one that ended its process (R-H1, R-L2); 0 means
 	// DefaultMarkerGrace.
 	MarkerGrace time.Duration
+	// StallLimit is how long a Kafka loop may be refused by the broker
+	// before its service ends (R-L8); 0 means DefaultStallLimit.
+	StallLimit time.Duration
 }
 
 // reader is what the pipeline may do on the pool outside a transaction:
@@ -127,6 +131,9 @@ type Engine struct {
 	// is not fenced, because it can only say that this live process
 	// executes nothing.
 	withdraw func(ctx context.Context) error
+	// loopProgress tracks the inbox and acks loops (R-L8): stalled while
+	// the broker refuses them, which makes the processor not ready.
+	loopProgress []*progress.Tracker
 	// foreign is the other instance's marker the executor found on the
 	// head and waits on (MarkerGrace); only the executor touches it.
 	foreign foreignMarker
@@ -178,19 +185,26 @@ func NewEngine(opt Options) (*Engine, error) {
 	if opt.Elector != nil {
 		db = lease.NewTerms(opt.Pool, LeaseName, observe)
 	}
+	loops := []*progress.Tracker{progress.New("processor-inbox", opt.Clock), progress.New("processor-acks", opt.Clock)}
+	if opt.Meter != nil {
+		if err := progress.RegisterMetrics(opt.Meter, loops...); err != nil {
+			return nil, err
+		}
+	}
 	pool, instance := opt.Pool, lease.Holder()
 	opt.Pool = nil // reads through pool, writes through db, and withdraw: nothing else
 	return &Engine{
-		opt:      opt,
-		log:      opt.Logger,
-		pool:     db,
-		db:       db,
-		clock:    opt.Clock,
-		opday:    flight.OpDay{Zone: opt.Zone, CutoffHour: opt.CutoffHour},
-		wake:     make(chan struct{}, 1),
-		metrics:  m,
-		instance: instance,
-		withdraw: func(ctx context.Context) error { return procstate.ReleaseFrom(ctx, pool, instance, 0) },
+		opt:          opt,
+		log:          opt.Logger,
+		pool:         db,
+		db:           db,
+		clock:        opt.Clock,
+		opday:        flight.OpDay{Zone: opt.Zone, CutoffHour: opt.CutoffHour},
+		wake:         make(chan struct{}, 1),
+		metrics:      m,
+		instance:     instance,
+		loopProgress: loops,
+		withdraw:     func(ctx context.Context) error { return procstate.ReleaseFrom(ctx, pool, instance, 0) },
 	}, nil
 }
 

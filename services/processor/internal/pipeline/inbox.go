@@ -42,15 +42,16 @@ func (e *Engine) inboxService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
+			wait := fetchRetry.Start()
 			for {
-				fetches := cl.PollFetches(ctx)
+				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {
 					return nil
 				}
+				if err := e.polled(ctx, e.loopProgress[0], wait, fetches); err != nil {
+					return err
+				}
 				var recs []*kgo.Record
-				fetches.EachError(func(t string, p int32, err error) {
-					e.log.Warn("fetching inbox", "topic", t, "partition", p, "err", err)
-				})
 				fetches.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
 				if len(recs) == 0 {
 					continue

@@ -6,6 +6,7 @@ import (
 
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 )
 
 // Services returns the processor's lifecycle services. With an elector it
@@ -28,7 +29,11 @@ func (e *Engine) Services() []*lifecycle.Service {
 		holder = lease.Holder()
 	}
 	return []*lifecycle.Service{lifecycle.NewService("processor-leader", nil, func(svcCtx context.Context) error {
-		return e.opt.Elector.Run(svcCtx, LeaseName, holder, func(ctx context.Context, token int64) error {
+		// A loop stalled past its limit ends the process, not only the
+		// term, so that the supervisor restarts it (R-L8).
+		runCtx, stalled := context.WithCancelCause(svcCtx)
+		defer stalled(nil)
+		err := e.opt.Elector.Run(runCtx, LeaseName, holder, func(ctx context.Context, token int64) error {
 			tctx, end := e.db.Start(ctx, token)
 			defer end()
 			e.log.Info("processor lease acquired; active", "token", token, "holder", holder)
@@ -38,6 +43,11 @@ func (e *Engine) Services() []*lifecycle.Service {
 			// be charged as a crash by the next holder (R-L2).
 			end()
 			e.withdrawMarkers(svcCtx)
+			if errors.Is(err, progress.ErrStalled) {
+				stalled(err)
+			} else {
+				e.standby() // a loop that does not run cannot stall
+			}
 			if cause := context.Cause(tctx); errors.Is(cause, lease.ErrFenced) {
 				e.log.Warn("processor term ended: a fenced write was refused; standby", "token", token, "err", cause,
 					"alert", "processor-fenced")
@@ -46,6 +56,10 @@ func (e *Engine) Services() []*lifecycle.Service {
 			e.log.Info("processor term ended; standby", "token", token, "err", err)
 			return err
 		})
+		if cause := context.Cause(runCtx); errors.Is(cause, progress.ErrStalled) {
+			return cause
+		}
+		return err
 	}, nil)}
 }
 
