@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,7 +65,26 @@ const (
 	chaosStall        = 60 * time.Second
 	chaosStreamBudget = 90 * time.Second // + 100 ms per message (50 ms without faults)
 	chaosSettleBudget = 60 * time.Second // + 20 ms per message (10 ms without faults)
+	// chaosGreyFaultBudget is what the stream budget grows by for each
+	// grey fault of the schedule: a hang or a black hole holds its server
+	// at least hangFor and up to hangReadyWithin, a slow or narrow path
+	// proxySlowFor, and each waits up to hangRecoverWithin for the
+	// pipeline to move again — time the per-message budget does not
+	// cover. The clean kinds take seconds and are covered by it.
+	chaosGreyFaultBudget = 30 * time.Second
 )
+
+// chaosStreamBudgetFor is the stream budget of a run of n messages under
+// the faults of sched.
+func chaosStreamBudgetFor(n int, sched []chaosFault) time.Duration {
+	d := chaosStreamBudget + time.Duration(n)*100*time.Millisecond
+	for _, f := range sched {
+		if slices.Contains(chaosGreyKinds, f.Kind) {
+			d += chaosGreyFaultBudget
+		}
+	}
+	return d
+}
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
 	t.Helper()

@@ -100,7 +100,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	t.Cleanup(func() { watcher.finish() })
 	// The stream's budget; a run that stops making progress is given up
 	// long before it (chaosStall), and one whose service exits at once.
-	runCtx, cancel := e.untilBroken(context.Background(), chaosStreamBudget+time.Duration(p.Messages)*100*time.Millisecond)
+	runCtx, cancel := e.untilBroken(context.Background(), chaosStreamBudgetFor(p.Messages, sched))
 	defer cancel()
 	chaosBegan := time.Now()
 	// At most half a fault's gap of rows waits unmarked, and the feeder

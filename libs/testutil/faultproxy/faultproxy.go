@@ -33,6 +33,10 @@ type Proxy struct {
 
 var proxies atomic.Int64
 
+// Some toxics (bandwidth) log through zerolog's global logger, at trace
+// level, onto the test's output; nothing else in the tests uses zerolog.
+func init() { zerolog.SetGlobalLevel(zerolog.Disabled) }
+
 // New starts a proxy to upstream (host:port) on listen (host:port; use
 // "127.0.0.1:0" for any free port, or a reserved port when the address
 // must survive the proxy's restart). It stops when the test ends.
