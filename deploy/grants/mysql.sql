@@ -56,6 +56,16 @@ GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
 --     WHERE CMINMSGS_ID IN (…) AND CMINMSGS_DATE_PROCESSED IS NULL
 -- The WHERE clause reads CMINMSGS_ID and CMINMSGS_DATE_PROCESSED, which
 -- needs SELECT on them; the message text is not readable to this account.
+--
+-- The same two columns answer an operator's mailbox census (msgxctl
+-- mailbox census, services/dispatcher/internal/relay/census.go), the
+-- figures of the cutover from the predecessor (R-L6), read only:
+--   SELECT COALESCE(MAX(CMINMSGS_ID), 0) + 1 FROM CMINMSGS
+--   SELECT COALESCE(MAX(CMINMSGS_ID), 0) + 1 FROM CMINMSGS
+--     WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL
+--   SELECT COUNT(*), COALESCE(SUM(CMINMSGS_DATE_PROCESSED IS NULL), 0) FROM CMINMSGS
+--     WHERE CMINMSGS_ID >= ?
+--   SELECT COUNT(*) FROM CMINMSGS WHERE CMINMSGS_ID < ? AND CMINMSGS_DATE_PROCESSED IS NULL
 GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED)
     ON aodbinterface.CMINMSGS TO 'msgx_dispatcher'@'%';
 GRANT UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)

@@ -110,6 +110,10 @@ GRANT UPDATE (backfilled_at, backfill_outcome) ON proc_state TO msgx_dispatcher;
 GRANT SELECT (id, type, state, registered_at) ON req_track TO msgx_dispatcher;
 GRANT UPDATE (state, sent_at, outbound_id, closed_at, closed_reason) ON req_track TO msgx_dispatcher;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_dispatcher;
+GRANT SELECT ON mailbox_census TO msgx_dispatcher; -- answers the control plane's mailbox census,
+GRANT UPDATE (state, started_at, finished_at, next_id, rows_from_start, after_last_marked,
+              unmarked_from_start, unmarked_below_start, error)
+    ON mailbox_census TO msgx_dispatcher; -- recording only the figures (R-L6, R-N9)
 
 -- ---------------------------------------------------------------------
 -- msgx_projector: reads flight to rebuild and check the Redis projection
@@ -145,6 +149,7 @@ GRANT SELECT                 ON season_flight        TO msgx_control;
 GRANT SELECT                 ON snapshot_log         TO msgx_control; -- the snapshot log (R-L7)
 GRANT SELECT                 ON maintenance_run      TO msgx_control;
 GRANT SELECT, INSERT         ON maintenance_request  TO msgx_control; -- trigger or dry-run a maintenance job (R-N9)
+GRANT SELECT, INSERT         ON mailbox_census       TO msgx_control; -- the cutover's mailbox figures (R-L6, R-N9)
 GRANT SELECT                 ON goose_db_version     TO msgx_control; -- msgxctl database status: the migration state (R-N9)
 GRANT pg_read_all_stats                              TO msgx_control; -- and the long transactions of every role's sessions
 GRANT SELECT, INSERT         ON projection_rebuild   TO msgx_control;
@@ -153,7 +158,7 @@ GRANT SELECT, INSERT         ON outbox_requeue_audit TO msgx_control;
 GRANT SELECT, INSERT         ON outbox_discard_audit TO msgx_control;
 GRANT USAGE ON SEQUENCE lease_audit_id_seq, outbox_id_seq, req_track_id_seq, req_track_seqn,
     replay_request_id_seq, projection_rebuild_id_seq, message_end_audit_id_seq, outbox_requeue_audit_id_seq,
-    outbox_discard_audit_id_seq, maintenance_request_id_seq
+    outbox_discard_audit_id_seq, maintenance_request_id_seq, mailbox_census_id_seq
     TO msgx_control;
 
 COMMIT;

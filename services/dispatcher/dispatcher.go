@@ -128,11 +128,12 @@ type Deps struct {
 
 // Service is a running dispatcher.
 type Service struct {
-	r     *relay.Relay
-	pool  *pgxpool.Pool
-	mb    *sql.DB
-	lease readier             // nil without an elector that tells
-	kafka *kafka.Reachability // nil when not wired (tests)
+	r      *relay.Relay
+	census *relay.Census
+	pool   *pgxpool.Pool
+	mb     *sql.DB
+	lease  readier             // nil without an elector that tells
+	kafka  *kafka.Reachability // nil when not wired (tests)
 }
 
 // New builds the dispatcher.
@@ -156,13 +157,23 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &Service{r: r, pool: deps.Postgres, mb: deps.Mailbox, kafka: deps.Kafka.Reach}
+	census, err := relay.NewCensus(relay.CensusOptions{
+		Logger: deps.Logger.With("component", "dispatcher-census"), Clock: deps.Clock,
+		Pool: deps.Postgres, Mailbox: deps.Mailbox,
+	})
+	if err != nil {
+		return nil, err
+	}
+	svc := &Service{r: r, census: census, pool: deps.Postgres, mb: deps.Mailbox, kafka: deps.Kafka.Reach}
 	svc.lease, _ = deps.Elector.(readier)
 	return svc, nil
 }
 
-// Services returns the notification listener and one loop per target.
-func (s *Service) Services() []*lifecycle.Service { return s.r.Services() }
+// Services returns the notification listener, one loop per target and
+// the mailbox census loop (R-L6), which runs on every instance.
+func (s *Service) Services() []*lifecycle.Service {
+	return append(s.r.Services(), s.census.Service())
+}
 
 // readier is an Elector that tells whether the control plane answers its
 // lease calls (lease.Elector.Ready).

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -10,12 +12,37 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
+// censusPoll is how often "mailbox census" asks whether a dispatcher
+// counted the census.
+const censusPoll = 200 * time.Millisecond
+
 // mailboxCommand is the "mailbox" group: mailbox IDs that came again with
-// a different text (R-L5, C-3).
+// a different text (R-L5, C-3), and the mailbox's figures for the cutover
+// from the predecessor (R-L6).
 func mailboxCommand() *command {
 	return &command{
 		name: "mailbox",
 		subs: []*command{{
+			name:     "census",
+			synopsis: "[--start ID] --operator NAME",
+			summary:  "the shared mailbox's figures for the cutover from the predecessor (docs/runbook.md): the next ID, the ID after the last marked row and, from --start, the rows, the unmarked rows and the unmarked rows below; a dispatcher counts them",
+			setup: func(fs *pflag.FlagSet) runFunc {
+				start := fs.Int64("start", 0, "the cut the counts are taken at: S in the runbook's step 2, START in steps 4 and 5 (0: only the next ID and the ID after the last marked row)")
+				operator := fs.String("operator", "", "who asks (required, recorded: each census makes the mailbox count its table)")
+				return func(ctx context.Context, a *app, args []string) error {
+					if err := exactArgs(args); err != nil {
+						return err
+					}
+					if *start < 0 {
+						return usagef("--start %d: must not be negative", *start)
+					}
+					if strings.TrimSpace(*operator) == "" {
+						return usagef("--operator is required: who asks the mailbox for a census is recorded")
+					}
+					return a.mailboxCensus(ctx, &controlv1.RequestMailboxCensusRequest{StartId: *start, Operator: *operator})
+				}
+			},
+		}, {
 			name:     "reused",
 			synopsis: "[--msg-id ID] [--texts] [--limit N] [--page TOKEN]",
 			summary:  "mailbox IDs seen again with a different text, newest detection first: both hashes, when, how often; --texts shows the text that ran and the held one",
@@ -62,4 +89,63 @@ func mailboxCommand() *command {
 			},
 		}},
 	}
+}
+
+// mailboxCensus requests a census and waits, within --timeout, until a
+// dispatcher counted it.
+func (a *app) mailboxCensus(ctx context.Context, req *controlv1.RequestMailboxCensusRequest) error {
+	conn, err := a.client()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	client := controlv1.NewMaintenanceServiceClient(conn)
+	resp, err := client.RequestMailboxCensus(cctx, req)
+	if err != nil {
+		return err
+	}
+	c := resp.GetCensus()
+	for c.GetState() == controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_PENDING {
+		t := time.NewTimer(censusPoll)
+		select {
+		case <-cctx.Done():
+			t.Stop()
+			return fmt.Errorf("mailbox census %d not counted within --timeout %v (is a dispatcher running and reaching the mailbox?); a dispatcher counts it later: ask again with a longer --timeout: %w",
+				c.GetId(), a.timeout, cctx.Err())
+		case <-t.C:
+		}
+		got, err := client.GetMailboxCensus(cctx, &controlv1.GetMailboxCensusRequest{Id: c.GetId()})
+		if err != nil {
+			return err
+		}
+		c = got.GetCensus()
+	}
+	if a.structured() {
+		if err := a.printStructured(c); err != nil {
+			return err
+		}
+	} else if err := a.mailboxCensusTable(c); err != nil {
+		return err
+	}
+	if c.GetState() == controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_FAILED {
+		return fmt.Errorf("mailbox census %d failed: %s", c.GetId(), c.GetError())
+	}
+	return nil
+}
+
+// mailboxCensusTable prints a census, each figure named as the runbook's
+// step that asks for it ("Taking over from the predecessor").
+func (a *app) mailboxCensusTable(c *controlv1.MailboxCensus) error {
+	tw := newTable(a.stdout)
+	row(tw, "census", c.GetId(), "")
+	row(tw, "state", enumName(c.GetState(), "MAILBOX_CENSUS_STATE_"), orDash(c.GetError()))
+	row(tw, "start", int64Str(c.GetStartId()), "")
+	row(tw, "next_id", optCount(c.NextId), "step 1: S, the largest mailbox ID + 1")
+	row(tw, "rows_from_start", optCount(c.RowsFromStart), "step 2: rows with ID >= start, marked or not")
+	row(tw, "after_last_marked", optCount(c.AfterLastMarked), "step 3: START, the largest marked ID + 1")
+	row(tw, "unmarked_from_start", optCount(c.UnmarkedFromStart), "step 4: unmarked rows with ID >= start")
+	row(tw, "unmarked_below_start", optCount(c.UnmarkedBelowStart), "step 5: unmarked rows with ID < start")
+	row(tw, "counted_at", a.ts(c.GetFinishedAt()), "")
+	return tw.Flush()
 }

@@ -45,6 +45,12 @@ var methodRoles = map[string]caller.Role{
 	controlv1.MaintenanceService_ListMaintenanceRuns_FullMethodName:   caller.Read,
 	controlv1.MaintenanceService_GetMaintenanceRequest_FullMethodName: caller.Read,
 	controlv1.MaintenanceService_RequestMaintenance_FullMethodName:    caller.Operate,
+	// A census writes nothing, but each one makes the shared mailbox, which
+	// the airport's other systems use, count its table: a reader's token
+	// must not be able to load a database it does not own. Reading a
+	// census's figures is harmless.
+	controlv1.MaintenanceService_RequestMailboxCensus_FullMethodName: caller.Operate,
+	controlv1.MaintenanceService_GetMailboxCensus_FullMethodName:     caller.Read,
 
 	controlv1.ReplayService_Preview_FullMethodName:            caller.Read,
 	controlv1.ReplayService_GetReplayRequest_FullMethodName:   caller.Read,

@@ -12,7 +12,8 @@
 // the result on it.
 //
 // Every call requires the metadata header "authorization: Bearer <token>":
-// role read for the listings, operate for RequestMaintenance (R-F3, R-H9).
+// role read for the listings, operate for RequestMaintenance and
+// RequestMailboxCensus (R-F3, R-H9).
 
 package controlv1
 
@@ -152,6 +153,62 @@ func (x MaintenanceRequestState) Number() protoreflect.EnumNumber {
 // Deprecated: Use MaintenanceRequestState.Descriptor instead.
 func (MaintenanceRequestState) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{1}
+}
+
+// MailboxCensusState is where a census stands.
+type MailboxCensusState int32
+
+const (
+	MailboxCensusState_MAILBOX_CENSUS_STATE_UNSPECIFIED MailboxCensusState = 0
+	// PENDING: recorded; no dispatcher has counted it yet.
+	MailboxCensusState_MAILBOX_CENSUS_STATE_PENDING MailboxCensusState = 1
+	// DONE: counted; the figures are set.
+	MailboxCensusState_MAILBOX_CENSUS_STATE_DONE MailboxCensusState = 2
+	// FAILED: the mailbox did not answer; error says why.
+	MailboxCensusState_MAILBOX_CENSUS_STATE_FAILED MailboxCensusState = 3
+)
+
+// Enum value maps for MailboxCensusState.
+var (
+	MailboxCensusState_name = map[int32]string{
+		0: "MAILBOX_CENSUS_STATE_UNSPECIFIED",
+		1: "MAILBOX_CENSUS_STATE_PENDING",
+		2: "MAILBOX_CENSUS_STATE_DONE",
+		3: "MAILBOX_CENSUS_STATE_FAILED",
+	}
+	MailboxCensusState_value = map[string]int32{
+		"MAILBOX_CENSUS_STATE_UNSPECIFIED": 0,
+		"MAILBOX_CENSUS_STATE_PENDING":     1,
+		"MAILBOX_CENSUS_STATE_DONE":        2,
+		"MAILBOX_CENSUS_STATE_FAILED":      3,
+	}
+)
+
+func (x MailboxCensusState) Enum() *MailboxCensusState {
+	p := new(MailboxCensusState)
+	*p = x
+	return p
+}
+
+func (x MailboxCensusState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MailboxCensusState) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_maintenance_proto_enumTypes[2].Descriptor()
+}
+
+func (MailboxCensusState) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_maintenance_proto_enumTypes[2]
+}
+
+func (x MailboxCensusState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MailboxCensusState.Descriptor instead.
+func (MailboxCensusState) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{2}
 }
 
 // ListMaintenanceRunsRequest pages the runs.
@@ -759,6 +816,355 @@ func (x *MaintenanceRequest) GetError() string {
 	return ""
 }
 
+// RequestMailboxCensusRequest asks for the mailbox's figures.
+type RequestMailboxCensusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start_id is the cut the counts from and below are taken at (S in the
+	// runbook's step 2, START in steps 4 and 5); 0 asks only for next_id and
+	// after_last_marked (steps 1 and 3).
+	StartId int64 `protobuf:"varint,1,opt,name=start_id,json=startId,proto3" json:"start_id,omitempty"`
+	// operator is required and recorded.
+	Operator      string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestMailboxCensusRequest) Reset() {
+	*x = RequestMailboxCensusRequest{}
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestMailboxCensusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestMailboxCensusRequest) ProtoMessage() {}
+
+func (x *RequestMailboxCensusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestMailboxCensusRequest.ProtoReflect.Descriptor instead.
+func (*RequestMailboxCensusRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RequestMailboxCensusRequest) GetStartId() int64 {
+	if x != nil {
+		return x.StartId
+	}
+	return 0
+}
+
+func (x *RequestMailboxCensusRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+// RequestMailboxCensusResponse names the recorded census.
+type RequestMailboxCensusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Census        *MailboxCensus         `protobuf:"bytes,1,opt,name=census,proto3" json:"census,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestMailboxCensusResponse) Reset() {
+	*x = RequestMailboxCensusResponse{}
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestMailboxCensusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestMailboxCensusResponse) ProtoMessage() {}
+
+func (x *RequestMailboxCensusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestMailboxCensusResponse.ProtoReflect.Descriptor instead.
+func (*RequestMailboxCensusResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RequestMailboxCensusResponse) GetCensus() *MailboxCensus {
+	if x != nil {
+		return x.Census
+	}
+	return nil
+}
+
+// GetMailboxCensusRequest names a census.
+type GetMailboxCensusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id must be positive.
+	Id            int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMailboxCensusRequest) Reset() {
+	*x = GetMailboxCensusRequest{}
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMailboxCensusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMailboxCensusRequest) ProtoMessage() {}
+
+func (x *GetMailboxCensusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMailboxCensusRequest.ProtoReflect.Descriptor instead.
+func (*GetMailboxCensusRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetMailboxCensusRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// GetMailboxCensusResponse carries the census.
+type GetMailboxCensusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Census        *MailboxCensus         `protobuf:"bytes,1,opt,name=census,proto3" json:"census,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMailboxCensusResponse) Reset() {
+	*x = GetMailboxCensusResponse{}
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMailboxCensusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMailboxCensusResponse) ProtoMessage() {}
+
+func (x *GetMailboxCensusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMailboxCensusResponse.ProtoReflect.Descriptor instead.
+func (*GetMailboxCensusResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetMailboxCensusResponse) GetCensus() *MailboxCensus {
+	if x != nil {
+		return x.Census
+	}
+	return nil
+}
+
+// MailboxCensus is one mailbox_census row. The figures are absent (null in
+// JSON) until the census is DONE; the three counts from and below
+// start_id are absent without start_id.
+type MailboxCensus struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	StartId     int64                  `protobuf:"varint,2,opt,name=start_id,json=startId,proto3" json:"start_id,omitempty"`
+	State       MailboxCensusState     `protobuf:"varint,3,opt,name=state,proto3,enum=msgx.control.v1.MailboxCensusState" json:"state,omitempty"`
+	Operator    string                 `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// started_at and finished_at are absent until a dispatcher took and
+	// finished the census.
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// next_id is MAX(CMINMSGS_ID) + 1, 1 for an empty mailbox: the first
+	// row a shadow run would compare (S, step 1).
+	NextId *int64 `protobuf:"varint,8,opt,name=next_id,json=nextId,proto3,oneof" json:"next_id,omitempty"`
+	// rows_from_start counts the rows with CMINMSGS_ID >= start_id, marked
+	// or not (step 2).
+	RowsFromStart *int64 `protobuf:"varint,9,opt,name=rows_from_start,json=rowsFromStart,proto3,oneof" json:"rows_from_start,omitempty"`
+	// after_last_marked is the largest CMINMSGS_ID with a processed marker
+	// plus 1, 1 when no row is marked: START after the cut (step 3).
+	AfterLastMarked *int64 `protobuf:"varint,10,opt,name=after_last_marked,json=afterLastMarked,proto3,oneof" json:"after_last_marked,omitempty"`
+	// unmarked_from_start counts the unmarked rows with CMINMSGS_ID >=
+	// start_id: the gateway's backlog after the switch (step 4).
+	UnmarkedFromStart *int64 `protobuf:"varint,11,opt,name=unmarked_from_start,json=unmarkedFromStart,proto3,oneof" json:"unmarked_from_start,omitempty"`
+	// unmarked_below_start counts the unmarked rows with CMINMSGS_ID <
+	// start_id: what the predecessor has left to mark (step 5).
+	UnmarkedBelowStart *int64 `protobuf:"varint,12,opt,name=unmarked_below_start,json=unmarkedBelowStart,proto3,oneof" json:"unmarked_below_start,omitempty"`
+	// error is why the census failed; empty otherwise.
+	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MailboxCensus) Reset() {
+	*x = MailboxCensus{}
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MailboxCensus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MailboxCensus) ProtoMessage() {}
+
+func (x *MailboxCensus) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_maintenance_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MailboxCensus.ProtoReflect.Descriptor instead.
+func (*MailboxCensus) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_maintenance_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MailboxCensus) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetStartId() int64 {
+	if x != nil {
+		return x.StartId
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetState() MailboxCensusState {
+	if x != nil {
+		return x.State
+	}
+	return MailboxCensusState_MAILBOX_CENSUS_STATE_UNSPECIFIED
+}
+
+func (x *MailboxCensus) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *MailboxCensus) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *MailboxCensus) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *MailboxCensus) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *MailboxCensus) GetNextId() int64 {
+	if x != nil && x.NextId != nil {
+		return *x.NextId
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetRowsFromStart() int64 {
+	if x != nil && x.RowsFromStart != nil {
+		return *x.RowsFromStart
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetAfterLastMarked() int64 {
+	if x != nil && x.AfterLastMarked != nil {
+		return *x.AfterLastMarked
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetUnmarkedFromStart() int64 {
+	if x != nil && x.UnmarkedFromStart != nil {
+		return *x.UnmarkedFromStart
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetUnmarkedBelowStart() int64 {
+	if x != nil && x.UnmarkedBelowStart != nil {
+		return *x.UnmarkedBelowStart
+	}
+	return 0
+}
+
+func (x *MailboxCensus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_msgx_control_v1_maintenance_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_maintenance_proto_rawDesc = "" +
@@ -823,7 +1229,39 @@ const file_msgx_control_v1_maintenance_proto_rawDesc = "" +
 	" \x01(\x03R\x05runId\x12\x1f\n" +
 	"\vresult_json\x18\v \x01(\tR\n" +
 	"resultJson\x12\x14\n" +
-	"\x05error\x18\f \x01(\tR\x05error*\xcf\x01\n" +
+	"\x05error\x18\f \x01(\tR\x05error\"T\n" +
+	"\x1bRequestMailboxCensusRequest\x12\x19\n" +
+	"\bstart_id\x18\x01 \x01(\x03R\astartId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\"V\n" +
+	"\x1cRequestMailboxCensusResponse\x126\n" +
+	"\x06census\x18\x01 \x01(\v2\x1e.msgx.control.v1.MailboxCensusR\x06census\")\n" +
+	"\x17GetMailboxCensusRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\"R\n" +
+	"\x18GetMailboxCensusResponse\x126\n" +
+	"\x06census\x18\x01 \x01(\v2\x1e.msgx.control.v1.MailboxCensusR\x06census\"\xad\x05\n" +
+	"\rMailboxCensus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x19\n" +
+	"\bstart_id\x18\x02 \x01(\x03R\astartId\x129\n" +
+	"\x05state\x18\x03 \x01(\x0e2#.msgx.control.v1.MailboxCensusStateR\x05state\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\x12=\n" +
+	"\frequested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x1c\n" +
+	"\anext_id\x18\b \x01(\x03H\x00R\x06nextId\x88\x01\x01\x12+\n" +
+	"\x0frows_from_start\x18\t \x01(\x03H\x01R\rrowsFromStart\x88\x01\x01\x12/\n" +
+	"\x11after_last_marked\x18\n" +
+	" \x01(\x03H\x02R\x0fafterLastMarked\x88\x01\x01\x123\n" +
+	"\x13unmarked_from_start\x18\v \x01(\x03H\x03R\x11unmarkedFromStart\x88\x01\x01\x125\n" +
+	"\x14unmarked_below_start\x18\f \x01(\x03H\x04R\x12unmarkedBelowStart\x88\x01\x01\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05errorB\n" +
+	"\n" +
+	"\b_next_idB\x12\n" +
+	"\x10_rows_from_startB\x14\n" +
+	"\x12_after_last_markedB\x16\n" +
+	"\x14_unmarked_from_startB\x17\n" +
+	"\x15_unmarked_below_start*\xcf\x01\n" +
 	"\x0eMaintenanceJob\x12\x1f\n" +
 	"\x1bMAINTENANCE_JOB_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MAINTENANCE_JOB_DAILY\x10\x01\x12\x1b\n" +
@@ -835,11 +1273,18 @@ const file_msgx_control_v1_maintenance_proto_rawDesc = "" +
 	"%MAINTENANCE_REQUEST_STATE_UNSPECIFIED\x10\x00\x12%\n" +
 	"!MAINTENANCE_REQUEST_STATE_PENDING\x10\x01\x12\"\n" +
 	"\x1eMAINTENANCE_REQUEST_STATE_DONE\x10\x02\x12$\n" +
-	" MAINTENANCE_REQUEST_STATE_FAILED\x10\x032\xed\x02\n" +
+	" MAINTENANCE_REQUEST_STATE_FAILED\x10\x03*\x9c\x01\n" +
+	"\x12MailboxCensusState\x12$\n" +
+	" MAILBOX_CENSUS_STATE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cMAILBOX_CENSUS_STATE_PENDING\x10\x01\x12\x1d\n" +
+	"\x19MAILBOX_CENSUS_STATE_DONE\x10\x02\x12\x1f\n" +
+	"\x1bMAILBOX_CENSUS_STATE_FAILED\x10\x032\xcb\x04\n" +
 	"\x12MaintenanceService\x12p\n" +
 	"\x13ListMaintenanceRuns\x12+.msgx.control.v1.ListMaintenanceRunsRequest\x1a,.msgx.control.v1.ListMaintenanceRunsResponse\x12m\n" +
 	"\x12RequestMaintenance\x12*.msgx.control.v1.RequestMaintenanceRequest\x1a+.msgx.control.v1.RequestMaintenanceResponse\x12v\n" +
-	"\x15GetMaintenanceRequest\x12-.msgx.control.v1.GetMaintenanceRequestRequest\x1a..msgx.control.v1.GetMaintenanceRequestResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
+	"\x15GetMaintenanceRequest\x12-.msgx.control.v1.GetMaintenanceRequestRequest\x1a..msgx.control.v1.GetMaintenanceRequestResponse\x12s\n" +
+	"\x14RequestMailboxCensus\x12,.msgx.control.v1.RequestMailboxCensusRequest\x1a-.msgx.control.v1.RequestMailboxCensusResponse\x12g\n" +
+	"\x10GetMailboxCensus\x12(.msgx.control.v1.GetMailboxCensusRequest\x1a).msgx.control.v1.GetMailboxCensusResponseB4Z2msgexchange/proto/gen/go/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_maintenance_proto_rawDescOnce sync.Once
@@ -853,46 +1298,62 @@ func file_msgx_control_v1_maintenance_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_maintenance_proto_rawDescData
 }
 
-var file_msgx_control_v1_maintenance_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_msgx_control_v1_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_msgx_control_v1_maintenance_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_msgx_control_v1_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_msgx_control_v1_maintenance_proto_goTypes = []any{
 	(MaintenanceJob)(0),                   // 0: msgx.control.v1.MaintenanceJob
 	(MaintenanceRequestState)(0),          // 1: msgx.control.v1.MaintenanceRequestState
-	(*ListMaintenanceRunsRequest)(nil),    // 2: msgx.control.v1.ListMaintenanceRunsRequest
-	(*ListMaintenanceRunsResponse)(nil),   // 3: msgx.control.v1.ListMaintenanceRunsResponse
-	(*MaintenanceRun)(nil),                // 4: msgx.control.v1.MaintenanceRun
-	(*RequestMaintenanceRequest)(nil),     // 5: msgx.control.v1.RequestMaintenanceRequest
-	(*RequestMaintenanceResponse)(nil),    // 6: msgx.control.v1.RequestMaintenanceResponse
-	(*GetMaintenanceRequestRequest)(nil),  // 7: msgx.control.v1.GetMaintenanceRequestRequest
-	(*GetMaintenanceRequestResponse)(nil), // 8: msgx.control.v1.GetMaintenanceRequestResponse
-	(*MaintenanceRequest)(nil),            // 9: msgx.control.v1.MaintenanceRequest
-	(*timestamppb.Timestamp)(nil),         // 10: google.protobuf.Timestamp
+	(MailboxCensusState)(0),               // 2: msgx.control.v1.MailboxCensusState
+	(*ListMaintenanceRunsRequest)(nil),    // 3: msgx.control.v1.ListMaintenanceRunsRequest
+	(*ListMaintenanceRunsResponse)(nil),   // 4: msgx.control.v1.ListMaintenanceRunsResponse
+	(*MaintenanceRun)(nil),                // 5: msgx.control.v1.MaintenanceRun
+	(*RequestMaintenanceRequest)(nil),     // 6: msgx.control.v1.RequestMaintenanceRequest
+	(*RequestMaintenanceResponse)(nil),    // 7: msgx.control.v1.RequestMaintenanceResponse
+	(*GetMaintenanceRequestRequest)(nil),  // 8: msgx.control.v1.GetMaintenanceRequestRequest
+	(*GetMaintenanceRequestResponse)(nil), // 9: msgx.control.v1.GetMaintenanceRequestResponse
+	(*MaintenanceRequest)(nil),            // 10: msgx.control.v1.MaintenanceRequest
+	(*RequestMailboxCensusRequest)(nil),   // 11: msgx.control.v1.RequestMailboxCensusRequest
+	(*RequestMailboxCensusResponse)(nil),  // 12: msgx.control.v1.RequestMailboxCensusResponse
+	(*GetMailboxCensusRequest)(nil),       // 13: msgx.control.v1.GetMailboxCensusRequest
+	(*GetMailboxCensusResponse)(nil),      // 14: msgx.control.v1.GetMailboxCensusResponse
+	(*MailboxCensus)(nil),                 // 15: msgx.control.v1.MailboxCensus
+	(*timestamppb.Timestamp)(nil),         // 16: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_maintenance_proto_depIdxs = []int32{
-	4,  // 0: msgx.control.v1.ListMaintenanceRunsResponse.runs:type_name -> msgx.control.v1.MaintenanceRun
+	5,  // 0: msgx.control.v1.ListMaintenanceRunsResponse.runs:type_name -> msgx.control.v1.MaintenanceRun
 	0,  // 1: msgx.control.v1.MaintenanceRun.job:type_name -> msgx.control.v1.MaintenanceJob
-	10, // 2: msgx.control.v1.MaintenanceRun.scheduled_for:type_name -> google.protobuf.Timestamp
-	10, // 3: msgx.control.v1.MaintenanceRun.started_at:type_name -> google.protobuf.Timestamp
-	10, // 4: msgx.control.v1.MaintenanceRun.finished_at:type_name -> google.protobuf.Timestamp
+	16, // 2: msgx.control.v1.MaintenanceRun.scheduled_for:type_name -> google.protobuf.Timestamp
+	16, // 3: msgx.control.v1.MaintenanceRun.started_at:type_name -> google.protobuf.Timestamp
+	16, // 4: msgx.control.v1.MaintenanceRun.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 5: msgx.control.v1.RequestMaintenanceRequest.job:type_name -> msgx.control.v1.MaintenanceJob
-	9,  // 6: msgx.control.v1.RequestMaintenanceResponse.request:type_name -> msgx.control.v1.MaintenanceRequest
-	9,  // 7: msgx.control.v1.GetMaintenanceRequestResponse.request:type_name -> msgx.control.v1.MaintenanceRequest
+	10, // 6: msgx.control.v1.RequestMaintenanceResponse.request:type_name -> msgx.control.v1.MaintenanceRequest
+	10, // 7: msgx.control.v1.GetMaintenanceRequestResponse.request:type_name -> msgx.control.v1.MaintenanceRequest
 	0,  // 8: msgx.control.v1.MaintenanceRequest.job:type_name -> msgx.control.v1.MaintenanceJob
 	1,  // 9: msgx.control.v1.MaintenanceRequest.state:type_name -> msgx.control.v1.MaintenanceRequestState
-	10, // 10: msgx.control.v1.MaintenanceRequest.requested_at:type_name -> google.protobuf.Timestamp
-	10, // 11: msgx.control.v1.MaintenanceRequest.started_at:type_name -> google.protobuf.Timestamp
-	10, // 12: msgx.control.v1.MaintenanceRequest.finished_at:type_name -> google.protobuf.Timestamp
-	2,  // 13: msgx.control.v1.MaintenanceService.ListMaintenanceRuns:input_type -> msgx.control.v1.ListMaintenanceRunsRequest
-	5,  // 14: msgx.control.v1.MaintenanceService.RequestMaintenance:input_type -> msgx.control.v1.RequestMaintenanceRequest
-	7,  // 15: msgx.control.v1.MaintenanceService.GetMaintenanceRequest:input_type -> msgx.control.v1.GetMaintenanceRequestRequest
-	3,  // 16: msgx.control.v1.MaintenanceService.ListMaintenanceRuns:output_type -> msgx.control.v1.ListMaintenanceRunsResponse
-	6,  // 17: msgx.control.v1.MaintenanceService.RequestMaintenance:output_type -> msgx.control.v1.RequestMaintenanceResponse
-	8,  // 18: msgx.control.v1.MaintenanceService.GetMaintenanceRequest:output_type -> msgx.control.v1.GetMaintenanceRequestResponse
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 10: msgx.control.v1.MaintenanceRequest.requested_at:type_name -> google.protobuf.Timestamp
+	16, // 11: msgx.control.v1.MaintenanceRequest.started_at:type_name -> google.protobuf.Timestamp
+	16, // 12: msgx.control.v1.MaintenanceRequest.finished_at:type_name -> google.protobuf.Timestamp
+	15, // 13: msgx.control.v1.RequestMailboxCensusResponse.census:type_name -> msgx.control.v1.MailboxCensus
+	15, // 14: msgx.control.v1.GetMailboxCensusResponse.census:type_name -> msgx.control.v1.MailboxCensus
+	2,  // 15: msgx.control.v1.MailboxCensus.state:type_name -> msgx.control.v1.MailboxCensusState
+	16, // 16: msgx.control.v1.MailboxCensus.requested_at:type_name -> google.protobuf.Timestamp
+	16, // 17: msgx.control.v1.MailboxCensus.started_at:type_name -> google.protobuf.Timestamp
+	16, // 18: msgx.control.v1.MailboxCensus.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: msgx.control.v1.MaintenanceService.ListMaintenanceRuns:input_type -> msgx.control.v1.ListMaintenanceRunsRequest
+	6,  // 20: msgx.control.v1.MaintenanceService.RequestMaintenance:input_type -> msgx.control.v1.RequestMaintenanceRequest
+	8,  // 21: msgx.control.v1.MaintenanceService.GetMaintenanceRequest:input_type -> msgx.control.v1.GetMaintenanceRequestRequest
+	11, // 22: msgx.control.v1.MaintenanceService.RequestMailboxCensus:input_type -> msgx.control.v1.RequestMailboxCensusRequest
+	13, // 23: msgx.control.v1.MaintenanceService.GetMailboxCensus:input_type -> msgx.control.v1.GetMailboxCensusRequest
+	4,  // 24: msgx.control.v1.MaintenanceService.ListMaintenanceRuns:output_type -> msgx.control.v1.ListMaintenanceRunsResponse
+	7,  // 25: msgx.control.v1.MaintenanceService.RequestMaintenance:output_type -> msgx.control.v1.RequestMaintenanceResponse
+	9,  // 26: msgx.control.v1.MaintenanceService.GetMaintenanceRequest:output_type -> msgx.control.v1.GetMaintenanceRequestResponse
+	12, // 27: msgx.control.v1.MaintenanceService.RequestMailboxCensus:output_type -> msgx.control.v1.RequestMailboxCensusResponse
+	14, // 28: msgx.control.v1.MaintenanceService.GetMailboxCensus:output_type -> msgx.control.v1.GetMailboxCensusResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_maintenance_proto_init() }
@@ -901,13 +1362,14 @@ func file_msgx_control_v1_maintenance_proto_init() {
 		return
 	}
 	file_msgx_control_v1_maintenance_proto_msgTypes[2].OneofWrappers = []any{}
+	file_msgx_control_v1_maintenance_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_maintenance_proto_rawDesc), len(file_msgx_control_v1_maintenance_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      3,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -12,7 +12,8 @@
 // the result on it.
 //
 // Every call requires the metadata header "authorization: Bearer <token>":
-// role read for the listings, operate for RequestMaintenance (R-F3, R-H9).
+// role read for the listings, operate for RequestMaintenance and
+// RequestMailboxCensus (R-F3, R-H9).
 
 package controlv1
 
@@ -32,6 +33,8 @@ const (
 	MaintenanceService_ListMaintenanceRuns_FullMethodName   = "/msgx.control.v1.MaintenanceService/ListMaintenanceRuns"
 	MaintenanceService_RequestMaintenance_FullMethodName    = "/msgx.control.v1.MaintenanceService/RequestMaintenance"
 	MaintenanceService_GetMaintenanceRequest_FullMethodName = "/msgx.control.v1.MaintenanceService/GetMaintenanceRequest"
+	MaintenanceService_RequestMailboxCensus_FullMethodName  = "/msgx.control.v1.MaintenanceService/RequestMailboxCensus"
+	MaintenanceService_GetMailboxCensus_FullMethodName      = "/msgx.control.v1.MaintenanceService/GetMailboxCensus"
 )
 
 // MaintenanceServiceClient is the client API for MaintenanceService service.
@@ -50,6 +53,16 @@ type MaintenanceServiceClient interface {
 	// GetMaintenanceRequest returns a request with its state and result.
 	// NOT_FOUND for an unknown ID.
 	GetMaintenanceRequest(ctx context.Context, in *GetMaintenanceRequestRequest, opts ...grpc.CallOption) (*GetMaintenanceRequestResponse, error)
+	// RequestMailboxCensus records a request for the shared mailbox's
+	// figures the cutover from the predecessor asks for (R-L6): the control
+	// plane cannot read the mailbox, so any dispatcher instance counts them
+	// with its read-only grants within about a second and records them on
+	// the request. INVALID_ARGUMENT without operator or with a negative
+	// start_id; the request is audited.
+	RequestMailboxCensus(ctx context.Context, in *RequestMailboxCensusRequest, opts ...grpc.CallOption) (*RequestMailboxCensusResponse, error)
+	// GetMailboxCensus returns a census with its state and figures.
+	// NOT_FOUND for an unknown ID.
+	GetMailboxCensus(ctx context.Context, in *GetMailboxCensusRequest, opts ...grpc.CallOption) (*GetMailboxCensusResponse, error)
 }
 
 type maintenanceServiceClient struct {
@@ -90,6 +103,26 @@ func (c *maintenanceServiceClient) GetMaintenanceRequest(ctx context.Context, in
 	return out, nil
 }
 
+func (c *maintenanceServiceClient) RequestMailboxCensus(ctx context.Context, in *RequestMailboxCensusRequest, opts ...grpc.CallOption) (*RequestMailboxCensusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestMailboxCensusResponse)
+	err := c.cc.Invoke(ctx, MaintenanceService_RequestMailboxCensus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *maintenanceServiceClient) GetMailboxCensus(ctx context.Context, in *GetMailboxCensusRequest, opts ...grpc.CallOption) (*GetMailboxCensusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMailboxCensusResponse)
+	err := c.cc.Invoke(ctx, MaintenanceService_GetMailboxCensus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MaintenanceServiceServer is the server API for MaintenanceService service.
 // All implementations must embed UnimplementedMaintenanceServiceServer
 // for forward compatibility.
@@ -106,6 +139,16 @@ type MaintenanceServiceServer interface {
 	// GetMaintenanceRequest returns a request with its state and result.
 	// NOT_FOUND for an unknown ID.
 	GetMaintenanceRequest(context.Context, *GetMaintenanceRequestRequest) (*GetMaintenanceRequestResponse, error)
+	// RequestMailboxCensus records a request for the shared mailbox's
+	// figures the cutover from the predecessor asks for (R-L6): the control
+	// plane cannot read the mailbox, so any dispatcher instance counts them
+	// with its read-only grants within about a second and records them on
+	// the request. INVALID_ARGUMENT without operator or with a negative
+	// start_id; the request is audited.
+	RequestMailboxCensus(context.Context, *RequestMailboxCensusRequest) (*RequestMailboxCensusResponse, error)
+	// GetMailboxCensus returns a census with its state and figures.
+	// NOT_FOUND for an unknown ID.
+	GetMailboxCensus(context.Context, *GetMailboxCensusRequest) (*GetMailboxCensusResponse, error)
 	mustEmbedUnimplementedMaintenanceServiceServer()
 }
 
@@ -124,6 +167,12 @@ func (UnimplementedMaintenanceServiceServer) RequestMaintenance(context.Context,
 }
 func (UnimplementedMaintenanceServiceServer) GetMaintenanceRequest(context.Context, *GetMaintenanceRequestRequest) (*GetMaintenanceRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMaintenanceRequest not implemented")
+}
+func (UnimplementedMaintenanceServiceServer) RequestMailboxCensus(context.Context, *RequestMailboxCensusRequest) (*RequestMailboxCensusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestMailboxCensus not implemented")
+}
+func (UnimplementedMaintenanceServiceServer) GetMailboxCensus(context.Context, *GetMailboxCensusRequest) (*GetMailboxCensusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMailboxCensus not implemented")
 }
 func (UnimplementedMaintenanceServiceServer) mustEmbedUnimplementedMaintenanceServiceServer() {}
 func (UnimplementedMaintenanceServiceServer) testEmbeddedByValue()                            {}
@@ -200,6 +249,42 @@ func _MaintenanceService_GetMaintenanceRequest_Handler(srv interface{}, ctx cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MaintenanceService_RequestMailboxCensus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestMailboxCensusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MaintenanceServiceServer).RequestMailboxCensus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MaintenanceService_RequestMailboxCensus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MaintenanceServiceServer).RequestMailboxCensus(ctx, req.(*RequestMailboxCensusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MaintenanceService_GetMailboxCensus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMailboxCensusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MaintenanceServiceServer).GetMailboxCensus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MaintenanceService_GetMailboxCensus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MaintenanceServiceServer).GetMailboxCensus(ctx, req.(*GetMailboxCensusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MaintenanceService_ServiceDesc is the grpc.ServiceDesc for MaintenanceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -218,6 +303,14 @@ var MaintenanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMaintenanceRequest",
 			Handler:    _MaintenanceService_GetMaintenanceRequest_Handler,
+		},
+		{
+			MethodName: "RequestMailboxCensus",
+			Handler:    _MaintenanceService_RequestMailboxCensus_Handler,
+		},
+		{
+			MethodName: "GetMailboxCensus",
+			Handler:    _MaintenanceService_GetMailboxCensus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
