@@ -59,10 +59,14 @@ type Backoff struct {
 	n int
 }
 
-// New returns a Backoff without jitter starting at first (bounded by
-// maxDelay) and doubling to maxDelay.
+// New returns the services' retry Backoff: starting at first (bounded by
+// maxDelay), doubling to maxDelay, with DefaultJitter drawn from
+// math/rand/v2, so that instances retrying one dependency after an outage
+// spread out instead of coming back in step. A loop that needs its own
+// random source (a deterministic test) or no jitter walks a Schedule
+// (Schedule.Start).
 func New(first, maxDelay time.Duration) *Backoff {
-	return Schedule{First: first, Max: maxDelay}.Start()
+	return Schedule{First: first, Max: maxDelay, Jitter: DefaultJitter}.Start()
 }
 
 // Start returns a Backoff that walks s from its first wait.

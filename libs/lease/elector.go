@@ -125,8 +125,9 @@ func (e *Elector) Options() Options { return e.opt }
 // check was refused: another instance holds the lease, or it was
 // force-released or expired) is over at once: one WARN line, the
 // conditional release, and holder is standby again, trying to acquire
-// after Retry, doubling after each further fenced term up to TTL. fn must
-// never retry the refused write or its side effects under the old token;
+// after Retry, doubling after each further fenced term up to TTL (with
+// libs/backoff's jitter). fn must never retry the refused write or its
+// side effects under the old token;
 // Writer.Term enforces that.
 func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error {
 	if name == "" || holder == "" {

@@ -227,7 +227,8 @@ func TestZombie_R_H6_ProcessorFencedMidStreamStopsAndCommitsNothing(t *testing.T
 	tB := tA.Add(time.Minute)
 	stampA := func() [3]int { return b.stamped(tA, tA) }
 	stampB := func() [3]int { return b.stamped(tB, tB.AddDate(1, 0, 0)) }
-	// A campaigns again only a minute after its term ends fenced, so the
+	// A campaigns again only 30 s to a minute after its term ends fenced
+	// (its retry with libs/backoff's jitter), so the
 	// standby B (polling every 50 ms) is the one that takes over: otherwise
 	// the freed lease goes to whichever elector asks first, and a new term
 	// of A would be a legitimate writer, not the zombie under test.

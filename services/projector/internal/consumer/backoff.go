@@ -11,7 +11,7 @@ import (
 const initialBackoff = 100 * time.Millisecond
 
 // newBackoff is the consumer's retry delay: 100ms, doubling, at most
-// maxDelay.
+// maxDelay, with libs/backoff's jitter.
 func newBackoff(maxDelay time.Duration) *backoff.Backoff {
 	return backoff.New(initialBackoff, maxDelay)
 }
