@@ -179,6 +179,7 @@ func prepareCorpusMessage(file, raw string, seqn int) (string, int64) {
 // each flight are complete and in order (R-A1, R-B6, R-B7, R-B9, R-C1,
 // R-C4, R-C5, R-C6, R-C9, R-C10, INV-8, INV-23, C-29).
 func TestCorpus_AcceptanceEveryFileThroughEveryService(t *testing.T) {
+	t.Parallel()
 	dir := corpusDir(t)
 	files := corpusFiles(t, dir)
 	require.NotEmpty(t, files)

@@ -29,6 +29,7 @@ func stndMessage(t *testing.T, flid int64, seqn int) string {
 // Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 // Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestCrash_ProcessorKilledMidStream(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	startAll(s)
 	w := watchMarkers(s)

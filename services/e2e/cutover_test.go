@@ -74,6 +74,7 @@ func (s *stack) markers(first int64) map[int64]string {
 // missed: every row below START carries the predecessor's marker, every
 // row from START on the gateway's.
 func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	pred := predecessor{t: t, s: s}
 	ctx := context.Background()

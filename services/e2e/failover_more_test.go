@@ -15,6 +15,7 @@ import (
 // hold every lease within 15 s and the stream completes with every change
 // applied once (R-B8, PRE-5).
 func TestFailover_R_B8_DispatcherAndIngestStandbysTakeOver(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start("control")
 	s.start("processor")

@@ -76,6 +76,7 @@ func startWithTwoProcessors(s *stack) {
 //
 // Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestFailover_R_B8_StandbyTakesOverWithin15s(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	startWithTwoProcessors(s)
 	s.insert(readCorpus(t, "SCHD-DNLD-1.xml"))
@@ -114,6 +115,7 @@ func TestFailover_R_B8_StandbyTakesOverWithin15s(t *testing.T) {
 //
 // Validation 001§6 and 002§8 "stub 误配置、重复实例、停机中断".
 func TestFailover_R_B8_PausedZombieCommitsNothing(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	startWithTwoProcessors(s)
 	s.insert(readCorpus(t, "SCHD-DNLD-1.xml"))

@@ -173,6 +173,7 @@ func requireRefused(t *testing.T, a mailboxAccount, stmt string) {
 // changing the message text, reading what a service never reads, DDL — are
 // refused.
 func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	ing, disp := mysqlGrants(t, s)
 
@@ -318,6 +319,7 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 // docs/security.md shows the DBA is the SQL of deploy/grants/mysql.sql, the
 // file the test above applies.
 func TestGrants_R_H11_SecurityDocShowsTheMySQLGrants(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	doc, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "security.md"))
 	require.NoError(t, err)

@@ -90,6 +90,7 @@ func requirePGRefused(t *testing.T, roleURL, stmt string) {
 // projector writing, the control plane erasing an audit row, DDL and
 // temporary tables — are refused, while msgx_fence still fences.
 func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	roles := pgRoles(t, s)
 	ing, disp := mysqlGrants(t, s)

@@ -73,6 +73,7 @@ func inGoroutine(f func()) <-chan time.Time {
 // process's log, and every wait of the harness gives up within seconds
 // instead of waiting out its deadline.
 func TestHarness_R_H7_ServiceExitFailsTheTestWithinSeconds(t *testing.T) {
+	t.Parallel()
 	testutil.Integration(t)
 	rec := &recordingTB{TB: t}
 	s := newStack(rec)
@@ -109,6 +110,7 @@ func TestHarness_R_H7_ServiceExitFailsTheTestWithinSeconds(t *testing.T) {
 // before it listens fails its start at once, with its log, instead of
 // leaving the test to find a dead service later.
 func TestHarness_R_H7_ServiceExitAtStartFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	testutil.Integration(t)
 	rec := &recordingTB{TB: t}
 	s := newStack(rec)
@@ -137,6 +139,7 @@ func TestHarness_R_H7_ServiceExitAtStartFailsAtOnce(t *testing.T) {
 // first start, the control plane moves to another reserved one and the
 // lease clients find it there.
 func TestHarness_R_H7_ServicesListenWhereTheyLogged(t *testing.T) {
+	t.Parallel()
 	testutil.Integration(t)
 	s := newStack(t)
 	taken := s.controlAddr

@@ -19,6 +19,7 @@ import (
 // version above their tombstone — not at version 1, which the projector's
 // version guard and every consumer would drop.
 func TestEndToEnd_R_L1_SweptFlightSentAgainIsServedWithAHigherVersion(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	zone, err := time.LoadLocation("Asia/Shanghai") // operation-day.zone's default
 	require.NoError(t, err)

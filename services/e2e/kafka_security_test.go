@@ -37,6 +37,7 @@ func readyz(p *proc) (int, string, error) {
 // stays not-ready, /readyz names Kafka, and its log has one clear line
 // with the cause and none with the password.
 func TestProjector_R_H8_SecuredKafkaReadinessAndRefusal(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	ca := tlstest.NewCA(t, "kafka")
 	client := ca.Client("msgx-projector")

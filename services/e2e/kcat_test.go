@@ -53,6 +53,7 @@ type kcatSchdState struct {
 // compacted topic, and a deleted flight ends as a tombstone on schd (R-D1,
 // US-08, INV-10, C-29).
 func TestKcat_R_D1_R_I3_IndependentClientReadsMsgAndSchd(t *testing.T) {
+	t.Parallel()
 	kcat := ensureKcat(t)
 	s := newStack(t)
 	s.start("processor")

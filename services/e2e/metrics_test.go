@@ -291,6 +291,7 @@ func requireClean(t *testing.T, target string, fams map[string]*dto.MetricFamily
 // the per-stage latencies of each stage among them, each with the buckets
 // of its kind, and the error counters still read zero.
 func TestMetrics_R_I4_EveryDocumentedMetricExportedFromStart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	targets := []string{"control", "processor", "dispatcher", "projector", "ingest"}
 	for _, tg := range targets {

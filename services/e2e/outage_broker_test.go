@@ -32,6 +32,7 @@ var outageBudgets = []string{"-dispatcher.delivery.max-attempts=2", "-dispatcher
 // production bound (kafka.unreachable-after) and ready again once it
 // answers, while the projector keeps serving (R-M2, R-N1).
 func TestOutage_R_L2_R_M2_BrokerOutageLongerThanTheDeliveryBudget(t *testing.T) {
+	t.Parallel()
 	s, broker := newBrokerStack(t)
 	kafkatest.EnsureTopics(t, &s.kafka)
 	ctx := context.Background()

@@ -45,6 +45,7 @@ var (
 // few lines a second — and loses nothing it committed: no outbox row and
 // no message is dead-lettered.
 func TestStop_R_L2_SIGTERMDuringABrokerOutageEndsWithinTheDeadline(t *testing.T) {
+	t.Parallel()
 	s := outageStack(t)
 	p := s.startAs("all", "all", "-shutdown-timeout=20s")
 	s.insert(readCorpus(t, "SCHD-DNLD-1.xml"))

@@ -180,6 +180,7 @@ func startAll(s *stack) {
 // of FLOP messages for its flights through every service (R-A1, R-B2, R-B7,
 // R-C3, R-D1, R-D4, R-E1, INV-8, INV-13, INV-23, C-29).
 func TestEndToEnd_SnapshotThenFlops(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	startAll(s)
 	w := watchMarkers(s)

@@ -95,6 +95,7 @@ func liveFlights(first, n int64) map[int64][]byte {
 // X-Projection-Age grows; when the broker returns, new records are
 // projected and the age falls back.
 func TestReadiness_R_N1_KafkaOutageKeepsTheFlightListServing(t *testing.T) {
+	t.Parallel()
 	s, broker := newBrokerStack(t)
 	p := s.start("projector")
 	s.produceFlights(t, liveFlights(1, 3))
@@ -142,6 +143,7 @@ func TestReadiness_R_N1_KafkaOutageKeepsTheFlightListServing(t *testing.T) {
 // projector creates the topics in the background and projects new records
 // without a restart.
 func TestReadiness_R_N1_ProjectorAndControlPlaneStartWithoutKafka(t *testing.T) {
+	t.Parallel()
 	s, broker := newBrokerStack(t)
 	require.NoError(t, broker.Crash())
 

@@ -77,6 +77,7 @@ func (s *stack) flushProjection(ctx context.Context) {
 // brings Redis back to exactly PostgreSQL's flights and removes the stale
 // key (R-E4, INV-11b, INV-24).
 func TestRebuild_R_E4_OneCallRebuildsRedisFromPostgres(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	startAll(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

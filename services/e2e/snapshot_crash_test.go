@@ -41,6 +41,7 @@ func bigSnapshot(seqn int, first int64, n int) string {
 //
 // Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshotCrash_R_C6_US07_KilledBetweenBatchesResumesWithoutDoubleBumps(t *testing.T) {
+	t.Parallel()
 	const (
 		n     = 2000
 		first = int64(500000)

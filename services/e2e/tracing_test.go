@@ -23,6 +23,7 @@ import (
 // rows and the flight-state records' headers. The log lines of the
 // message's handling name the trace and the flights.
 func TestTracing_R_I4_OneTraceIngestToProjector(t *testing.T) {
+	t.Parallel()
 	rcv := otlptest.Start(t)
 	s := newStack(t)
 	tracing := []string{"-tracing.otlp-endpoint=" + rcv.Endpoint, "-tracing.otlp-insecure=true", "-log.level=debug"}
