@@ -7,7 +7,36 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
+
+// census asks the mailbox's figures as the runbook does (msgxctl mailbox
+// census, R-L6): the control plane records the request, a dispatcher
+// counts it; it returns the figures once counted.
+func (s *stack) census(t *testing.T, start int64) *controlv1.MailboxCensus {
+	t.Helper()
+	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
+	require.NoError(t, err)
+	defer conn.Close()
+	client := controlv1.NewMaintenanceServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := client.RequestMailboxCensus(ctx, &controlv1.RequestMailboxCensusRequest{StartId: start, Operator: "cutover-test"})
+	require.NoError(t, err)
+	c := resp.GetCensus()
+	waitFor(t, 30*time.Second, "the mailbox census counted", func() (bool, error) {
+		got, err := client.GetMailboxCensus(ctx, &controlv1.GetMailboxCensusRequest{Id: c.GetId()})
+		if err != nil {
+			return false, err
+		}
+		c = got.GetCensus()
+		return c.GetState() != controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_PENDING, nil
+	})
+	require.Equal(t, controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_DONE, c.GetState(), c.GetError())
+	return c
+}
 
 // predecessor stands for the system msgexchange takes over from: it
 // processes a mailbox row and marks it with its own status, never over a
@@ -127,6 +156,7 @@ func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
 	require.NoError(t, s.pg.QueryRow(ctx, `SELECT count(*) FILTER (WHERE msg_id >= $1), count(*) FILTER (WHERE msg_id < $1) FROM proc_state`, start).
 		Scan(&registered, &below))
 	require.Equal(t, len(shadowRows), registered, "every row from S on is processed, marked by the predecessor or not")
+	require.Equal(t, int64(registered), s.census(t, start).GetRowsFromStart(), "the runbook's step 2: the mailbox's rows from S on are the registered ones")
 	require.Zero(t, below, "no row below S is read")
 	require.NoError(t, s.pg.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE state = 'PENDING' AND target IN ('mailbox', 'coutmsgs')`).Scan(&pending))
 	require.Zero(t, pending, "shadow mode leaves nothing waiting for a write")
@@ -150,8 +180,7 @@ func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
 		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND backfill_outcome = 'shadowed'`, cut).Scan(&n)
 		return n == len(cut), err
 	})
-	var startID int64 // the runbook's query
-	require.NoError(t, s.mailbox.QueryRow(`SELECT MAX(CMINMSGS_ID) + 1 FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&startID))
+	startID := s.census(t, 0).GetAfterLastMarked() // the runbook's step 3, asked in shadow mode
 	require.Equal(t, cut[2], startID)
 
 	// Step 4: the switch.
@@ -176,6 +205,13 @@ func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
 		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE target = 'mailbox' AND state = 'PENDING'`).Scan(&open)
 		return open == 0, err
 	})
+
+	// The runbook's checks of steps 4 and 5: no unmarked row from START on
+	// (no live backlog here), none below it (the predecessor finished).
+	c := s.census(t, startID)
+	require.Zero(t, c.GetUnmarkedFromStart(), "step 4: the backlog from START on is gone")
+	require.Zero(t, c.GetUnmarkedBelowStart(), "step 5: the predecessor marked every row below START")
+	require.Equal(t, after[len(after)-1]+1, c.GetNextId())
 
 	for id, st := range s.markers(history[0]) {
 		if id < startID {
