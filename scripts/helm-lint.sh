@@ -279,10 +279,14 @@ check_values_docs
 
 mkdir -p "$WORK/secrets"
 # Placeholder secrets of the forms production mode accepts (R-K1): verified
-# TLS to PostgreSQL, rediss://, and the Kafka SASL password.
+# TLS to PostgreSQL, rediss://, and the Kafka SASL user and password. Every
+# key any pod's Secret holds is here; that each pod's configuration reads
+# only its own Secret's keys is checked by the Go test
+# (TestChart_R_K1_R_K7_EveryRenderingPassesProductionVerifyConfig).
 printf '%s\n' 'postgres://msgx@postgres:5432/msgx?sslmode=verify-full' >"$WORK/secrets/MSGX_POSTGRES_URL"
 printf '%s\n' 'msgx:secret@tcp(mysql:3306)/mailbox' >"$WORK/secrets/MSGX_MYSQL_DSN"
 printf '%s\n' 'rediss://redis:6380/0' >"$WORK/secrets/MSGX_REDIS_URL"
+printf '%s\n' 'msgx' >"$WORK/secrets/MSGX_KAFKA_USERNAME"
 printf '%s\n' 'kafka-secret' >"$WORK/secrets/MSGX_KAFKA_PASSWORD"
 # Placeholder control-plane credentials as the chart projects them: the
 # control plane's token file (a line per service principal and an

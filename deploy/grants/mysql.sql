@@ -6,16 +6,21 @@
 -- account can touch exactly the columns of the statements listed beside it
 -- and nothing else — no DELETE, no DDL, no other table, no other column.
 --
--- Names: the schema is aodbinterface and the accounts are 'msgx_ingest'@'%'
--- and 'msgx_dispatcher'@'%'. A site with other names replaces these three
--- words throughout (for example with sed) before running the file; narrow
--- '%' to the network the services connect from.
+-- Names: the schema is aodbinterface and the accounts are 'msgx_ingest'@'%',
+-- 'msgx_dispatcher'@'%' and, for the all-in-one pod (the chart's AllInOne
+-- mode: ingest and the dispatcher in one process on one pool),
+-- 'msgx_all_in_one'@'%'. A site with other names replaces these four words
+-- throughout (for example with sed) before running the file; narrow '%' to
+-- the network the services connect from. A site without the all-in-one pod
+-- creates its account all the same (it is never used) or drops the
+-- section below that names it.
 --
 -- The accounts are created first, with the password kept in the Secret the
 -- services mount (mysql.dsn) and TLS required (mysql.tls.*), for example:
 --
 --   CREATE USER 'msgx_ingest'@'%' IDENTIFIED BY '<password>' REQUIRE SSL;
 --   CREATE USER 'msgx_dispatcher'@'%' IDENTIFIED BY '<password>' REQUIRE SSL;
+--   CREATE USER 'msgx_all_in_one'@'%' IDENTIFIED BY '<password>' REQUIRE SSL;
 --
 -- (REQUIRE X509 instead of a password when the site issues client
 -- certificates.) Running this file again is harmless: GRANT only adds.
@@ -96,12 +101,32 @@ GRANT SELECT (COUTMSGS_ID, COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID)
     ON aodbinterface.COUTMSGS TO 'msgx_dispatcher'@'%';
 
 -- ---------------------------------------------------------------------
+-- all-in-one: one account with ingest's grants and the dispatcher's, and
+-- nothing else; the row rules below hold it as they hold the dispatcher.
+GRANT SELECT (CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED,
+              CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_all_in_one'@'%';
+GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_all_in_one'@'%';
+GRANT UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
+    ON aodbinterface.CMINMSGS TO 'msgx_all_in_one'@'%';
+GRANT INSERT (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT, ROUTINGID,
+              COUTMSGS_TRUEFALS_GROUP, COUTMSGS_FINAL_GROUP_IND, COUTMSGS_ACK_REQD,
+              COUTMSGS_ACK_RESEND_TIMES, COUTMSGS_ENCRYPT, COUTMSGS_ERROR,
+              COUTMSGS_NO_MESSAGES, COUTMSGS_GROUP_ORDER, COUTMSGS_GROUP_ID,
+              COUTMSGS_ACK_DATE_RECV)
+    ON aodbinterface.COUTMSGS TO 'msgx_all_in_one'@'%';
+GRANT SELECT (COUTMSGS_ID, COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID)
+    ON aodbinterface.COUTMSGS TO 'msgx_all_in_one'@'%';
+
+-- ---------------------------------------------------------------------
 -- Row rules (R-K7). A column grant cannot say which rows: the UPDATE on the
 -- two marker columns would also let the dispatcher's account clear a
 -- marker or write one over another, and the INSERT on COUTMSGS would take
--- any ROUTINGID. These two triggers refuse, for the dispatcher's account
--- only (USER() is the account that logged in), a marker written onto a
--- row already marked or cleared, and an outbound row under a ROUTINGID
+-- any ROUTINGID. These two triggers refuse, for the dispatcher's and the
+-- all-in-one account only (USER() is the account that logged in), a
+-- marker written onto a row already marked or cleared, and an outbound
+-- row under a ROUTINGID
 -- other than the gateway's own (VIEWRQFD, VIEWRQRD). Every other account,
 -- the adapter's included, is untouched. The dispatcher's code guards the
 -- same rules before each statement, and names every row it marks by its
@@ -115,7 +140,7 @@ DELIMITER //
 CREATE TRIGGER aodbinterface.msgx_marker_from_empty
     BEFORE UPDATE ON aodbinterface.CMINMSGS FOR EACH ROW
 BEGIN
-    IF SUBSTRING_INDEX(USER(), '@', 1) = 'msgx_dispatcher'
+    IF SUBSTRING_INDEX(USER(), '@', 1) IN ('msgx_dispatcher', 'msgx_all_in_one')
        AND (OLD.CMINMSGS_DATE_PROCESSED IS NOT NULL OR NEW.CMINMSGS_DATE_PROCESSED IS NULL) THEN
         SIGNAL SQLSTATE '45000'
             SET MESSAGE_TEXT = 'msgexchange R-K7: the dispatcher sets a marker only on a row whose marker is empty';
@@ -124,7 +149,7 @@ END//
 CREATE TRIGGER aodbinterface.msgx_coutmsgs_own_routing
     BEFORE INSERT ON aodbinterface.COUTMSGS FOR EACH ROW
 BEGIN
-    IF SUBSTRING_INDEX(USER(), '@', 1) = 'msgx_dispatcher'
+    IF SUBSTRING_INDEX(USER(), '@', 1) IN ('msgx_dispatcher', 'msgx_all_in_one')
        AND NEW.ROUTINGID NOT IN ('VIEWRQFD', 'VIEWRQRD') THEN
         SIGNAL SQLSTATE '45000'
             SET MESSAGE_TEXT = 'msgexchange R-K7: the dispatcher inserts COUTMSGS rows only under its own routing IDs';

@@ -21,6 +21,15 @@
 --   CREATE ROLE msgx_projector LOGIN PASSWORD '<password>';
 --   CREATE ROLE msgx_control LOGIN PASSWORD '<password>';
 --
+-- The all-in-one pod (the chart's AllInOne mode) runs every target but
+-- migrate in one process on one pool, so it connects as a fifth role that
+-- holds nothing of its own and is a member of the four, which gives it
+-- their union and no more; created, by whoever creates the roles (a
+-- member grant needs ADMIN on the roles), after them:
+--
+--   CREATE ROLE msgx_all_in_one LOGIN PASSWORD '<password>'
+--       IN ROLE msgx_processor, msgx_dispatcher, msgx_projector, msgx_control;
+--
 -- A site with other role names replaces these four words throughout
 -- before running the file, as the owner, on the msgexchange database with
 -- the search_path the migrations used:

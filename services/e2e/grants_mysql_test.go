@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,19 +70,19 @@ type mailboxAccount struct {
 	db   *sql.DB // the test's own connection as this account
 }
 
-// mysqlGrants creates an ingest and a dispatcher account on the stack's
-// mailbox server, grants them exactly deploy/grants/mysql.sql (run by the
-// server's administrator, as the site's DBA would) and drops them when the
-// test ends.
-func mysqlGrants(t *testing.T, s *stack) (ingest, dispatcher mailboxAccount) {
+// mysqlGrants creates an ingest, a dispatcher and an all-in-one account on
+// the stack's mailbox server, grants them exactly deploy/grants/mysql.sql
+// (run by the server's administrator, as the site's DBA would) and drops
+// them when the test ends.
+func mysqlGrants(t *testing.T, s *stack) (ingest, dispatcher, allInOne mailboxAccount) {
 	t.Helper()
 	root, err := mysql.ParseDSN(s.dsn)
 	require.NoError(t, err)
 	suffix := randomHex(t, 4)
-	ingest.user, dispatcher.user = "msgx_gi_"+suffix, "msgx_gd_"+suffix
+	ingest.user, dispatcher.user, allInOne.user = "msgx_gi_"+suffix, "msgx_gd_"+suffix, "msgx_ga_"+suffix
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, a := range []*mailboxAccount{&ingest, &dispatcher} {
+	for _, a := range []*mailboxAccount{&ingest, &dispatcher, &allInOne} {
 		password := randomHex(t, 16)
 		_, err := s.mailbox.ExecContext(ctx, "CREATE USER '"+a.user+"'@'%' IDENTIFIED BY '"+password+"'")
 		require.NoError(t, err)
@@ -104,6 +105,7 @@ func mysqlGrants(t *testing.T, s *stack) (ingest, dispatcher mailboxAccount) {
 		"aodbinterface":   "`" + root.DBName + "`",
 		"msgx_ingest":     ingest.user,
 		"msgx_dispatcher": dispatcher.user,
+		"msgx_all_in_one": allInOne.user,
 	})
 	stmts := sqlStatements(script)
 	require.NotEmpty(t, stmts)
@@ -111,7 +113,7 @@ func mysqlGrants(t *testing.T, s *stack) (ingest, dispatcher mailboxAccount) {
 		_, err := s.mailbox.ExecContext(ctx, stmt)
 		require.NoError(t, err, "applying %s", stmt)
 	}
-	return ingest, dispatcher
+	return ingest, dispatcher, allInOne
 }
 
 // accountPrivileges lists every privilege an account holds, one
@@ -175,7 +177,7 @@ func requireRefused(t *testing.T, a mailboxAccount, stmt string) {
 func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	ing, disp := mysqlGrants(t, s)
+	ing, disp, aio := mysqlGrants(t, s)
 
 	s.start("processor")
 	s.start("projector")
@@ -313,6 +315,16 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 		"COUTMSGS_GROUP_ID", "COUTMSGS_ACK_DATE_RECV")...)
 	sort.Strings(wantDispatcher)
 	require.Equal(t, wantDispatcher, accountPrivileges(t, s, disp.user), "dispatcher's privileges")
+	// The all-in-one pod's account: the union of the two, nothing more
+	// (R-K7).
+	var wantAllInOne []string
+	for _, p := range append(append([]string(nil), wantIngest...), wantDispatcher...) {
+		if !slices.Contains(wantAllInOne, p) {
+			wantAllInOne = append(wantAllInOne, p)
+		}
+	}
+	sort.Strings(wantAllInOne)
+	require.Equal(t, wantAllInOne, accountPrivileges(t, s, aio.user), "the all-in-one account's privileges")
 }
 
 // TestGrants_R_H11_SecurityDocShowsTheMySQLGrants: the SQL that

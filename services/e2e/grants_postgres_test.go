@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +94,7 @@ func TestGrants_R_H11_PostgresRuntimeRolesRunTheServices(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	roles := pgRoles(t, s)
-	ing, disp := mysqlGrants(t, s)
+	ing, disp, _ := mysqlGrants(t, s)
 
 	s.start("control", "-postgres.url="+roles["control"])
 	s.start("processor", "-postgres.url="+roles["processor"])
@@ -325,4 +326,75 @@ func operatorReadsWithoutSQL(ctx context.Context, t *testing.T, conn *grpc.Clien
 	})
 	_, err = maint.ListMaintenanceRuns(ctx, &controlv1.ListMaintenanceRunsRequest{})
 	require.NoError(t, err)
+}
+
+// allInOneRole creates the all-in-one pod's PostgreSQL role as
+// deploy/grants/postgres.sql tells the site to — a login role holding
+// nothing of its own, a member of the four runtime roles of roles (by
+// target) — and returns its URL; the role is dropped when the test ends,
+// after the stack's processes stopped.
+func allInOneRole(t *testing.T, s *stack, roles map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	role := "msgx_ga_" + randomHex(t, 4)
+	var members []string
+	for _, target := range []string{"processor", "dispatcher", "projector", "control"} {
+		u, err := url.Parse(roles[target])
+		require.NoError(t, err)
+		members = append(members, u.User.Username())
+	}
+	_, err := s.pg.Exec(ctx, "CREATE ROLE "+role+" LOGIN IN ROLE "+strings.Join(members, ", "))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		s.stopAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := s.pg.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Logf("dropping %s: %v", role, err)
+		}
+	})
+	u, err := url.Parse(s.pgURL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	return u.String()
+}
+
+// TestGrants_R_K7_AllInOneAccountsRunTheAllInOnePod runs the chart's
+// all-in-one pod — one process with every target but migrate, as the
+// chart starts it — under its own accounts of deploy/grants (the
+// PostgreSQL role that is a member of the four runtime roles, the MySQL
+// account with ingest's and the dispatcher's grants): a snapshot and two
+// FLOP changes are scanned, processed, projected and marked. The role
+// cannot migrate (DDL refused), and the mailbox's row rules hold the
+// account as they hold the dispatcher's.
+func TestGrants_R_K7_AllInOneAccountsRunTheAllInOnePod(t *testing.T) {
+	s := newStack(t)
+	roles := pgRoles(t, s)
+	_, _, aio := mysqlGrants(t, s)
+	pgURL := allInOneRole(t, s, roles)
+
+	s.startAs("all", "control,processor,dispatcher,projector,ingest", "-postgres.url="+pgURL, "-mysql.dsn="+aio.dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := watchMarkers(s)
+	s.insert(readCorpus(t, "SCHD-DNLD-1.xml"))
+	s.insert(stndMessage(t, 15, 950001))
+	s.insert(stndMessage(t, 16, 950002))
+	waitFor(t, 90*time.Second, "every row processed and marked", func() (bool, error) {
+		n, err := s.unmarked()
+		return n == 0, err
+	})
+	w.finish(t)
+	require.Equal(t, map[string]int{"SUCCEEDED": 3}, s.procStates())
+	waitFor(t, 30*time.Second, "Redis caught up", func() (bool, error) {
+		return s.projectionMatches(ctx)
+	})
+
+	requirePGRefused(t, pgURL, "CREATE TABLE msgx_probe (a int)")
+	requirePGRefused(t, pgURL, "UPDATE lease_audit SET principal = 'forged'")
+	var id int64
+	require.NoError(t, s.mailbox.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM CMINMSGS").Scan(&id))
+	_, err := aio.db.ExecContext(ctx, "UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = NULL WHERE CMINMSGS_ID = ?", id)
+	require.ErrorContains(t, err, "R-K7", "clearing a marker as the all-in-one account")
 }

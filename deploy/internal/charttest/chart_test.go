@@ -376,12 +376,6 @@ func checkPods(t *testing.T, m *manifests) {
 	for _, c := range m.configMaps {
 		configMaps[c.Name] = true
 	}
-	// The existing Secret, or <fullname>-secrets (created with
-	// secret.create, otherwise expected to exist: R-N5).
-	secretName := "msgx-msgexchange-secrets"
-	if s, err := m.values.PathValue("secret.existingSecret"); err == nil && s != "" {
-		secretName = s.(string)
-	}
 	globalEnv := envValue(t, m.values, "extraEnv", "GOMEMLIMIT")
 	percent := int64(m.values["goMemLimit"].(map[string]any)["percent"].(float64))
 	wantImage, err := ociimage.DefaultReference(repoRoot(t))
@@ -401,6 +395,9 @@ func checkPods(t *testing.T, m *manifests) {
 	for _, tpl := range templates {
 		spec := tpl.Spec
 		component := tpl.Labels["app.kubernetes.io/component"]
+		// The pod's own existing Secret, or <fullname>-<target>-secrets
+		// (created with secret.create, otherwise expected to exist: R-N5).
+		secretName := podSecretName(t, m.values, component)
 		var mountsSecret bool
 		for _, v := range spec.Volumes {
 			if v.ConfigMap != nil {
@@ -655,6 +652,7 @@ func TestChart_R_I2_SchemaRefusesUnknownKeysAndWrongTypes(t *testing.T) {
 		{"UnknownMode", map[string]any{"deploymentMode": "Sharded"}, "deploymentMode"},
 		{"PortOutOfRange", map[string]any{"ports": map[string]any{"http": 70000}}, "http"},
 		{"ThresholdNotANumber", map[string]any{"prometheusRule": map[string]any{"thresholds": map[string]any{"backlogAgeSeconds": "5m"}}}, "backlogAgeSeconds"},
+		{"SharedSecretOfOldReleases", map[string]any{"secret": map[string]any{"stringData": map[string]any{}}}, "stringData"},
 		{"NetworkPolicyTypo", map[string]any{"networkPolicy": map[string]any{"compat": map[string]any{"form": []any{}}}}, "form"},
 	}
 	for _, tc := range tests {
@@ -665,8 +663,12 @@ func TestChart_R_I2_SchemaRefusesUnknownKeysAndWrongTypes(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
-	_, _, err := renderValues(t, chrt, map[string]any{"secret": map[string]any{"existingSecret": "a", "create": true}}, nil)
-	require.ErrorContains(t, err, "set existingSecret or create, not both")
+	_, _, err := renderValues(t, chrt, map[string]any{"secret": map[string]any{"processor": map[string]any{"existingSecret": "a"}, "create": true}}, nil)
+	require.ErrorContains(t, err, "secret.processor.existingSecret: set existingSecret or secret.create, not both")
+	// The one Secret of every pod the chart had before each pod got its
+	// own (R-K7) is refused by name, not silently ignored.
+	_, _, err = renderValues(t, chrt, map[string]any{"secret": map[string]any{"existingSecret": "msgx-secrets"}}, nil)
+	require.ErrorContains(t, err, "existingSecret")
 }
 
 func contains(list []string, s string) bool {

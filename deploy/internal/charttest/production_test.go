@@ -59,22 +59,22 @@ func writePEM(t *testing.T, dir, base, name string) {
 }
 
 // placeholders writes what the pods find mounted, as the site's Secrets
-// would hold it in the forms production mode accepts: the connection
-// strings (verified TLS to PostgreSQL, rediss://), the Kafka password, the
-// control plane's token file with a line per service, each service's
-// token, the compat tokens, and certificates. It returns the directories
-// standing in for /etc/msgx/secrets and /etc/msgx/credentials.
-func placeholders(t *testing.T) (secrets, credentials string) {
+// would hold it in the forms production mode accepts: each pod's own
+// Secret with only its keys (podSecretKeys) and its own accounts
+// (podAccount; verified TLS to PostgreSQL, rediss://), the control plane's
+// token file with a line per service, each service's token, the compat
+// tokens, and certificates. It returns a directory standing in for
+// /etc/msgx/secrets per target, and the one for /etc/msgx/credentials.
+func placeholders(t *testing.T) (secrets map[string]string, credentials string) {
 	t.Helper()
-	secrets, credentials = t.TempDir(), t.TempDir()
+	secrets, credentials = map[string]string{}, t.TempDir()
 	token := func(who string) string { return who + "-" + strings.Repeat("0123456789abcdef", 2) }
-	for name, content := range map[string]string{
-		"MSGX_POSTGRES_URL":   "postgres://msgx:pw@postgres.db:5432/msgx?sslmode=verify-full",
-		"MSGX_MYSQL_DSN":      "msgx:pw@tcp(mailbox.db:3306)/mailbox",
-		"MSGX_REDIS_URL":      "rediss://:pw@redis.db:6380/0",
-		"MSGX_KAFKA_PASSWORD": "kafka-pw",
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(secrets, name), []byte(content+"\n"), 0o600))
+	for target, keys := range podSecretKeys {
+		dir := t.TempDir()
+		for _, key := range keys {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, key), []byte(placeholderSecret(key, podAccount[target])+"\n"), 0o600))
+		}
+		secrets[target] = dir
 	}
 	var lines []string
 	for p, leases := range map[string]string{"all-in-one": "*", "ingest": "ingest-scanner", "processor": "processor", "dispatcher": "dispatcher/*"} {
@@ -110,13 +110,15 @@ func targetOf(t *testing.T, spec corev1.PodSpec) string {
 	return ""
 }
 
-// TestChart_R_K1_EveryRenderingPassesProductionVerifyConfig: the defaults
+// TestChart_R_K1_R_K7_EveryRenderingPassesProductionVerifyConfig: the defaults
 // and every ci/*-values.yaml, on a cluster with and without cert-manager,
 // render configurations that msgx accepts in production mode (the
 // default mode; nothing in the chart says development) for each
 // Deployment's and the migration Job's target, with the site's Secrets in
-// the forms production mode accepts.
-func TestChart_R_K1_EveryRenderingPassesProductionVerifyConfig(t *testing.T) {
+// the forms production mode accepts — each pod with only the keys of its
+// own Secret (R-K7), so a configuration that reads another pod's
+// credential fails.
+func TestChart_R_K1_R_K7_EveryRenderingPassesProductionVerifyConfig(t *testing.T) {
 	t.Parallel()
 	chrt := loadChart(t)
 	msgx := buildMsgx(t)
@@ -153,7 +155,11 @@ func TestChart_R_K1_EveryRenderingPassesProductionVerifyConfig(t *testing.T) {
 					cfg, ok := configs[cm]
 					require.True(t, ok, "%s: %s mounts no rendered ConfigMap", label, component)
 					require.NotContains(t, cfg, "mode: development", "%s: %s", label, component)
-					cfg = strings.NewReplacer("/etc/msgx/secrets/", secrets+"/", "/etc/msgx/credentials/", credentials+"/").Replace(cfg)
+					own, ok := secrets[component]
+					require.True(t, ok, "%s: no Secret keys known for %s", label, component)
+					// Only the pod's own Secret's keys exist: a
+					// reference to any other refuses to start.
+					cfg = strings.NewReplacer("/etc/msgx/secrets/", own+"/", "/etc/msgx/credentials/", credentials+"/").Replace(cfg)
 					path := filepath.Join(t.TempDir(), "config.yaml")
 					require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 					out, err := exec.Command(msgx, "-config.file="+path, "-config.expand-env", "-target="+targetOf(t, pod.Spec), "-verify-config").CombinedOutput()
@@ -252,16 +258,16 @@ func TestChart_R_N5_TwoRendersAreByteIdentical(t *testing.T) {
 	require.Empty(t, m.secrets, "the defaults create no Secret: the site's existing Secrets are mounted")
 }
 
-// TestChart_R_N5_FirstInstallInOneStep: with secret.create the Secret is a
-// pre-install hook weighted before the migration Job's ConfigMap and Job,
-// so the Job finds it on a first install; without it the Job mounts the
-// existing Secret, which exists before the install.
+// TestChart_R_N5_FirstInstallInOneStep: with secret.create the migration
+// Job's Secret is a pre-install hook weighted before the Job's ConfigMap
+// and Job, so the Job finds it on a first install; without it the Job
+// mounts the existing Secret, which exists before the install.
 func TestChart_R_N5_FirstInstallInOneStep(t *testing.T) {
 	t.Parallel()
-	m := render(t, loadChart(t), "create", map[string]any{"secret": map[string]any{"create": true, "stringData": map[string]any{"MSGX_POSTGRES_URL": "${file:/dev/null}"}}}, nil)
+	m := render(t, loadChart(t), "create", map[string]any{"secret": map[string]any{"create": true, "migrate": map[string]any{"stringData": map[string]any{"MSGX_POSTGRES_URL": "${file:/dev/null}"}}}}, nil)
 	weight := map[string]string{}
 	for _, s := range m.secrets {
-		if s.Name == "msgx-msgexchange-secrets" {
+		if s.Name == "msgx-msgexchange-migrate-secrets" {
 			require.Equal(t, "pre-install,pre-upgrade", s.Annotations["helm.sh/hook"])
 			weight["secret"] = s.Annotations["helm.sh/hook-weight"]
 		}
@@ -278,7 +284,7 @@ func TestChart_R_N5_FirstInstallInOneStep(t *testing.T) {
 	require.Equal(t, map[string]string{"secret": "-20", "configmap": "-10", "job": "0"}, weight, "the Secret comes first among the hooks")
 	mountsIt := false
 	for _, v := range job.Spec.Template.Spec.Volumes {
-		mountsIt = mountsIt || (v.Secret != nil && v.Secret.SecretName == "msgx-msgexchange-secrets")
+		mountsIt = mountsIt || (v.Secret != nil && v.Secret.SecretName == "msgx-msgexchange-migrate-secrets")
 	}
 	require.True(t, mountsIt)
 }

@@ -58,17 +58,22 @@ func projectedCredentials(t *testing.T, spec corev1.PodSpec) (map[string]project
 	return out, mounted
 }
 
-// msgxConfig is the msgx configuration the rendering's ConfigMap holds.
+// msgxConfig is the msgx configuration of the all-in-one pod or, in
+// Distributed mode, of ingest's pods: each has the kafka, lease, control
+// and compat sections the tests read (each pod's configuration keeps only
+// the dependencies its targets use).
 func msgxConfig(t *testing.T, m *manifests) chartutil.Values {
 	t.Helper()
-	for _, cm := range m.configMaps {
-		if cm.Name == "msgx-msgexchange-config" {
-			cfg, err := chartutil.ReadValues([]byte(cm.Data["config.yaml"]))
-			require.NoError(t, err)
-			return cfg
+	for _, name := range []string{"msgx-msgexchange-all-config", "msgx-msgexchange-ingest-config"} {
+		for _, cm := range m.configMaps {
+			if cm.Name == name {
+				cfg, err := chartutil.ReadValues([]byte(cm.Data["config.yaml"]))
+				require.NoError(t, err)
+				return cfg
+			}
 		}
 	}
-	t.Fatalf("%s: no msgx-msgexchange-config ConfigMap", m.name)
+	t.Fatalf("%s: no all-in-one or ingest ConfigMap", m.name)
 	return nil
 }
 
@@ -299,15 +304,19 @@ func checkNoSecretInConfigMaps(t *testing.T, m *manifests) {
 	require.Empty(t, configMapProblems(t, m), m.name)
 }
 
-// valuesProblems lists the secrets a values tree holds: secret.stringData
-// with entries, a credential key with a value other than a ${file:...}
+// valuesProblems lists the secrets a values tree holds: a
+// secret.<pod>.stringData with entries, a credential key with a value other than a ${file:...}
 // reference, a URL or DSN with a password, and any string that reads as a
 // token.
 func valuesProblems(vals map[string]any) []string {
 	var problems []string
 	if sd, ok := vals["secret"].(map[string]any); ok {
-		if data, ok := sd["stringData"].(map[string]any); ok && len(data) > 0 {
-			problems = append(problems, "secret.stringData has entries: a shipped values file never holds secret data")
+		for name, entry := range sd {
+			if e, ok := entry.(map[string]any); ok {
+				if data, ok := e["stringData"].(map[string]any); ok && len(data) > 0 {
+					problems = append(problems, "secret."+name+".stringData has entries: a shipped values file never holds secret data")
+				}
+			}
 		}
 	}
 	walk("", vals, func(path, key string, leaf any) {
@@ -350,10 +359,11 @@ func TestChart_R_H9_NoTokenInAConfigMapOrAShippedValuesFile(t *testing.T) {
 	old, err := chartutil.ReadValues([]byte(`
 secret:
   create: true
-  stringData:
-    MSGX_POSTGRES_URL: postgres://msgx:trial@postgres:5432/msgx?sslmode=disable
-    MSGX_MYSQL_DSN: msgx:trial@tcp(mysql:3306)/mailbox
-    MSGX_CONTROL_AUTH_TOKEN: trial-token-0123456789abcdef0123456789
+  allInOne:
+    stringData:
+      MSGX_POSTGRES_URL: postgres://msgx:trial@postgres:5432/msgx?sslmode=disable
+      MSGX_MYSQL_DSN: msgx:trial@tcp(mysql:3306)/mailbox
+      MSGX_CONTROL_AUTH_TOKEN: trial-token-0123456789abcdef0123456789
 config:
   control:
     auth_token: 3f9c0a1b2c3d4e5f60718293a4b5c6d7
@@ -361,20 +371,20 @@ config:
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"config.control.auth_token holds a credential",
-		"secret.stringData has entries: a shipped values file never holds secret data",
-		"secret.stringData.MSGX_CONTROL_AUTH_TOKEN holds a credential",
-		"secret.stringData.MSGX_MYSQL_DSN holds a URL or DSN with a password",
-		"secret.stringData.MSGX_POSTGRES_URL holds a URL or DSN with a password",
+		"secret.allInOne.stringData has entries: a shipped values file never holds secret data",
+		"secret.allInOne.stringData.MSGX_CONTROL_AUTH_TOKEN holds a credential",
+		"secret.allInOne.stringData.MSGX_MYSQL_DSN holds a URL or DSN with a password",
+		"secret.allInOne.stringData.MSGX_POSTGRES_URL holds a URL or DSN with a password",
 	}, valuesProblems(old.AsMap()))
 
 	chrt := loadChart(t)
 	// A Secret created from values (kept secret elsewhere, as with
 	// helm-secrets) is mounted, never copied into the configuration.
-	created := render(t, chrt, "created-secret", map[string]any{"secret": map[string]any{"create": true, "stringData": map[string]any{
+	created := render(t, chrt, "created-secret", map[string]any{"secret": map[string]any{"create": true, "allInOne": map[string]any{"stringData": map[string]any{
 		"MSGX_POSTGRES_URL": "postgres://msgx:test-password@postgres:5432/msgx",
 		"MSGX_MYSQL_DSN":    "msgx:test-password@tcp(mysql:3306)/mailbox",
 		"MSGX_REDIS_URL":    "redis://redis:6379/0",
-	}}}, monitoringAPIs)
+	}}}}, monitoringAPIs)
 	checkNoSecretInConfigMaps(t, created)
 	checkCredentials(t, created)
 	checkPods(t, created)
@@ -385,9 +395,9 @@ config:
 		"postgres": map[string]any{"url": "postgres://msgx:pw@db/msgx"},
 	}}, nil)
 	require.ElementsMatch(t, []string{
-		"ConfigMap msgx-msgexchange-config: control.auth_token is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
-		"ConfigMap msgx-msgexchange-config: postgres.url is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
-		"ConfigMap msgx-msgexchange-config config.yaml holds a URL or DSN with a password",
+		"ConfigMap msgx-msgexchange-all-config: control.auth_token is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
+		"ConfigMap msgx-msgexchange-all-config: postgres.url is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
+		"ConfigMap msgx-msgexchange-all-config config.yaml holds a URL or DSN with a password",
 		"ConfigMap msgx-msgexchange-migrate: control.auth_token is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
 		"ConfigMap msgx-msgexchange-migrate: postgres.url is a value, not a ${file:/etc/msgx/secrets/KEY} reference",
 		"ConfigMap msgx-msgexchange-migrate config.yaml holds a URL or DSN with a password",
@@ -403,7 +413,7 @@ func TestChart_R_H9_EachPodGetsOnlyItsCredentials(t *testing.T) {
 	t.Parallel()
 	m := render(t, loadChart(t), "distributed-mtls", map[string]any{
 		"deploymentMode": "Distributed",
-		"secret":         map[string]any{"existingSecret": "msgx-secrets"},
+		"secret":         map[string]any{"processor": map[string]any{"existingSecret": "msgx-processor"}},
 		"controlPlane": map[string]any{
 			"auth": map[string]any{"generate": true, "operators": []any{map[string]any{"name": "alice", "role": "operate"}, map[string]any{"name": "oncall", "role": "read"}}},
 			"tls":  map[string]any{"enabled": true, "secretName": "control-tls", "clientSecretName": "service-tls"},

@@ -12,10 +12,11 @@ import (
 )
 
 // servicesOfMode are the msgx targets a deployment mode must run: the
-// all-in-one pod runs them all as -target=all, the distributed mode one
-// Deployment per service.
+// all-in-one pod runs every service in one process (every target but
+// migrate, which the migration Job runs as the schema's owner: R-K7), the
+// distributed mode one Deployment per service.
 var servicesOfMode = map[string][]string{
-	"AllInOne":    {"all"},
+	"AllInOne":    {"control,processor,dispatcher,projector,ingest"},
 	"Distributed": {"ingest", "processor", "projector", "dispatcher", "control"},
 }
 

@@ -103,8 +103,10 @@ both existing and created.
 {{- if not (has .Values.deploymentMode (list "AllInOne" "Distributed")) }}
 {{- fail (printf "deploymentMode %q: want AllInOne or Distributed" .Values.deploymentMode) }}
 {{- end }}
-{{- if and .Values.secret.existingSecret .Values.secret.create }}
-{{- fail "secret: set existingSecret or create, not both" }}
+{{- range $name, $s := omit .Values.secret "create" }}
+{{- if and $s.existingSecret $.Values.secret.create }}
+{{- fail (printf "secret.%s.existingSecret: set existingSecret or secret.create, not both" $name) }}
+{{- end }}
 {{- end }}
 {{- $cp := .Values.controlPlane }}
 {{- if and $cp.auth.existingSecret $cp.auth.generate }}
@@ -256,9 +258,45 @@ need none (projector, migrate). Takes (dict "ctx" $ "target" name).
 {{- end }}
 {{- end }}
 
-{{/* Name of the Secret mounted under /etc/msgx/secrets: the existing one, or <fullname>-secrets (created with secret.create, otherwise expected to exist). */}}
+{{/* The key of a target's Secret under `secret` (all: allInOne). Takes the target. */}}
+{{- define "msgexchange.secretKey" -}}
+{{- if eq . "all" }}allInOne{{ else }}{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+Name of a target's Secret, mounted under /etc/msgx/secrets in that target's
+pods alone (R-K7): secret.<target>.existingSecret, or
+<fullname>-<target>-secrets (created with secret.create, otherwise expected
+to exist). Takes (dict "ctx" $ "target" name).
+*/}}
 {{- define "msgexchange.secretName" -}}
-{{- .Values.secret.existingSecret | default (printf "%s-secrets" (include "msgexchange.fullname" .)) }}
+{{- $s := index .ctx.Values.secret (include "msgexchange.secretKey" .target) }}
+{{- $s.existingSecret | default (printf "%s-secrets" (include "msgexchange.targetName" .)) }}
+{{- end }}
+
+{{/*
+The targets a pod runs, for its -target flag: the all-in-one pod every
+service but migrate (the migration Job migrates, as the schema's owner; no
+service account may), any other pod its own. Takes the target.
+*/}}
+{{- define "msgexchange.runTargets" -}}
+{{- if eq . "all" }}control,processor,dispatcher,projector,ingest{{ else }}{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+The configuration sections of the dependencies a target uses, as msgx
+-list-targets names them: a pod's configuration keeps only these, so it
+refers to no key of a Secret it does not mount (R-K7). Takes the target.
+*/}}
+{{- define "msgexchange.targetDeps" -}}
+{{- get (dict
+  "all" "postgres mysql redis kafka"
+  "migrate" "postgres"
+  "control" "postgres"
+  "processor" "postgres kafka"
+  "dispatcher" "postgres mysql kafka"
+  "projector" "postgres redis kafka"
+  "ingest" "mysql kafka") . }}
 {{- end }}
 
 {{/*
@@ -293,14 +331,24 @@ quantity is empty; fails on one it cannot read.
 {{- end }}
 
 {{/*
-The msgx configuration file. The chart owns http_addr, control.grpc_addr
-and ingest.compat.addr (they must match the container ports) and target
-(set by flag per pod), and points control.token_file, lease.token_file and
-the control plane's TLS files at the projected credentials unless config
-sets them.
+A target's msgx configuration file. The chart owns http_addr,
+control.grpc_addr and ingest.compat.addr (they must match the container
+ports) and target (set by flag per pod), and points control.token_file,
+lease.token_file and the control plane's TLS files at the projected
+credentials unless config sets them. The sections of dependencies the
+target does not use (postgres, mysql, redis, kafka) are left out: each pod
+mounts only its own Secret, and a ${file:...} of a key it lacks would
+refuse to start. Takes (dict "ctx" $ "target" name).
 */}}
 {{- define "msgexchange.config" -}}
+{{- $deps := splitList " " (include "msgexchange.targetDeps" .target) }}
+{{- with .ctx }}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- range list "postgres" "mysql" "redis" "kafka" }}
+{{- if not (has . $deps) }}
+{{- $_ := unset $cfg . }}
+{{- end }}
+{{- end }}
 {{- $_ := unset $cfg "target" }}
 {{- $_ := set $cfg "http_addr" (printf "0.0.0.0:%d" (int .Values.ports.http)) }}
 {{- $control := deepCopy (get $cfg "control" | default dict) }}
@@ -371,6 +419,7 @@ sets them.
 {{- $_ := set $cfg "ingest" $ingest }}
 {{- toYaml $cfg }}
 {{- end }}
+{{- end }}
 
 {{/* envFrom of every msgx container. */}}
 {{- define "msgexchange.envFrom" -}}
@@ -414,7 +463,7 @@ limit unless one of them sets it.
 The args of a msgx container; takes (dict "ctx" $ "target" name "extraArgs" list).
 */}}
 {{- define "msgexchange.args" -}}
-- -target={{ .target }}
+- -target={{ include "msgexchange.runTargets" .target }}
 - -config.file=/etc/msgx/config.yaml
 - -config.expand-env
 {{- range .ctx.Values.extraArgs }}
@@ -484,11 +533,9 @@ The msgx container; takes (dict "ctx" $ "target" name "values" targetValues
       readOnly: true
     - name: tmp
       mountPath: /tmp
-    {{- if include "msgexchange.secretName" $ctx }}
     - name: secrets
       mountPath: /etc/msgx/secrets
       readOnly: true
-    {{- end }}
     {{- if include "msgexchange.credentialSources" . | trim }}
     - name: credentials
       mountPath: {{ include "msgexchange.credentialsDir" $ctx }}
@@ -549,12 +596,10 @@ volumes:
       name: {{ .configMap }}
   - name: tmp
     emptyDir: {}
-  {{- with (include "msgexchange.secretName" $ctx) }}
   - name: secrets
     secret:
-      secretName: {{ . }}
+      secretName: {{ include "msgexchange.secretName" (dict "ctx" $ctx "target" .target) }}
       defaultMode: 0440
-  {{- end }}
   {{- with (include "msgexchange.credentialSources" (dict "ctx" $ctx "target" .target) | trim) }}
   - name: credentials
     projected:
@@ -608,9 +653,9 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
       annotations:
-        checksum/config: {{ include "msgexchange.config" $ctx | sha256sum }}
+        checksum/config: {{ include "msgexchange.config" . | sha256sum }}
         {{- if $ctx.Values.secret.create }}
-        checksum/secret: {{ toYaml $ctx.Values.secret.stringData | sha256sum }}
+        checksum/secret: {{ toYaml (index $ctx.Values.secret (include "msgexchange.secretKey" .target)).stringData | sha256sum }}
         {{- end }}
         {{- with $ctx.Values.podAnnotations }}
         {{- toYaml . | nindent 8 }}
@@ -619,7 +664,7 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
     spec:
-      {{- include "msgexchange.podSpec" (dict "ctx" $ctx "target" .target "values" $v "configMap" (printf "%s-config" (include "msgexchange.fullname" $ctx)) "probes" true) | nindent 6 }}
+      {{- include "msgexchange.podSpec" (dict "ctx" $ctx "target" .target "values" $v "configMap" (printf "%s-config" (include "msgexchange.targetName" .)) "probes" true) | nindent 6 }}
 {{- end }}
 
 {{/* A target's Service; takes (dict "ctx" $ "target" name). */}}

@@ -19,11 +19,13 @@ import (
 	"msgexchange/services/internal/sisrequest"
 )
 
-// dispatcherAccount creates a dispatcher and an ingest account on the
-// bundle's mailbox database, applies deploy/grants/mysql.sql to them (the
-// column grants and the row rules, as the mailbox owners run it) and
-// returns the dispatcher account's DSN.
-func (b *testBundle) dispatcherAccount(t *testing.T) string {
+// dispatcherAccounts creates a dispatcher, an ingest and an all-in-one
+// account on the bundle's mailbox database, applies
+// deploy/grants/mysql.sql to them (the column grants and the row rules, as
+// the mailbox owners run it) and returns the DSNs of the two accounts that
+// write markers and outbound requests: the dispatcher's and the
+// all-in-one pod's.
+func (b *testBundle) dispatcherAccounts(t *testing.T) (dispatcher, allInOne string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	script, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy", "grants", "mysql.sql"))
@@ -32,8 +34,10 @@ func (b *testBundle) dispatcherAccount(t *testing.T) string {
 	require.NoError(t, err)
 	disp := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7d_")
 	ing := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7i_")
+	aio := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7a_")
 	sub, err := mysqltest.Substitute(string(script), map[string]string{
 		"aodbinterface": "`" + cfg.DBName + "`", "msgx_dispatcher": disp.User, "msgx_ingest": ing.User,
+		"msgx_all_in_one": aio.User,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -42,7 +46,7 @@ func (b *testBundle) dispatcherAccount(t *testing.T) string {
 		_, err := b.mailbox.ExecContext(ctx, stmt)
 		require.NoError(t, err, "applying %s", stmt)
 	}
-	return disp.DSN
+	return disp.DSN, aio.DSN
 }
 
 // requireRowRuleRefusal requires err to be a refusal by a row rule of
@@ -66,12 +70,13 @@ func requireRowRuleRefusal(t *testing.T, err error, what string) {
 // another, every row marked at once while one is marked, and a COUTMSGS
 // row under another routing ID; and, by the code's guards before MySQL
 // sees them, a marker UPDATE naming no row and a COUTMSGS row under
-// another routing ID.
+// another routing ID. The all-in-one pod's account, which holds the
+// dispatcher's grants too, is refused the same statements.
 func TestMailboxGuard_R_K7_LeastPrivilegeAccountAndRowRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := drainCtx(t)
-	dsn := b.dispatcherAccount(t)
+	dsn, allInOneDSN := b.dispatcherAccounts(t)
 	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = acct.Close() })
@@ -102,11 +107,14 @@ func TestMailboxGuard_R_K7_LeastPrivilegeAccountAndRowRules(t *testing.T) {
 	require.Equal(t, "SENT", b.request(t, reqID).State)
 	require.Len(t, b.coutRows(t), 1)
 
-	// The database's row rules refuse the account what its column grants
-	// alone would let it do.
+	// The database's row rules refuse the accounts what their column
+	// grants alone would let them do.
 	db, err := sql.Open("mysql", dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
+	aio, err := sql.Open("mysql", allInOneDSN)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aio.Close() })
 	for what, stmt := range map[string]string{
 		"clearing a marker":       "UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = NULL, CMINMSGS_STATUS = NULL WHERE CMINMSGS_ID = " + strconv.FormatInt(unmarked, 10),
 		"a marker over another":   "UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = NOW(), CMINMSGS_STATUS = 'FORGED' WHERE CMINMSGS_ID = " + strconv.FormatInt(marked, 10),
@@ -116,6 +124,8 @@ func TestMailboxGuard_R_K7_LeastPrivilegeAccountAndRowRules(t *testing.T) {
 	} {
 		_, err := db.ExecContext(ctx, stmt)
 		requireRowRuleRefusal(t, err, what)
+		_, err = aio.ExecContext(ctx, stmt)
+		requireRowRuleRefusal(t, err, "all-in-one: "+what)
 	}
 	at, _ = b.marker(t, untouched)
 	require.False(t, at.Valid, "the refused statements changed no row")
