@@ -60,13 +60,16 @@ func TestEndToEnd_R_L1_SweptFlightSentAgainIsServedWithAHigherVersion(t *testing
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var all struct {
-		Count   int           `json:"count"`
-		Flights []redisFlight `json:"flights"`
+		Count   int `json:"count"`
+		Flights []struct {
+			FLID         int64 `json:"flid"`
+			StateVersion int64 `json:"state_version"`
+		} `json:"flights"`
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&all))
 	require.Equal(t, 2, all.Count, "both flights are served again")
 	for _, f := range all.Flights {
-		require.Equal(t, int64(3), f.Version, "flight %d", f.FLID)
+		require.Equal(t, int64(3), f.StateVersion, "flight %d", f.FLID)
 	}
 
 	events := consumeMsg(t, s, 6)

@@ -35,7 +35,8 @@ func serve(t *testing.T, svc *projector.Service) *httptest.Server {
 	return srv
 }
 
-// listing is one answer of GET /all/flights.
+// listing is one answer of GET /all/flights?v=1, whose items are the
+// stored flight-state records.
 type listing struct {
 	code    int
 	errCode string
@@ -43,7 +44,7 @@ type listing struct {
 }
 
 func getAll(t *testing.T, url string) (listing, error) {
-	resp, err := http.Get(url + "/all/flights")
+	resp, err := http.Get(url + "/all/flights?v=1")
 	if err != nil {
 		return listing{}, err
 	}

@@ -9,16 +9,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/logging"
+	"msgexchange/services/internal/contract"
+	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/openapi"
+	"msgexchange/services/internal/openapi/openapitest"
 	"msgexchange/services/projector/internal/store"
 	"msgexchange/services/projector/internal/store/storetest"
 )
@@ -41,20 +43,6 @@ func contractServer(t *testing.T, r Reader) string {
 	return srv.URL
 }
 
-// openAPIValidator loads the committed OpenAPI document, which must itself
-// be a valid OpenAPI 3.1 document.
-func openAPIValidator(t *testing.T) validator.Validator {
-	t.Helper()
-	doc, err := libopenapi.NewDocument(OpenAPI)
-	require.NoError(t, err)
-	require.Equal(t, "3.1.0", doc.GetVersion())
-	v, errs := validator.NewValidator(doc)
-	require.Empty(t, errs)
-	ok, verrs := v.ValidateDocument()
-	require.True(t, ok, "the OpenAPI document is not valid: %v", verrs)
-	return v
-}
-
 func send(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
@@ -62,20 +50,19 @@ func send(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	// The validator reads the body again.
-	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, body
 }
 
 // TestHTTPContract_R_N7_ResponsesMatchTheOpenAPIDocument sends every kind
-// of request the API answers — the list, filtered, a bad filter, one
-// flight, a missing and a malformed FLID, the document itself, and a
-// projection that cannot be read — and validates each response (status,
-// headers, body) against the OpenAPI 3.1 document with
-// libopenapi-validator: the document says what the handlers do.
+// of request the flight routes answer — the list, filtered, in either
+// item version, a bad filter and a bad version, one flight in either
+// version, a missing and a malformed FLID, an unknown parameter, the
+// document itself, and a projection that cannot be read — and validates
+// each response (status, headers, body) against the OpenAPI 3.1 document
+// with libopenapi-validator: the document says what the handlers do.
 func TestHTTPContract_R_N7_ResponsesMatchTheOpenAPIDocument(t *testing.T) {
 	t.Parallel()
-	v := openAPIValidator(t)
+	v := openapitest.New(t)
 	rdb, prefix := liveRedis(t)
 	st := store.New(rdb, prefix)
 	storetest.Complete(t, st)
@@ -91,12 +78,19 @@ func TestHTTPContract_R_N7_ResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		code int
 	}{
 		{base + "/all/flights", http.StatusOK},
+		{base + "/all/flights?v=2", http.StatusOK},
+		{base + "/all/flights?v=1", http.StatusOK},
 		{base + "/all/flights?day=2026-12-01&movement=A", http.StatusOK},
+		{base + "/all/flights?day=2026-12-01&movement=A&v=1", http.StatusOK},
 		{base + "/all/flights?movment=A", http.StatusBadRequest},
+		{base + "/all/flights?v=3", http.StatusBadRequest},
 		{base + "/flights/2", http.StatusOK},
+		{base + "/flights/2?v=1", http.StatusOK},
+		{base + "/flights/2?v=0", http.StatusBadRequest},
+		{base + "/flights/2?version=1", http.StatusBadRequest},
 		{base + "/flights/99", http.StatusNotFound},
 		{base + "/flights/abc", http.StatusBadRequest},
-		{base + OpenAPIPath, http.StatusOK},
+		{base + openapi.Path, http.StatusOK},
 		{broken + "/all/flights", http.StatusServiceUnavailable},
 		{broken + "/flights/2", http.StatusServiceUnavailable},
 	} {
@@ -104,16 +98,88 @@ func TestHTTPContract_R_N7_ResponsesMatchTheOpenAPIDocument(t *testing.T) {
 		require.NoError(t, err)
 		resp, body := send(t, req)
 		require.Equal(t, tc.code, resp.StatusCode, "%s: %s", tc.url, body)
-		ok, errs := v.ValidateHttpResponse(req, resp)
-		require.True(t, ok, "%s: the response does not match the OpenAPI document: %v\n%s", tc.url, errs, body)
+		v.Response(t, req, resp, body)
 	}
 
 	// The document served is the one committed.
-	resp, body := send(t, must(http.NewRequest(http.MethodGet, base+OpenAPIPath, nil)))
+	resp, body := send(t, must(http.NewRequest(http.MethodGet, base+openapi.Path, nil)))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	committed, err := os.ReadFile(filepath.Join("openapi.yaml"))
+	require.Equal(t, openapi.Document, body)
+}
+
+// TestHTTPContract_R_N7_ItemsSpeakTheConsumerContractV2: by default an
+// item is named as version 2 of the Kafka consumer contract — it equals
+// the schd state the contract's encoder writes for the same flight and
+// version, less what the projection does not keep (event_type,
+// occurred_at, the source's META beyond msg_id) — and carries no
+// deprecation headers; with v=1 the item is the stored flight-state
+// document as before, and the answer announces the deprecation
+// (Deprecation, Sunset, Link to the successor). A flight no message
+// caused has no source.
+func TestHTTPContract_R_N7_ItemsSpeakTheConsumerContractV2(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := liveRedis(t)
+	st := store.New(rdb, prefix)
+	storetest.Complete(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stored := []byte(`{"schema":1,"flid":15,"version":3,"state":"ACTIVE","operation_day":"2021-01-23","msg_id":42,` +
+		`"doc":{"FLID":"15","FLNO":"YG9015","MVIN":"A","SODT":"23JAN210535","GTDT":[{"@GTNO":"1","PGOT":"23JAN210400"}],"RMRK":"<b>23JAN210535</b>"}}`)
+	noSource := []byte(`{"schema":1,"flid":16,"version":1,"state":"ACTIVE","msg_id":0,"doc":{"FLID":"16","SODT":"23JAN211200"}}`)
+	_, err := st.Apply(ctx, []store.Update{{FLID: 15, Version: 3, Value: stored}, {FLID: 16, Version: 1, Value: noSource}})
 	require.NoError(t, err)
-	require.Equal(t, committed, body)
+	mux := http.NewServeMux()
+	New(st, logging.Discard(), Options{Zone: shanghai}).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	want := `{"schema_version":2,"event_id":"flight-15-v3","flid":15,"state_version":3,"operation_day":"2021-01-23",` +
+		`"source":{"msg_id":42},"flight":{"FLID":"15","FLNO":"YG9015","MVIN":"A","SODT":"23JAN210535",` +
+		`"GTDT":[{"@GTNO":"1","PGOT":"23JAN210400"}],"RMRK":"\u003cb\u003e23JAN210535\u003c/b\u003e"},` +
+		`"times":{"/GTDT/0/PGOT":"2021-01-23T04:00:00+08:00","/SODT":"2021-01-23T05:35:00+08:00"}}`
+	wantNoSource := `{"schema_version":2,"event_id":"flight-16-v1","flid":16,"state_version":1,` +
+		`"flight":{"FLID":"16","SODT":"23JAN211200"},"times":{"/SODT":"2021-01-23T12:00:00+08:00"}}`
+	for _, path := range []string{"/flights/15", "/flights/15?v=2"} {
+		resp, body := send(t, must(http.NewRequest(http.MethodGet, srv.URL+path, nil)))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, want+"\n", string(body), path)
+		for _, h := range []string{"Deprecation", "Sunset", "Link"} {
+			require.Empty(t, resp.Header.Values(h), "%s: version 2 is not deprecated", path)
+		}
+	}
+	resp, body := send(t, must(http.NewRequest(http.MethodGet, srv.URL+"/all/flights", nil)))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, `{"count":2,"flights":[`+want+`,`+wantNoSource+`]}`+"\n", string(body))
+
+	// The same names, types and values as the schd record of this version.
+	var doc flight.Doc
+	require.NoError(t, json.Unmarshal([]byte(`{"FLID":"15","FLNO":"YG9015","MVIN":"A","SODT":"23JAN210535","GTDT":[{"@GTNO":"1","PGOT":"23JAN210400"}],"RMRK":"<b>23JAN210535</b>"}`), &doc))
+	schd, err := contract.Encoder{Zone: shanghai}.Schd(contract.Change{FLID: 15, StateVersion: 3, EventType: contract.EventUpdated,
+		OperationDay: "2021-01-23", Source: &contract.Source{MsgID: 42, Type: "FLOP", Subtype: "STND", Sender: "AODB", Seqn: "1"},
+		OccurredAt: time.Now(), Flight: doc})
+	require.NoError(t, err)
+	var fromKafka, fromHTTP map[string]any
+	require.NoError(t, json.Unmarshal(schd.Value, &fromKafka))
+	require.NoError(t, json.Unmarshal([]byte(want), &fromHTTP))
+	delete(fromKafka, "event_type")
+	delete(fromKafka, "occurred_at")
+	fromKafka["source"] = map[string]any{"msg_id": fromKafka["source"].(map[string]any)["msg_id"]}
+	require.Equal(t, fromKafka, fromHTTP)
+
+	// Version 1: the stored document (HTML-escaped as encoding/json
+	// writes it), deprecated.
+	for _, tc := range []struct{ path, body, successor string }{
+		{"/flights/15?v=1", string(stored) + "\n", "/flights/15"},
+		{"/all/flights?movement=A&v=1", `{"count":1,"flights":[` + string(stored) + `]}` + "\n", "/all/flights?movement=A"},
+	} {
+		resp, body := send(t, must(http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, strings.ReplaceAll(strings.ReplaceAll(tc.body, "<b>", `\u003cb\u003e`), "</b>", `\u003c/b\u003e`), string(body), tc.path)
+		require.Equal(t, "@1796083200", resp.Header.Get("Deprecation"), "RFC 9745: 2026-12-01T00:00:00Z")
+		require.Equal(t, "Tue, 01 Jun 2027 00:00:00 GMT", resp.Header.Get("Sunset"), "RFC 8594")
+		require.ElementsMatch(t, []string{`</openapi.yaml>; rel="deprecation"; type="application/yaml"`, `<` + tc.successor + `>; rel="successor-version"`},
+			resp.Header.Values("Link"), tc.path)
+	}
 }
 
 // TestHTTPContract_R_N7_ETagAndIfNoneMatch: the list and a flight carry a

@@ -19,10 +19,10 @@ const (
 	paramTo       = "to"
 )
 
-// knownParams are every query parameter GET /all/flights accepts; any
-// other is refused, so that a misspelt filter (movment=A) is a 400 and not
-// the whole list of 100,000 flights.
-var knownParams = []string{paramDay, paramMovement, paramFrom, paramTo}
+// knownParams are every query parameter GET /all/flights accepts (the
+// filters and the item version); any other is refused, so that a misspelt
+// filter (movment=A) is a 400 and not the whole list of 100,000 flights.
+var knownParams = []string{paramDay, paramMovement, paramFrom, paramTo, paramVersion}
 
 // timeLayouts are the ISO-8601 forms accepted for from and to: with
 // seconds (RFC 3339) or without, always with a zone offset or Z, because
@@ -54,7 +54,7 @@ func parseFilter(q url.Values, zone *time.Location) (filter, error) {
 	f := filter{zone: zone}
 	for name, vals := range q {
 		if !slices.Contains(knownParams, name) {
-			return filter{}, fmt.Errorf("unknown query parameter %q; GET /all/flights takes day, movement, from and to", name)
+			return filter{}, fmt.Errorf("unknown query parameter %q; GET /all/flights takes day, movement, from, to and v", name)
 		}
 		if len(vals) != 1 {
 			return filter{}, fmt.Errorf("query parameter %q given %d times; give it once", name, len(vals))

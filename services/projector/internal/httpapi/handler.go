@@ -1,10 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
-	_ "embed" // the OpenAPI document
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/gzhttp"
 
+	"msgexchange/services/internal/openapi"
 	"msgexchange/services/projector/internal/store"
 )
 
@@ -80,29 +82,20 @@ func New(r Reader, logger *slog.Logger, opts Options) *Handler {
 	return &Handler{reader: r, logger: logger.With("component", "projector-http"), opts: opts.withDefaults()}
 }
 
-// OpenAPIPath is where the HTTP contract, the OpenAPI 3.1 document of
-// these routes (openapi.yaml), is served.
-const OpenAPIPath = "/openapi.yaml"
-
-// OpenAPI is the OpenAPI 3.1 document of the projector's HTTP API (R-N7).
-//
-//go:embed openapi.yaml
-var OpenAPI []byte
-
 // Register adds GET /all/flights, GET /flights/{flid} and the OpenAPI
-// document (OpenAPIPath) to mux. Responses are gzip-compressed for a
+// document of the HTTP interface (openapi.Path) to mux. Responses are gzip-compressed for a
 // client that accepts it (klauspost/compress gzhttp: only with
 // Accept-Encoding gzip, only bodies of 1 KiB or more, Vary set), the
 // streamed list included: each flushed page leaves as a compressed chunk.
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("GET /all/flights", gzhttp.GzipHandler(h.withAge(h.allFlights)))
 	mux.Handle("GET /flights/{flid}", gzhttp.GzipHandler(h.withAge(h.flight)))
-	mux.Handle("GET "+OpenAPIPath, gzhttp.GzipHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if notModified(w, r, docETag(OpenAPI)) {
+	mux.Handle("GET "+openapi.Path, gzhttp.GzipHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if notModified(w, r, docETag(openapi.Document)) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/yaml")
-		_, _ = w.Write(OpenAPI)
+		_, _ = w.Write(openapi.Document)
 	})))
 }
 
@@ -133,6 +126,18 @@ func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
+	for name := range r.URL.Query() {
+		if name != paramVersion {
+			h.writeJSON(w, http.StatusBadRequest, errorResponse{
+				Error: "invalid_parameter", Message: fmt.Sprintf("unknown query parameter %q; GET /flights/{flid} takes v", name),
+			})
+			return
+		}
+	}
+	ver, err := h.version(w, r)
+	if err != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	doc, err := h.reader.Get(ctx, flid)
@@ -144,11 +149,36 @@ func (h *Handler) flight(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		h.unavailable(w, err)
 	default:
-		if notModified(w, r, docETag(doc)) {
+		var item bytes.Buffer
+		if err := appendItem(&item, doc, ver, h.opts.Zone); err != nil {
+			h.logger.Error("a stored flight is not a flight-state JSON object; rebuild the projection", "flid", flid, "err", err)
+			h.writeJSON(w, http.StatusInternalServerError, errorResponse{Error: "internal", Message: "the stored projection could not be encoded; rebuild the projection"})
 			return
 		}
-		h.writeJSON(w, http.StatusOK, doc)
+		if notModified(w, r, docETag(item.Bytes())) {
+			return
+		}
+		item.WriteByte('\n')
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(item.Bytes())
 	}
+}
+
+// version reads the item version of a request (the v parameter) and, for
+// version 1, announces its deprecation in the headers. A bad v is answered
+// with a 400 here and returned as the error.
+func (h *Handler) version(w http.ResponseWriter, r *http.Request) (apiVersion, error) {
+	v, err := parseVersion(r.URL.Query())
+	if err != nil {
+		h.writeJSON(w, http.StatusBadRequest, errorResponse{Error: "invalid_parameter", Message: err.Error()})
+		return 0, err
+	}
+	if v == apiV1 {
+		announceDeprecation(w.Header(), r)
+	}
+	return v, nil
 }
 
 // unavailable answers 503: the projection cannot be read now, or Redis

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,24 @@ func doc(flid int64) []byte {
 	return fmt.Appendf(nil, `{"schema":1,"flid":%d,"version":1,"doc":{"FLNO":"CA%d"}}`, flid, flid)
 }
 
+// items is what the list (or one flight) says for stored values in the
+// default item version, the airport in zone (nil: UTC), comma-separated;
+// TestHTTPContract_R_N7_ItemsSpeakTheConsumerContractV2 fixes what that is.
+func items(t *testing.T, zone *time.Location, stored ...[]byte) string {
+	t.Helper()
+	if zone == nil {
+		zone = time.UTC
+	}
+	var buf bytes.Buffer
+	for i, s := range stored {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		require.NoError(t, appendItem(&buf, s, apiV2, zone))
+	}
+	return buf.String()
+}
+
 // R-E2, US-12
 func TestHandler_R_E2_AllFlights(t *testing.T) {
 	t.Parallel()
@@ -76,7 +95,7 @@ func TestHandler_R_E2_AllFlights(t *testing.T) {
 	rec = b.get("/all/flights")
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	require.JSONEq(t, `{"count":3,"flights":[`+string(doc(2))+`,`+string(doc(30))+`,`+string(doc(1000))+`]}`, rec.Body.String())
+	require.JSONEq(t, `{"count":3,"flights":[`+items(t, nil, doc(2), doc(30), doc(1000))+`]}`, rec.Body.String())
 }
 
 func TestHandler_FlightByFLID(t *testing.T) {
@@ -94,7 +113,8 @@ func TestHandler_FlightByFLID(t *testing.T) {
 		wantBody  string
 		wantError string
 	}{
-		{path: "/flights/7", code: http.StatusOK, wantBody: string(doc(7))},
+		{path: "/flights/7", code: http.StatusOK, wantBody: items(t, nil, doc(7))},
+		{path: "/flights/7?v=1", code: http.StatusOK, wantBody: string(doc(7))},
 		{path: "/flights/8", code: http.StatusNotFound, wantError: "flight_not_found"},
 		{path: "/flights/x7", code: http.StatusBadRequest, wantError: "invalid_flid"},
 		{path: "/flights/-7", code: http.StatusBadRequest, wantError: "invalid_flid"},

@@ -32,6 +32,10 @@ func (h *Handler) allFlights(w http.ResponseWriter, r *http.Request) {
 		h.writeJSON(w, http.StatusBadRequest, errorResponse{Error: "invalid_parameter", Message: err.Error()})
 		return
 	}
+	ver, err := h.version(w, r)
+	if err != nil {
+		return
+	}
 	ctx := r.Context()
 	lctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	l, err := h.reader.List(lctx)
@@ -98,7 +102,7 @@ func (h *Handler) allFlights(w http.ResponseWriter, r *http.Request) {
 			if start+i > 0 {
 				buf.WriteByte(',')
 			}
-			if err := appendDoc(buf, doc); err != nil {
+			if err := appendItem(buf, doc, ver, h.opts.Zone); err != nil {
 				h.abort(start+i, len(flids), fmt.Errorf("%w: flight %d: %w", errBadDocument, flid, err))
 			}
 		}
@@ -182,18 +186,6 @@ func (h *Handler) selectFlights(ctx context.Context, l store.Listing, f filter) 
 		}
 	}
 	return selected, docs, nil
-}
-
-// appendDoc appends the compact, HTML-escaped form of a stored value,
-// byte for byte what encoding/json wrote for a json.RawMessage when the
-// list was built in memory; it fails when the value is not JSON.
-func appendDoc(buf *bytes.Buffer, doc []byte) error {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, doc); err != nil {
-		return err
-	}
-	json.HTMLEscape(buf, compact.Bytes())
-	return nil
 }
 
 // abort ends a response whose 200 and first bytes are sent but which
