@@ -49,12 +49,18 @@ type benchSizes struct {
 	bigSnap     int // flights of each snapshot of the series
 	bigSnaps    int // snapshots in the series, each of its own day and flights
 	chunk       int // rows per multi-row INSERT of the backlog
+	// largeSnaps are the flights of R-K4's daily snapshots, timed from the
+	// mailbox INSERT to the marker: 2,000 and 20,000 (the 10 MB message
+	// limit), in the full run only. The short run, inside make test, has
+	// none: its first snapshot already guards the snapshot path, and the
+	// 22,000 flights would add more than make test can spare.
+	largeSnaps  []int
 	rebuildGoal time.Duration
 }
 
 func benchSizesFor(mode string) benchSizes {
 	full := benchSizes{mode: "full", processor: 5000, endToEnd: 5000, rate: 500, seconds: 10,
-		firstSnap: 3000, bigSnap: 10000, bigSnaps: 10, chunk: 500}
+		firstSnap: 3000, bigSnap: 10000, bigSnaps: 10, chunk: 500, largeSnaps: []int{2000, 20000}}
 	if mode == "short" {
 		full = benchSizes{mode: "short", processor: 500, endToEnd: 500, rate: 500, seconds: 1,
 			firstSnap: 300, bigSnap: 1000, bigSnaps: 10, chunk: 250}
@@ -322,6 +328,32 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		}
 	}
 
+	// R-K4: daily snapshots from the mailbox INSERT to the marker, each of
+	// its own day and flights; their cost per flight is flat, and the
+	// 20,000-flight one (about the 10 MB message limit) takes at most 12 s,
+	// proportionally less for fewer flights.
+	var large []benchSnap
+	if only.has("R-K4") && len(z.largeSnaps) > 0 {
+		today := time.Now().In(perfZone)
+		for i, n := range z.largeSnaps {
+			day := time.Date(today.Year(), today.Month(), today.Day()+40+i, 0, 0, 0, 0, perfZone)
+			firstFLID := int64(3000001 + i*100000)
+			sn := benchSnapshot(t, s, benchDaySnapshot(200+i, firstFLID, n, day), firstFLID, n)
+			large = append(large, sn)
+			t.Logf("R-K4 snapshot of %d flights (%.1f MB): applied %s, marked %s, projected %s",
+				n, float64(sn.bytes)/(1<<20), sn.applied, sn.marked, sn.projected)
+			add(benchRow{key: fmt.Sprintf("R-K4 snapshot %d", i+1),
+				figure: fmt.Sprintf("R-K4 snapshot of %d flights (%.1f MB), mailbox INSERT → marker", n, float64(sn.bytes)/(1<<20)),
+				target: 12 * float64(n) / 20000, unit: "s", measured: sn.marked.Seconds()})
+		}
+		allMarked(5 * time.Minute)
+		if len(large) == 2 {
+			perFlight := func(sn benchSnap) float64 { return sn.marked.Seconds() / float64(sn.flights) }
+			add(benchRow{key: "R-K4 cost per flight", figure: fmt.Sprintf("R-K4 cost per flight, %d ÷ %d flights", large[1].flights, large[0].flights),
+				target: 1.5, unit: "×", measured: perFlight(large[1]) / perFlight(large[0])})
+		}
+	}
+
 	// The series: each snapshot its own operation day (tomorrow on) and
 	// its own flights, so the history grows by bigSnap flights each time.
 	var series []benchSnap
@@ -370,7 +402,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 
 	rep := benchReport{sizes: z, only: only, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
-		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, series: series, seriesName: seriesName, rebuild: rb}
+		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, large: large, series: series, seriesName: seriesName, rebuild: rb}
 	text := rep.markdown()
 	fmt.Print(text)
 	out := os.Getenv("MSGX_BENCH_OUT")
@@ -394,7 +426,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 
 // benchPhaseNames are the phases MSGX_BENCH_ONLY may name. The first
 // snapshot and R-J4 (which reads what the phases that ran left) always run.
-var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "series", "R-J5"}
+var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "R-K4", "series", "R-J5"}
 
 // benchPhases is the set of phases a run takes; nil is every phase.
 type benchPhases map[string]bool
@@ -474,12 +506,14 @@ func benchDaySnapshot(seqn int, first int64, n int, day time.Time) string {
 }
 
 // benchSnap is one timed snapshot: from the INSERT's return to the
-// message's applied_at, and to the moment Redis held every flight of it at
-// its PostgreSQL version.
+// message's applied_at, to the moment its mailbox row was marked (R-K4:
+// end to end), and to the moment Redis held every flight of it at its
+// PostgreSQL version.
 type benchSnap struct {
 	flights   int
 	bytes     int
 	applied   time.Duration
+	marked    time.Duration
 	projected time.Duration
 }
 
@@ -491,6 +525,30 @@ func benchSnapshot(t testing.TB, s *stack, body string, first int64, n int) benc
 	require.NoError(t, err)
 	id, err := r.LastInsertId()
 	require.NoError(t, err)
+	// The marker is watched beside the waits below, so that neither
+	// figure waits for the other: a primary-key read every 20 ms (the
+	// marker's own column holds the airport's wall time to the second,
+	// too coarse for the figure).
+	markedCh := make(chan time.Time, 1)
+	markErr := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.Now().Add(5 * time.Minute)
+		for time.Now().Before(deadline) {
+			var processed *time.Time
+			if err := s.mailbox.QueryRowContext(ctx, `SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID = ?`, id).Scan(&processed); err != nil {
+				markErr <- fmt.Errorf("reading snapshot %d's marker: %w", id, err)
+				return
+			}
+			if processed != nil {
+				markedCh <- wallNow()
+				return
+			}
+			<-tick.C
+		}
+		markErr <- fmt.Errorf("snapshot %d not marked within 5 minutes", id)
+	}()
 	var applied time.Time
 	waitFor(t, 5*time.Minute, fmt.Sprintf("snapshot %d applied", id), func() (bool, error) {
 		var state string
@@ -538,7 +596,13 @@ func benchSnapshot(t testing.TB, s *stack, body string, first int64, n int) benc
 		projected = wallNow()
 		return true, nil
 	})
-	return benchSnap{flights: n, bytes: len(body), applied: applied.Sub(at), projected: projected.Sub(at)}
+	var marked time.Time
+	select {
+	case marked = <-markedCh:
+	case err := <-markErr:
+		t.Fatal(err)
+	}
+	return benchSnap{flights: n, bytes: len(body), applied: applied.Sub(at), marked: marked.Sub(at), projected: projected.Sub(at)}
 }
 
 // benchProc is the processor phase.
@@ -981,6 +1045,7 @@ type benchReport struct {
 	tp                 *perfThroughput
 	lat                perfLatency
 	first              benchSnap
+	large              []benchSnap // R-K4
 	series             []benchSnap
 	seriesName         string
 	rebuild            benchRebuildResult
@@ -1079,6 +1144,11 @@ func (r benchReport) markdown() string {
 	for _, sn := range r.series {
 		ap = append(ap, fmt.Sprintf("%.2f", sn.applied.Seconds()))
 		pr = append(pr, fmt.Sprintf("%.2f", sn.projected.Seconds()))
+	}
+	for _, sn := range r.large {
+		fmt.Fprintf(&b, "- R-K4: one SCHD DNLD of %d flights of its own day (%.1f MB), from its mailbox INSERT: applied %.2f s, marked %.2f s, projected %.2f s; %.3f ms a flight to the marker. "+
+			"The target is 12 s for 20,000 flights (the 10 MB message limit), in proportion for fewer; \"flat\" is read as the larger snapshot's cost per flight within 1.5× the smaller's.\n",
+			sn.flights, float64(sn.bytes)/(1<<20), sn.applied.Seconds(), sn.marked.Seconds(), sn.projected.Seconds(), sn.marked.Seconds()*1000/float64(sn.flights))
 	}
 	if len(r.series) > 0 {
 		fmt.Fprintf(&b, "- Series of %s, each of its own day: applied after [%s] s, projected after [%s] s. "+
