@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"msgexchange/libs/testutil"
+	"msgexchange/libs/testutil/faultproxy"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
@@ -197,6 +199,11 @@ var benchGuarded = map[string]bool{
 //     rate from the first INSERT to the last mailbox marker;
 //   - R-J3: FLOP messages offered at 500 per second by a paced inserter
 //     (bounded in count), insert → msg event p50/p99;
+//   - R-M2 (make bench, or MSGX_BENCH_ONLY naming it; not the short run
+//     of make test): the R-J1 phase with 20 ms and the R-J2 phase with
+//     200 ms added to every PostgreSQL round trip (benchSlowPostgres);
+//     MSGX_BENCH_ONLY=R-J1,R-M2 writes its own section of
+//     docs/benchmarks.md (benchSlowCommand);
 //   - ten 10,000-flight snapshots, each of its own operation day and
 //     flights, each timed like the first;
 //   - R-J5: the incremental Redis state is kept, Redis is emptied, one
@@ -354,6 +361,22 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		}
 	}
 
+	// R-M2: PostgreSQL slowed down. Six service restarts and two slow
+	// phases cost the short suite (make test) more than the 20 s it may
+	// add: it runs in make bench, or when MSGX_BENCH_ONLY names it.
+	var slow benchSlowPG
+	if only.has("R-M2") && (mode == "full" || only != nil) {
+		slow = benchSlowPostgres(t, s, w, hwm, z, next, allMarked)
+		add(benchRow{key: "R-M2 processor, PostgreSQL +20 ms", figure: "R-M2 processor with 20 ms added to every PostgreSQL round trip (R-J1 phase)",
+			target: 2500, unit: "msg/s", higher: true, measured: slow.proc.rate})
+		if proc.rate > 0 {
+			add(benchRow{key: "R-M2 +20 ms ÷ no latency", figure: "R-M2 processor at +20 ms ÷ R-J1 default batch", target: 0.5, unit: "×", higher: true,
+				measured: slow.proc.rate / proc.rate})
+		}
+		add(benchRow{key: "R-M2 end to end, PostgreSQL +200 ms", figure: "R-M2 end to end with 200 ms added to every PostgreSQL round trip (R-J2 phase)",
+			target: 500, unit: "msg/s", higher: true, measured: slow.endToEnd})
+	}
+
 	// The series: each snapshot its own operation day (tomorrow on) and
 	// its own flights, so the history grows by bigSnap flights each time.
 	var series []benchSnap
@@ -413,6 +436,11 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	if out != "" {
 		require.NoError(t, os.WriteFile(out, []byte(text), 0o644))
 		t.Logf("table written to %s", out)
+	} else if !only.all() && only.has("R-J1") && only.has("R-M2") {
+		_, file, _, _ := runtime.Caller(0)
+		doc := filepath.Join(filepath.Dir(file), "..", "..", "docs", "benchmarks.md")
+		require.NoError(t, writeSlowSection(doc, rep.slowSection()))
+		t.Logf("R-M2 section written to %s", doc)
 	}
 	for _, r := range rows {
 		if r.ok != nil && !*r.ok {
@@ -424,9 +452,123 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	}
 }
 
+// benchSlowPG is what the R-M2 phase measured: the processor's R-J1 rate
+// and the R-J2 end-to-end rate with PostgreSQL slowed down.
+type benchSlowPG struct {
+	proc     benchProc
+	endToEnd float64 // msg/s
+}
+
+// Round trips added to PostgreSQL in the R-M2 phase.
+const (
+	benchSlowProcessorRTT = 20 * time.Millisecond
+	benchSlowEndToEndRTT  = 200 * time.Millisecond
+)
+
+// benchSlowPostgres measures R-M2's slow paths: a fault proxy (latency
+// only) in front of PostgreSQL, first the R-J1 phase with the processor
+// alone reaching PostgreSQL through it at +20 ms per round trip, then the
+// R-J2 phase with the control plane (its leases), the processor and the
+// dispatcher reaching it at +200 ms. The services return to the direct
+// path afterwards, so that the later phases measure the default again.
+// The projector reads PostgreSQL only to rebuild a lost projection and
+// keeps the direct path.
+func benchSlowPostgres(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z benchSizes, next func() (int64, int), allMarked func(time.Duration)) benchSlowPG {
+	t.Helper()
+	u, err := url.Parse(s.pgURL)
+	require.NoError(t, err)
+	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
+	slowURL := "-postgres.url=" + strings.Replace(s.pgURL, u.Host, proxy.Addr(), 1)
+	var out benchSlowPG
+
+	f, err := proxy.LatencyFault(benchSlowProcessorRTT, 0)
+	require.NoError(t, err)
+	out.proc = benchProcessor(t, s, w, hwm, z.processor, next, slowURL)
+	allMarked(5 * time.Minute)
+	f.Remove()
+
+	restart := func(flags ...string) {
+		for _, name := range []string{"control", "processor", "dispatcher"} {
+			hwm.note(name)
+			s.stop(name)
+			waitReady(t, s.start(name, flags...), name)
+		}
+	}
+	f, err = proxy.LatencyFault(benchSlowEndToEndRTT, 0)
+	require.NoError(t, err)
+	restart(slowURL)
+	tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
+	out.endToEnd = float64(z.endToEnd) / tp.lastAt[len(tp.lastAt)-1].Seconds()
+	f.Remove()
+	restart()
+	return out
+}
+
+// benchSlowCommand measures the R-M2 rows alone (with R-J1, their
+// reference) and writes them into their section of docs/benchmarks.md
+// (MSGX_BENCH=short: at a tenth of the sizes, the section says which).
+const benchSlowCommand = `cd services && MSGX_BENCH=full MSGX_BENCH_ONLY=R-J1,R-M2 go test -count=1 -v -timeout 60m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$' ./e2e/`
+
+// Markers of the R-M2 section of docs/benchmarks.md: a run of
+// benchSlowCommand replaces what lies between them (or appends them), a
+// full run rewrites the whole file with the R-M2 rows in its table.
+const (
+	slowSectionBegin = "<!-- R-M2 slow PostgreSQL: begin -->"
+	slowSectionEnd   = "<!-- R-M2 slow PostgreSQL: end -->"
+)
+
+// slowSection is the R-M2 section: the R-J1 reference and the R-M2 rows
+// with the run's date, load and command.
+func (r benchReport) slowSection() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\n## PostgreSQL slowed down (R-M2)\n\n", slowSectionBegin)
+	cmd := strings.Replace(benchSlowCommand, "MSGX_BENCH=full", "MSGX_BENCH="+r.sizes.mode, 1)
+	fmt.Fprintf(&b, "Written by `%s` (%d messages per phase); do not edit by hand. A TCP fault proxy (toxiproxy, latency only) in front of PostgreSQL: "+
+		"the R-J1 phase with the processor reaching PostgreSQL through it at +%s per round trip, then the R-J2 phase with the control plane (its leases), "+
+		"the processor and the dispatcher at +%s.\n\n", cmd, r.sizes.processor, benchSlowProcessorRTT, benchSlowEndToEndRTT)
+	fmt.Fprintf(&b, "| | |\n|---|---|\n")
+	fmt.Fprintf(&b, "| date | %s |\n", r.began.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
+	fmt.Fprintf(&b, "| load average | %s at start, %s at end |\n\n", r.loadStart, r.loadEnd)
+	fmt.Fprintf(&b, "| figure | target | measured | ratio | met |\n|---|---|---|---|---|\n")
+	for _, row := range r.rows {
+		if !strings.HasPrefix(row.key, "R-M2") && row.key != "R-J1 processor, default batch" {
+			continue
+		}
+		ratio, met := "—", "—"
+		if v, ok := row.ratio(); ok {
+			ratio = fmt.Sprintf("%.2f", v)
+			met = map[bool]string{true: "yes", false: "no"}[v >= 1]
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.figure, row.targetText(), row.measuredText(), ratio, met)
+	}
+	fmt.Fprintf(&b, "%s\n", slowSectionEnd)
+	return b.String()
+}
+
+// writeSlowSection puts section into the file at path in place of the
+// previous one, or at its end.
+func writeSlowSection(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	text := string(old)
+	begin, end := strings.Index(text, slowSectionBegin), strings.Index(text, slowSectionEnd)
+	if begin >= 0 && end > begin {
+		text = text[:begin] + section + text[end+len(slowSectionEnd)+1:]
+	} else {
+		text = strings.TrimRight(text, "\n") + "\n\n" + section
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
 // benchPhaseNames are the phases MSGX_BENCH_ONLY may name. The first
 // snapshot and R-J4 (which reads what the phases that ran left) always run.
-var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "R-K4", "series", "R-J5"}
+var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "R-K4", "R-M2", "series", "R-J5"}
 
 // benchPhases is the set of phases a run takes; nil is every phase.
 type benchPhases map[string]bool
