@@ -42,15 +42,15 @@ const (
 // benchSizes size one run of the suite. The full run uses the sizes of the
 // requirements; the short run a tenth of them.
 type benchSizes struct {
-	mode        string
-	processor   int // FLOP messages queued on msgx.inbox before the processor starts (R-J1)
-	endToEnd    int // FLOP messages inserted as a backlog (R-J2)
-	rate        int // offered load of the latency phase, messages per second (R-J3)
-	seconds     int // length of the latency phase
-	firstSnap   int // flights of the first snapshot
-	bigSnap     int // flights of each snapshot of the series
-	bigSnaps    int // snapshots in the series, each of its own day and flights
-	chunk       int // rows per multi-row INSERT of the backlog
+	mode      string
+	processor int // FLOP messages queued on msgx.inbox before the processor starts (R-J1)
+	endToEnd  int // FLOP messages inserted as a backlog (R-J2)
+	rate      int // offered load of the latency phase, messages per second (R-J3)
+	seconds   int // length of the latency phase
+	firstSnap int // flights of the first snapshot
+	bigSnap   int // flights of each snapshot of the series
+	bigSnaps  int // snapshots in the series, each of its own day and flights
+	chunk     int // rows per multi-row INSERT of the backlog
 	// largeSnaps are the flights of R-K4's daily snapshots, timed from the
 	// mailbox INSERT to the marker: 2,000 and 20,000 (the 10 MB message
 	// limit), in the full run only. The short run, inside make test, has
