@@ -29,48 +29,68 @@ func (c *Config) Tracer(component string) trace.Tracer {
 // traceparent header, is passed through untouched. Without that limit
 // every projection ack, rebuild record and history-sweep change would
 // start a trace of its own and carry a traceparent that names no message.
-type traceHooks struct{ t *kotel.Tracer }
+//
+// kotel names its attributes after an old version of the messaging
+// semantic conventions (messaging.operation=publish, messaging.kafka.partition);
+// the hooks add the current ones (MessagingAttributes) to the same spans,
+// so every Kafka-related span carries one vocabulary (R-N2).
+type traceHooks struct {
+	t *kotel.Tracer
+	// group is the client's consumer group, "" for none; set when the
+	// client is created.
+	group string
+}
 
 var (
-	_ kgo.HookProduceRecordBuffered   = traceHooks{}
-	_ kgo.HookProduceRecordUnbuffered = traceHooks{}
-	_ kgo.HookFetchRecordBuffered     = traceHooks{}
-	_ kgo.HookFetchRecordUnbuffered   = traceHooks{}
+	_ kgo.HookNewClient               = (*traceHooks)(nil)
+	_ kgo.HookProduceRecordBuffered   = (*traceHooks)(nil)
+	_ kgo.HookProduceRecordUnbuffered = (*traceHooks)(nil)
+	_ kgo.HookFetchRecordBuffered     = (*traceHooks)(nil)
+	_ kgo.HookFetchRecordUnbuffered   = (*traceHooks)(nil)
 )
 
-func newTraceHooks(tp trace.TracerProvider, clientID string) traceHooks {
-	return traceHooks{t: kotel.NewTracer(
+func newTraceHooks(tp trace.TracerProvider, clientID string) *traceHooks {
+	return &traceHooks{t: kotel.NewTracer(
 		kotel.TracerProvider(tp),
 		kotel.TracerPropagator(propagation.TraceContext{}),
 		kotel.ClientID(clientID),
 	)}
 }
 
-func (h traceHooks) OnProduceRecordBuffered(r *kgo.Record) {
+// OnNewClient learns the client's consumer group, which the consumer
+// spans name.
+func (h *traceHooks) OnNewClient(cl *kgo.Client) {
+	h.group, _ = cl.OptValue(kgo.ConsumerGroup).(string)
+}
+
+func (h *traceHooks) OnProduceRecordBuffered(r *kgo.Record) {
 	if r.Context == nil || !trace.SpanContextFromContext(r.Context).IsValid() {
 		return
 	}
 	h.t.OnProduceRecordBuffered(r)
+	trace.SpanFromContext(r.Context).SetAttributes(MessagingAttributes(OpSend, r, "")...)
 }
 
 // OnProduceRecordUnbuffered ends the publish span; for a record the
 // buffered hook skipped, the context holds no recording span and ending
 // it does nothing.
-func (h traceHooks) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+func (h *traceHooks) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if r.Context == nil {
 		return
 	}
+	trace.SpanFromContext(r.Context).SetAttributes(SentAttributes(r, err)...)
 	h.t.OnProduceRecordUnbuffered(r, err)
 }
 
-func (h traceHooks) OnFetchRecordBuffered(r *kgo.Record) {
+func (h *traceHooks) OnFetchRecordBuffered(r *kgo.Record) {
 	if !hasHeader(r, "traceparent") {
 		return
 	}
 	h.t.OnFetchRecordBuffered(r)
+	trace.SpanFromContext(r.Context).SetAttributes(MessagingAttributes(OpReceive, r, h.group)...)
 }
 
-func (h traceHooks) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
+func (h *traceHooks) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
 	if r.Context == nil {
 		return
 	}

@@ -82,12 +82,14 @@ func (c *Config) Validate(prefix string) error {
 // Dial connects to the control plane at ControlAddr with the configured
 // credentials and transport (DialConfigOptions). fallbackToken is used when
 // neither TokenFile nor AuthToken is set (an all-in-one process reusing
-// its own control plane's token).
-func (c *Config) Dial(fallbackToken string) (*GRPCClient, error) {
+// its own control plane's token). extra are added to the connection's
+// options (the process's gRPC client spans, R-N2).
+func (c *Config) Dial(fallbackToken string, extra ...grpc.DialOption) (*GRPCClient, error) {
 	opts, err := c.DialOptions(fallbackToken)
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, extra...)
 	return dial(c.ControlAddr, opts)
 }
 

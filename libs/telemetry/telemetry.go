@@ -20,6 +20,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 )
 
 // Build describes the running binary; it becomes the labels of
@@ -67,7 +68,13 @@ func New(build Build) (*Telemetry, error) {
 		return nil, fmt.Errorf("creating prometheus exporter: %w", err)
 	}
 	return &Telemetry{
-		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(SecondsView)),
+		// Exemplars (R-N2): a measurement made inside a sampled span keeps
+		// its trace and span ID next to the bucket it fell in, so a latency
+		// spike on a dashboard leads to a trace of it. The trace-based
+		// filter is the SDK's default; naming it keeps it so whatever the
+		// default becomes (OTEL_METRICS_EXEMPLAR_FILTER still overrides).
+		Provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithView(SecondsView),
+			sdkmetric.WithExemplarFilter(exemplar.TraceBasedFilter)),
 		registry: reg,
 	}, nil
 }
@@ -81,7 +88,11 @@ func (t *Telemetry) Meter(component string) metric.Meter {
 // exported families.
 func (t *Telemetry) Gatherer() prometheus.Gatherer { return t.registry }
 
-// Handler serves the metrics in Prometheus text format.
+// Handler serves the metrics in the Prometheus text format, or in
+// OpenMetrics when the scraper asks for it (Accept:
+// application/openmetrics-text, what Prometheus sends when exemplar
+// storage is on): only OpenMetrics carries the histograms' exemplars
+// (trace_id, span_id) (R-N2).
 func (t *Telemetry) Handler() http.Handler {
-	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }

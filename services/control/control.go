@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
@@ -24,7 +23,6 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/logging"
-	"msgexchange/libs/telemetry"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/admin"
 	"msgexchange/services/control/internal/dbhealth"
@@ -32,6 +30,7 @@ import (
 	"msgexchange/services/control/internal/lease"
 	"msgexchange/services/control/internal/replay"
 	"msgexchange/services/control/internal/requests"
+	"msgexchange/services/internal/rpctrace"
 )
 
 // ServiceName is the name of the control plane's lifecycle service.
@@ -154,12 +153,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		grpc.ChainUnaryInterceptor(obs.Unary(), interceptor.NewGuard(logger).Unary(), auth.Unary()),
 		grpc.ChainStreamInterceptor(obs.Stream(), interceptor.NewGuard(logger).Stream(), auth.Stream()),
 	}
-	if deps.Tracing != nil {
-		// A stats handler, not an interceptor: it sees every call,
-		// refused ones included, with the transport's timing.
-		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(deps.Tracing), otelgrpc.WithPropagators(telemetry.Propagator))))
-	}
+	// A stats handler, not an interceptor: it sees every call, refused
+	// ones included, with the transport's timing.
+	opts = append(opts, rpctrace.ServerOptions(deps.Tracing)...)
 	if cfg.TLS.On() {
 		tlsCfg, err := cfg.TLS.ServerConfig()
 		if err != nil {

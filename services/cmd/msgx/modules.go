@@ -28,6 +28,7 @@ import (
 	"msgexchange/services/control"
 	"msgexchange/services/dispatcher"
 	"msgexchange/services/ingest"
+	"msgexchange/services/internal/rpctrace"
 	"msgexchange/services/processor"
 	"msgexchange/services/projector"
 )
@@ -162,6 +163,11 @@ func (a *app) init(ctx context.Context) error {
 	if a.tel, err = telemetry.New(telemetry.Build{Version: b.Version, Commit: b.Commit, GoVersion: b.GoVersion, Platform: b.Platform}); err != nil {
 		return err
 	}
+	// Tracing first: the clients built below (the lease client's gRPC
+	// connection, Kafka) take its provider.
+	if err := a.initTracing(); err != nil {
+		return err
+	}
 	cfg := a.cfg
 	if cfg.has("migrate") || cfg.MigrateOnStart {
 		if err := migrations.Up(ctx, cfg.Postgres.URL); err != nil {
@@ -198,7 +204,7 @@ func (a *app) init(ctx context.Context) error {
 	if a.needs("lease") {
 		// lease.token-file, else lease.auth-token, else (all-in-one: the
 		// same control plane) control.auth-token; TLS as lease.tls.* says.
-		cl, err := cfg.Lease.Dial(cfg.Control.AuthToken.Reveal())
+		cl, err := cfg.Lease.Dial(cfg.Control.AuthToken.Reveal(), rpctrace.ClientOptions(cfg.Kafka.Tracing)...)
 		if err != nil {
 			return err
 		}
@@ -214,9 +220,6 @@ func (a *app) init(ctx context.Context) error {
 			return err
 		}
 		cfg.Kafka.Reach = kafka.NewReachability(a.clock, cfg.Kafka.UnreachableAfter)
-	}
-	if err := a.initTracing(); err != nil {
-		return err
 	}
 	if a.needs("kafka") && cfg.Kafka.CreateTopics {
 		// In the background: a process started during a Kafka outage

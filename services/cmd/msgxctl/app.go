@@ -18,6 +18,8 @@ import (
 
 	"msgexchange/libs/config"
 	"msgexchange/libs/lease"
+	"msgexchange/libs/telemetry"
+	"msgexchange/services/internal/rpctrace"
 )
 
 // Environment variables that supply the global flags' defaults.
@@ -78,6 +80,10 @@ type app struct {
 	loc            *time.Location // zone of printed times
 	root           *cobra.Command
 	conn           *grpc.ClientConn
+	// tracing exports the calls' client spans when the OpenTelemetry
+	// environment names a receiver (OTEL_EXPORTER_OTLP_ENDPOINT); nil
+	// otherwise.
+	tracing *telemetry.Tracing
 }
 
 // run executes msgxctl with args (without the program name) and returns the
@@ -89,6 +95,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	err := root.ExecuteContext(ctx)
 	if a.conn != nil {
 		_ = a.conn.Close()
+	}
+	if a.tracing != nil {
+		// Send the calls' spans before exiting; a receiver that does not
+		// answer costs at most this long.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if serr := a.tracing.Shutdown(sctx); serr != nil {
+			fmt.Fprintf(a.stderr, "msgxctl: sending trace spans: %v\n", serr)
+		}
+		cancel()
 	}
 	return a.exitStatus(err)
 }
@@ -258,6 +273,18 @@ func (a *app) client() (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(ft))
 	case a.token != "":
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: a.token, secure: secure}))
+	}
+	// With the OpenTelemetry environment set (OTEL_EXPORTER_OTLP_ENDPOINT,
+	// …) every call is a client span whose context the control plane's
+	// server span continues (R-N2).
+	if tc := (telemetry.TracingConfig{SampleRatio: 1, ExportTimeout: 5 * time.Second}); tc.Enabled() {
+		b := currentBuild()
+		t, err := telemetry.NewTracing(tc, "msgxctl", telemetry.Build{Version: b.Version, Commit: b.Commit, GoVersion: b.GoVersion, Platform: b.Platform})
+		if err != nil {
+			return nil, fmt.Errorf("tracing from the OTEL_* environment: %w", err)
+		}
+		a.tracing = t
+		opts = append(opts, rpctrace.ClientOptions(t.Provider())...)
 	}
 	conn, err := grpc.NewClient(a.addr, opts...)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/telemetry"
 )
 
@@ -53,6 +54,7 @@ func (r *Relay) traceRecords(ctx context.Context, target string, ids []int64, re
 		}
 		flid, _ := strconv.ParseInt(string(rec.Key), 10, 64)
 		sctx, span := tr.Start(pctx, SpanRelay, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			kafka.MessagingAttributes(kafka.OpSend, rec, "")...), trace.WithAttributes(
 			attribute.String("msgx.target", target), attribute.Int64("msgx.flid", flid),
 			attribute.Int64("msgx.msg_id", msgID), attribute.Int64("msgx.outbox_id", ids[i])))
 		spans[rec] = span
@@ -63,13 +65,15 @@ func (r *Relay) traceRecords(ctx context.Context, target string, ids []int64, re
 	return spans
 }
 
-// end ends every span with the outcome of its record's produce.
+// end ends every span with the outcome of its record's produce: the
+// record's topic, partition and offset (R-N2), or the error.
 func (sp relaySpans) end(results kgo.ProduceResults) {
 	for _, res := range results {
 		span, ok := sp[res.Record]
 		if !ok {
 			continue
 		}
+		span.SetAttributes(kafka.SentAttributes(res.Record, res.Err)...)
 		if res.Err != nil {
 			span.RecordError(res.Err)
 			span.SetStatus(codes.Error, "producing the record failed")

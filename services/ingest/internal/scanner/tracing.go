@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"msgexchange/libs/kafka"
 	"msgexchange/services/ingest/internal/mailbox"
 )
 
@@ -33,6 +34,7 @@ func (s *Scanner) traceRows(ctx context.Context, rows []mailbox.Row, recs []*kgo
 	for i, r := range recs {
 		_, republish := s.published[rows[i].ID]
 		rctx, span := tr.Start(ctx, SpanPublish, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(kafka.MessagingAttributes(kafka.OpSend, r, "")...),
 			trace.WithAttributes(attribute.Int64("msgx.msg_id", rows[i].ID), attribute.Bool("msgx.republish", republish),
 				attribute.Int("msgx.size_bytes", len(rows[i].Message))))
 		r.Context = rctx
@@ -49,6 +51,7 @@ func (sp rowSpans) end(results kgo.ProduceResults) {
 		if !ok {
 			continue
 		}
+		span.SetAttributes(kafka.SentAttributes(res.Record, res.Err)...) // R-N2
 		if res.Err != nil {
 			span.RecordError(res.Err)
 			span.SetStatus(codes.Error, "publishing to the inbox topic failed")

@@ -42,7 +42,8 @@ func (e *Engine) traceRegistration(ctx context.Context, recs []*kgo.Record) regi
 	tr := e.tracer()
 	for _, r := range recs {
 		_, span := tr.Start(kafka.RecordContext(ctx, r), SpanRegister, trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attribute.String("msgx.msg_id", string(r.Key)), attribute.Int64("messaging.kafka.offset", r.Offset)))
+			trace.WithAttributes(kafka.MessagingAttributes(kafka.OpProcess, r, "")...), // R-N2
+			trace.WithAttributes(attribute.String("msgx.msg_id", string(r.Key))))
 		spans[r] = span
 	}
 	return spans

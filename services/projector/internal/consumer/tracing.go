@@ -25,10 +25,11 @@ func (c *Consumer) startApply(ctx context.Context, r *kgo.Record, d decoded) tra
 	if !trace.SpanContextFromContext(rctx).IsValid() {
 		return nil
 	}
-	_, span := c.kafka.Tracer("projector").Start(rctx, SpanApply, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-		attribute.Int64("msgx.flid", d.update.FLID), attribute.Int64("msgx.version", d.update.Version),
-		attribute.Int64("msgx.msg_id", d.msgID), attribute.Bool("msgx.deleted", d.update.Value == nil),
-		attribute.Bool("msgx.repair", d.update.Repair)))
+	_, span := c.kafka.Tracer("projector").Start(rctx, SpanApply, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(kafka.MessagingAttributes(kafka.OpProcess, r, c.cfg.Group)...), trace.WithAttributes( // R-N2
+			attribute.Int64("msgx.flid", d.update.FLID), attribute.Int64("msgx.version", d.update.Version),
+			attribute.Int64("msgx.msg_id", d.msgID), attribute.Bool("msgx.deleted", d.update.Value == nil),
+			attribute.Bool("msgx.repair", d.update.Repair)))
 	return span
 }
 
