@@ -60,7 +60,8 @@ func TestCensus_R_L6_R_N9_FiguresUnderTheDispatcherGrants(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := drainCtx(t)
-	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.dispatcherAccount(t)}, airport)
+	dsn, _ := b.dispatcherAccounts(t)
+	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = acct.Close() })
 	c := b.newCensus(t, acct)
@@ -165,3 +166,4 @@ func TestCensus_R_L6_TwoInstancesAnswerEachRequestOnce(t *testing.T) {
 		require.Equal(t, 1, counted[id], "census %d counted once", id)
 	}
 }
+
