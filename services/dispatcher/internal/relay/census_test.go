@@ -166,4 +166,3 @@ func TestCensus_R_L6_TwoInstancesAnswerEachRequestOnce(t *testing.T) {
 		require.Equal(t, 1, counted[id], "census %d counted once", id)
 	}
 }
-
