@@ -532,3 +532,67 @@ func TestReopenShadowed_R_L6_INV8_RepublishedSameTextOnly(t *testing.T) {
 		require.Equal(t, want, outboxRows(t, db))
 	})
 }
+
+// TestRegister_R_B2_INV9_OncePerMailboxIDInOneStatement: records are
+// registered PENDING by one statement for one and for many, with their
+// raw text, offset, receive time and trace context; an ID registered
+// before inserts nothing and is not reported.
+func TestRegister_R_B2_INV9_OncePerMailboxIDInOneStatement(t *testing.T) {
+	t.Parallel()
+	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
+		ctx := context.Background()
+		insert(t, db, Succeeded, 1) // registered before
+		rows := []Register{{MsgID: 1, Raw: "<AGAIN/>", Offset: 1}}
+		for _, id := range msgs {
+			rows = append(rows, Register{MsgID: id, Raw: fmt.Sprintf("<MSG n=%d/>", id), ReceivedAt: &t0, Offset: 100 + id, TraceParent: "00-tp"})
+		}
+		var got []int64
+		b := &pgx.Batch{}
+		QueueRegister(b, rows, t1, func(ids []int64) error { got = ids; return nil })
+		require.NoError(t, send(ctx, db, b))
+		require.ElementsMatch(t, msgs, got, "only the new IDs are registered")
+		for _, id := range msgs {
+			var (
+				raw, state, tp string
+				off            int64
+				rcv, reg       time.Time
+				ts             *string
+			)
+			require.NoError(t, db.QueryRow(ctx, `SELECT raw, state, kafka_offset, received_at, registered_at, trace_parent, trace_state
+				FROM proc_state WHERE msg_id = $1`, id).Scan(&raw, &state, &off, &rcv, &reg, &tp, &ts))
+			require.Equal(t, fmt.Sprintf("<MSG n=%d/>", id), raw)
+			require.Equal(t, Pending, state)
+			require.Equal(t, 100+id, off)
+			require.True(t, t0.Equal(rcv) && t1.Equal(reg), "received %s registered %s", rcv, reg)
+			require.Equal(t, "00-tp", tp)
+			require.Nil(t, ts, "no trace state: NULL")
+		}
+		require.Equal(t, Succeeded, read(t, db, 1).State, "the earlier registration stands")
+		require.Empty(t, outboxRows(t, db))
+	})
+}
+
+// TestRegisterDead_R_B2_INV8_UnreadableRecordFinishedWithItsIntent: a
+// record that is not storable text is registered DEAD(MALFORMED) and
+// finished with its mailbox intent in the same statement; registered
+// before, it changes nothing.
+func TestRegisterDead_R_B2_INV8_UnreadableRecordFinishedWithItsIntent(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	insert(t, db, Pending, 2)
+	inserted := map[int64]bool{}
+	b := &pgx.Batch{}
+	for _, id := range []int64{1, 2} {
+		QueueRegisterDead(b, Register{MsgID: id, Raw: "\uFFFD", Offset: id}, "not text", t1, func(ok bool) error { inserted[id] = ok; return nil })
+	}
+	require.NoError(t, send(ctx, db, b))
+	require.Equal(t, map[int64]bool{1: true, 2: false}, inserted)
+	r := read(t, db, 1)
+	require.Equal(t, Dead, r.State)
+	require.Equal(t, "MALFORMED", r.Class)
+	require.Equal(t, "not text", r.Reason)
+	sameTime(t, t1, r.Finished)
+	require.Equal(t, Pending, read(t, db, 2).State, "registered before: unchanged")
+	require.Equal(t, []string{"mailbox:1"}, outboxRows(t, db))
+}

@@ -16,7 +16,7 @@ import (
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/clip"
 	"msgexchange/libs/lifecycle"
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // inboxService consumes partition 0 of msgx.inbox from the offset stored in
@@ -111,15 +111,13 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		lowest, n = 0, 0
+		arrivals, dead, reused = arrivals[:0], dead[:0], reused[:0] // a retried transaction starts over
 		b := &pgx.Batch{}
 		// Rows of the multi-row insert; a mailbox ID twice in one fetch is
 		// registered from its first record, as a later fetch's would be.
-		var ids, offsets []int64
-		var raws, parents, states []string
-		var receivedAt []*time.Time
+		var rows []procstate.Register
 		seen := map[int64]bool{}
 		received := map[int64]*time.Time{}
-		var unstorable []int64     // queued one statement each, in record order
 		var again reusedCandidates // records of IDs registered before this record
 		for _, r := range recs {
 			id, err := strconv.ParseInt(string(r.Key), 10, 64)
@@ -152,74 +150,41 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 				// XML (NUL) or not text at all, so it is MALFORMED at once —
 				// registered, finished and given its backfill intent in one
 				// statement — instead of blocking every later record.
-				b.Queue(`WITH i AS (
-					INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at,
-					                        state, error_class, reason, finished_at)
-					VALUES ($1, $2, $3, $4, $5, $5, 'DEAD', 'MALFORMED', $6, $5)
-					ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id)
-				`+outbox.InsertMailboxIntent("i", 5)+` RETURNING msg_id`,
-					id, text, at, r.Offset, now, unstorableReason)
-				unstorable = append(unstorable, id)
+				procstate.QueueRegisterDead(b, procstate.Register{MsgID: id, Raw: text, ReceivedAt: at, Offset: r.Offset},
+					unstorableReason, now, func(inserted bool) error {
+						if inserted {
+							arrivals, dead = append(arrivals, received[id]), append(dead, id)
+						}
+						return nil
+					})
 				continue
 			}
 			tp, ts := spans.traceParent(r) // continued by the execution (R-I4)
-			ids, raws, receivedAt, offsets = append(ids, id), append(raws, string(r.Value)), append(receivedAt, at), append(offsets, r.Offset)
-			parents, states = append(parents, tp), append(states, ts)
+			rows = append(rows, procstate.Register{MsgID: id, Raw: string(r.Value), ReceivedAt: at, Offset: r.Offset, TraceParent: tp, TraceState: ts})
 		}
-		if len(ids) > 0 {
-			b.Queue(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, trace_parent, trace_state)
-				SELECT id, raw, rcv, off, $5, $5, NULLIF(tp, ''), NULLIF(ts, '')
-				FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[], $6::text[], $7::text[]) AS r(id, raw, rcv, off, tp, ts)
-				ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id`,
-				ids, raws, receivedAt, offsets, now, parents, states)
+		inserted := map[int64]bool{}
+		if len(rows) > 0 {
+			// A republished mailbox ID inserts nothing: not a registration.
+			procstate.QueueRegister(b, rows, now, func(ids []int64) error {
+				for _, id := range ids {
+					arrivals = append(arrivals, received[id])
+					inserted[id] = true
+				}
+				return nil
+			})
 		}
 		last := recs[len(recs)-1].Offset
 		b.Queue(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
 		         VALUES ($1, $2, 0, $3, $4)
 		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
 			e.opt.ConsumerName, topic, last+1, now)
-		br := tx.SendBatch(ctx, b)
-		arrivals, dead, reused = arrivals[:0], dead[:0], reused[:0]
-		inserted := map[int64]bool{}
-		// A republished mailbox ID inserts nothing: not a registration.
-		collect := func(unstorable bool) error {
-			rows, err := br.Query()
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
-				arrivals = append(arrivals, received[id])
-				inserted[id] = true
-				if unstorable {
-					dead = append(dead, id)
-				}
-			}
-			rows.Close()
-			return rows.Err()
-		}
-		for range unstorable {
-			if err := collect(true); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("registering inbox records: %w", err)
-			}
-		}
-		if len(ids) > 0 {
-			if err := collect(false); err != nil {
-				_ = br.Close()
-				return fmt.Errorf("registering inbox records: %w", err)
-			}
-		}
-		if err := br.Close(); err != nil {
+		// The registrations' callbacks run as the batch is read.
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("registering inbox records: %w", err)
 		}
-		for i, id := range ids {
-			if !inserted[id] {
-				again.add(id, raws[i], receivedAt[i], offsets[i])
+		for _, r := range rows {
+			if !inserted[r.MsgID] {
+				again.add(r.MsgID, r.Raw, r.ReceivedAt, r.Offset)
 			}
 		}
 		if err := e.reopenShadowed(ctx, tx, again, now); err != nil {
