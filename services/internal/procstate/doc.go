@@ -1,5 +1,7 @@
 // Package procstate writes every change of proc_state, the life of a
-// mailbox message in the processor's database: claiming it for execution
+// mailbox message in the processor's database: registering it from its
+// inbox record, or DEAD(MALFORMED) when the record is not text
+// (register.go), claiming it for execution
 // and handing the claim on (claim.go), binding its identity, APPLIED,
 // FAILED with a retry, a terminal state with its mailbox intent and a
 // snapshot's progress note (finish.go), SUCCEEDED once its projections
@@ -14,8 +16,8 @@
 // keep terminal states final (INV-6: every transition names the states it
 // may leave), the execution fences and the timestamps are written once.
 // The processor, the dispatcher and the control plane use this package,
-// since services never import each other; no other code updates
-// proc_state.
+// since services never import each other; no other code inserts or
+// updates proc_state.
 //
 // The functions named Queue… add their statement to a pgx.Batch with a
 // callback that reads its result when the batch is read, so a caller
