@@ -6,8 +6,7 @@
 // FAILED with a retry, a terminal state with its mailbox intent and a
 // snapshot's progress note (finish.go), SUCCEEDED once its projections
 // are acknowledged or repaired by the self-check, and an end by an
-// operator (settle.go), the record of its mailbox marker and the
-// reopening of a backfill (backfill.go)
+// operator (settle.go), the record of its mailbox marker (backfill.go)
 // and its replay (replay.go).
 //
 // Each kind of change is a value written by one function as one

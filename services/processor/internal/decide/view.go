@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"msgexchange/services/internal/flight"
-	"msgexchange/services/internal/outbox"
 )
 
 // Flight is a row of the flight table as a handler sees it.
@@ -41,7 +40,13 @@ type View interface {
 }
 
 // OutboxRow is one outbox row a change produces.
-type OutboxRow = outbox.Row
+type OutboxRow struct {
+	Target, Pkey string
+	Payload      []byte
+	Headers      []byte
+	MsgID        int64
+	At           time.Time
+}
 
 // Change is one effective change of a flight: its new row (Canonical is
 // the document to store; nil for a deletion, which leaves the stored

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
+	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/apply"
@@ -17,12 +18,10 @@ import (
 )
 
 // writeBatch is steps 3 and 4 in one fenced transaction. It returns the
-// messages it finished (a prefix of msgs) and the next head it marked; when
-// the first message's handler failed, nothing is written (errBatchEmpty)
-// and stop is its failure.
-func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, stop, err error) {
+// messages it finished (a prefix of msgs) and the next head it marked.
+func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, err error) {
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
-		done, stop = nil, nil
+		done = nil
 		ov, holders, err := e.loadBatch(ctx, tx, msgs)
 		if err != nil {
 			return err
@@ -33,15 +32,12 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		for _, m := range msgs {
 			mark := ov.Mark()
 			if m.state == "" {
-				failed, err := e.decideOne(m, ov, mark, holders, bound, &binds)
+				stop, err := e.decideOne(m, ov, mark, holders, bound, &binds)
 				if err != nil {
 					return err
 				}
-				if failed != nil {
+				if stop {
 					ov.Rollback(mark)
-					if len(done) == 0 {
-						stop = failed
-					}
 					break
 				}
 			}
@@ -61,7 +57,7 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		next = n
 		return err
 	})
-	return done, next, stop, err
+	return done, next, err
 }
 
 // batchBind is an identity binding of the batch (R-B4).
@@ -124,20 +120,18 @@ func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*a
 }
 
 // decideOne binds m's identity and runs its handler against the overlay.
-// failed is the handler's retryable failure (a panic, an INFRA failure or
-// an error of the handler): the batch ends before m, which is charged if
-// it is the first, or else runs first next. An error means the
-// transaction is unusable.
-func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (failed, err error) {
+// stop means the batch ends before m (a retryable failure: it runs alone
+// next); an error means the transaction is unusable.
+func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (stop bool, err error) {
 	id, key := m.h.MsgID, m.cls.IdentityKey
 	m.now = e.clock.Now()
 	if other, ok := bound[key]; ok {
 		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
-		return nil, nil
+		return false, nil
 	}
 	if other, ok := holders[key]; ok && other != id {
 		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
-		return nil, nil
+		return false, nil
 	}
 	src := Source{MsgID: id, Type: m.msg.Meta.TYPE, Subtype: m.msg.Meta.STYP, Sender: m.msg.Meta.SNDR, Seqn: m.msg.Meta.SEQN}
 	ctx := m.ctx
@@ -148,41 +142,42 @@ func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, hold
 		out, err = decide.Decide(ctx, w, m.msg, m.cls, e.opday)
 		return err
 	})
-	out, herr = decide.Judge(out, herr, w.Projections())
+	var rej *flight.RejectError
+	var skip *decide.Skip
+	var unsup *decide.Unsupported
 	var oerr *apply.ReadError
 	switch {
 	case errors.As(herr, &oerr):
-		return nil, oerr.Err
-	case herr != nil:
-		// A panic, or an error of the handler: the batch ends before m.
-		return herr, nil
-	}
-	m.reason = out.Note
-	switch out.Kind {
-	case decide.Applied:
-		m.state = StateApplied
-	case decide.Succeeded:
-		m.state = StateSucceeded
-	case decide.Rejected, decide.Skipped, decide.Parked:
-		// Nothing applied, so no identity reserved (R-K3).
+		return false, oerr.Err
+	case herr == nil:
+		if w.Projections() > 0 {
+			m.state = StateApplied
+		} else {
+			m.state = StateSucceeded
+		}
+		m.reason = out.Note
+	case errors.As(herr, &rej):
 		ov.Rollback(mark)
-		m.state, m.class = StateSkipped, out.Class
-		if out.Kind != decide.Skipped {
-			m.state = StateDead
-		}
-		if out.Kind == decide.Parked {
-			m.reason, m.parked = parkedReason(out.Class, out.Note), true
-		}
-		return nil, nil
-	case decide.Retry:
-		return &failure{class: out.Class, reason: out.Note}, nil
+		m.state, m.class, m.reason = StateDead, ClassProtocol, rej.Reason
+	case errors.As(herr, &skip):
+		ov.Rollback(mark)
+		m.state, m.reason = StateSkipped, skip.Reason
+	case errors.As(herr, &unsup):
+		ov.Rollback(mark)
+		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, parkedReason(ClassUnsupported, unsup.Reason), true
 	default:
-		return fmt.Errorf("message %d: outcome %d is not one of a batch", id, out.Kind), nil
+		// A retryable failure, a panic, or an error of the handler: the
+		// message runs alone next and gets its outcome there.
+		return true, nil
+	}
+	if herr != nil {
+		// DEAD or SKIPPED: nothing applied, so no identity reserved (R-K3).
+		return false, nil
 	}
 	// Bound outside the handler's savepoint, as the one message path does.
 	bound[key] = id
 	*binds = append(*binds, batchBind{id: id, key: key})
-	return nil, nil
+	return false, nil
 }
 
 // flushBatch writes the batch's decisions (step 4) and hands the marker
@@ -215,7 +210,11 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 			Identity: identity[m.h.MsgID]})
 	}
 	if len(term) > 0 || len(outbox) > 0 {
-		procstate.QueueFinish(b, term, outbox, func(n int) error {
+		ordered := make([]procstate.OutboxRow, len(outbox))
+		for i, o := range outbox {
+			ordered[i] = procstate.OutboxRow(o)
+		}
+		procstate.QueueFinish(b, term, ordered, func(n int) error {
 			if n != len(term) {
 				return errBatchChanged
 			}
@@ -259,7 +258,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 }
 
 // reportFinished counts and logs one message the batch finished, as the
-// own-kind path in execute.go does (finishIn, markApplied, parkIn).
+// one message path does (finishIn, markApplied, park).
 func (e *Engine) reportFinished(m *batchMsg) {
 	ctx := m.ctx
 	e.metrics.finished.Add(ctx, 1, stateAttr(m.state))
