@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,9 @@ var taggedTests = map[string]string{
 	"services/e2e/upgrade_test.go":                 "upgrade-test", // builds an earlier release first (R-M4)
 	"deploy/internal/release/full_release_test.go": "release-test", // the whole signed release, minutes (R-N6); make test verifies a fixture release
 }
+
+// benchTest is the benchmark suite's test (services/e2e).
+const benchTest = "TestBench_R_J1_R_J2_R_J3_R_J4_R_J5"
 
 // raceTagged are files that only choose between race and non-race
 // variants of the same test: one of each pair always builds.
@@ -56,9 +60,19 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 	}
 	require.NotEmpty(t, goTest, "make test runs no go test over the workspace:\n%s", out)
 	require.Contains(t, goTest, "-race", "make test runs without the race detector: %s", goTest)
+	// The one test left out of the workspace run is the benchmark suite,
+	// which make test runs by itself afterwards (bench-short) so that its
+	// latencies are not measured beside the other packages' tests.
+	benchSkip := "-skip '^" + benchTest + "$'"
+	bench := slices.IndexFunc(recipe, func(l string) bool {
+		return strings.Contains(l, "-run '^"+benchTest+"$'") && strings.Contains(l, "MSGX_BENCH=short")
+	})
+	require.True(t, strings.Contains(goTest, benchSkip) && bench > slices.Index(recipe, goTest),
+		"make test must run the benchmark suite after the other tests, and skip nothing else: %s", goTest)
+	rest := strings.Replace(goTest, benchSkip, "", 1)
 	for _, f := range []string{"-short", "-run", "-skip", "-tags"} {
-		require.NotContains(t, strings.Fields(goTest), f, "make test filters the tests: %s", goTest)
-		for _, field := range strings.Fields(goTest) {
+		require.NotContains(t, strings.Fields(rest), f, "make test filters the tests: %s", goTest)
+		for _, field := range strings.Fields(rest) {
 			require.False(t, strings.HasPrefix(field, f+"="), "make test filters the tests: %s", goTest)
 		}
 	}
