@@ -16,7 +16,8 @@
 // may leave), the execution fences and the timestamps are written once.
 // The processor, the dispatcher and the control plane use this package,
 // since services never import each other; no other code inserts or
-// updates proc_state.
+// updates proc_state but registration's reopening of a backfill that
+// shadow mode settled unwritten (the processor's pipeline/reuse.go).
 //
 // The functions named Queue… add their statement to a pgx.Batch with a
 // callback that reads its result when the batch is read, so a caller
