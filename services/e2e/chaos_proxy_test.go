@@ -2,15 +2,12 @@ package e2e_test
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"text/tabwriter"
 	"time"
 
-	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/faultproxy"
 )
 
@@ -207,50 +204,3 @@ func messageIndex(key string) (int, bool) {
 	n, err := strconv.Atoi(num)
 	return n, err == nil
 }
-
-// runProxyFamily runs a short stream through the chaos stack while each
-// server's path gets one fault of family, in the order of proxyServers,
-// spread evenly over the stream. The proxy families run with `make chaos`
-// (MSGX_CHAOS_GREY=1), beside the seeded run, not in the bounded run of
-// `make test`.
-func runProxyFamily(t *testing.T, family string) {
-	testutil.Integration(t)
-	if os.Getenv("MSGX_CHAOS_GREY") != "1" {
-		t.Skip("the proxy fault families run with MSGX_CHAOS_GREY=1 (make chaos)")
-	}
-	p := chaosParams{Messages: 160, Faults: len(proxyServers), Seed: chaosDefaultSeed}
-	sched := make([]chaosFault, len(proxyServers))
-	gap := p.Messages / (len(sched) + 1)
-	for i, k := range proxyKinds(family) {
-		sched[i] = chaosFault{Kind: k, At: gap * (i + 1)}
-	}
-	runChaos(t, p, sched, fmt.Sprintf("MSGX_CHAOS_GREY=1 go test -count=1 -run '^%s$' ./e2e/", t.Name()))
-}
-
-// TestChaos_R_M2_LatencyOnEveryPath: 200 ms (± 50 ms) added to every
-// round trip to PostgreSQL, MariaDB, Redis and the broker in turn, each
-// for 10 s mid-stream: rows keep being marked while it lasts, and nothing
-// is lost, duplicated or reordered against the run without faults.
-func TestChaos_R_M2_LatencyOnEveryPath(t *testing.T) { runProxyFamily(t, proxyLatency) }
-
-// TestChaos_R_M2_BandwidthLimitOnEveryPath: each path narrowed to 32 KB/s
-// each way in turn for 10 s: rows keep being marked, nothing is lost,
-// duplicated or reordered.
-func TestChaos_R_M2_BandwidthLimitOnEveryPath(t *testing.T) {
-	runProxyFamily(t, proxyBandwidth)
-}
-
-// TestChaos_R_M2_R_M1_BlackHoleOnEveryPath: each path silently drops
-// everything in turn — connections stay open, nothing answers — for
-// longer than every call deadline: the instances that need the server
-// turn not-ready within 10 s, and after the path carries data again
-// processing resumes within 30 s although every connection the black hole
-// held is dead. Only clients that give up on an unanswered call pass it.
-func TestChaos_R_M2_R_M1_BlackHoleOnEveryPath(t *testing.T) {
-	runProxyFamily(t, proxyBlackHole)
-}
-
-// TestChaos_R_M2_ResetOnEveryPath: every connection on each path in turn
-// is reset as soon as data flows, for 3 s: processing resumes within 30 s
-// with nothing lost, duplicated or reordered.
-func TestChaos_R_M2_ResetOnEveryPath(t *testing.T) { runProxyFamily(t, proxyReset) }
