@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,11 +19,28 @@ import (
 // refuseRejoins makes the broker answer FENCED_INSTANCE_ID to every join
 // under an instance ID derived from id (a fenced member's new identity)
 // while refusing is set, so that the test sees the fenced member stalled
-// for as long as it wants, whatever the timing of the joins.
-func (b *testBundle) refuseRejoins(id string, refusing *atomic.Bool) {
+// for as long as it wants, whatever the timing of the joins. It returns
+// the time the broker received the second join under id itself: the
+// moment the member that joined first was fenced.
+func (b *testBundle) refuseRejoins(id string, refusing *atomic.Bool) (fencedAt func() time.Time) {
+	var mu sync.Mutex
+	var members []string // member IDs that joined under id, in order
+	var fenced time.Time
 	b.cluster.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		b.cluster.KeepControl()
 		jr := req.(*kmsg.JoinGroupRequest)
+		if jr.InstanceID != nil && *jr.InstanceID == id {
+			mu.Lock()
+			// A member's own rejoins (a rebalance) come with the member ID
+			// the broker gave it; a new process comes without one.
+			if jr.MemberID == "" {
+				members = append(members, jr.MemberID)
+				if len(members) == 2 {
+					fenced = time.Now()
+				}
+			}
+			mu.Unlock()
+		}
 		if !refusing.Load() || jr.InstanceID == nil || !strings.HasPrefix(*jr.InstanceID, id+"-") {
 			return nil, nil, false
 		}
@@ -30,6 +48,11 @@ func (b *testBundle) refuseRejoins(id string, refusing *atomic.Bool) {
 		resp.ErrorCode = kerr.FencedInstanceID.Code
 		return resp, nil, true
 	})
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return fenced
+	}
 }
 
 // TestReadiness_R_L8_FencedProjectorIsNotReadyThenRecovers runs two
@@ -44,21 +67,26 @@ func TestReadiness_R_L8_FencedProjectorIsNotReadyThenRecovers(t *testing.T) {
 	b.cfg.InstanceID = "projector-0"
 	var refusing atomic.Bool
 	refusing.Store(true)
-	b.refuseRejoins(b.cfg.InstanceID, &refusing)
+	fencedAt := b.refuseRejoins(b.cfg.InstanceID, &refusing)
 
 	first, _ := b.start(b.rdb)
 	b.awaitReady(first)
 	b.produce(valueRecord(b.topic(), 1, 1))
 	require.Eventually(t, func() bool { return b.stored(1) != nil }, waitFor, tick)
 
-	second, _ := b.start(b.rdb) // same member ID: the broker fences the first
-	fencedAt := time.Now()
+	// The same member ID: the broker fences the first when the second
+	// joins, which the second does once it has started its consumer. The
+	// 10 s run from that join, as the broker saw it.
+	second, _ := b.start(b.rdb)
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return errors.Is(first.Ready(ctx), progress.ErrStalled)
-	}, 10*time.Second, tick, "the fenced projector must be not ready within 10 s")
-	t.Logf("fenced projector not ready %s after the second joined", time.Since(fencedAt).Round(time.Millisecond))
+	}, waitFor, tick, "the fenced projector never reported not ready")
+	notReady := time.Since(fencedAt())
+	require.False(t, fencedAt().IsZero(), "the second projector never joined under the first one's member ID")
+	t.Logf("fenced projector not ready %s after the second joined", notReady.Round(time.Millisecond))
+	require.LessOrEqual(t, notReady, 10*time.Second, "the fenced projector must be not ready within 10 s of being fenced")
 	b.awaitReady(second)
 
 	refusing.Store(false)
