@@ -105,21 +105,20 @@ func (a *app) mailboxCensus(ctx context.Context, req *controlv1.RequestMailboxCe
 	if err != nil {
 		return err
 	}
-	c := resp.GetCensus()
-	for c.GetState() == controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_PENDING {
-		t := time.NewTimer(censusPoll)
-		select {
-		case <-cctx.Done():
-			t.Stop()
+	c, err := awaitSettled(cctx, resp.GetCensus(), censusPoll,
+		func(c *controlv1.MailboxCensus) bool {
+			return c.GetState() == controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_PENDING
+		},
+		func(ctx context.Context) (*controlv1.MailboxCensus, error) {
+			got, err := client.GetMailboxCensus(ctx, &controlv1.GetMailboxCensusRequest{Id: resp.GetCensus().GetId()})
+			return got.GetCensus(), err
+		},
+		func(c *controlv1.MailboxCensus, err error) error {
 			return fmt.Errorf("mailbox census %d not counted within --timeout %v (is a dispatcher running and reaching the mailbox?); a dispatcher counts it later: ask again with a longer --timeout: %w",
-				c.GetId(), a.timeout, cctx.Err())
-		case <-t.C:
-		}
-		got, err := client.GetMailboxCensus(cctx, &controlv1.GetMailboxCensusRequest{Id: c.GetId()})
-		if err != nil {
-			return err
-		}
-		c = got.GetCensus()
+				c.GetId(), a.timeout, err)
+		})
+	if err != nil {
+		return err
 	}
 	if a.structured() {
 		if err := a.printStructured(c); err != nil {

@@ -120,21 +120,20 @@ func (a *app) maintenanceRun(ctx context.Context, req *controlv1.RequestMaintena
 	if err != nil {
 		return err
 	}
-	m := resp.GetRequest()
-	for wait && m.GetState() == controlv1.MaintenanceRequestState_MAINTENANCE_REQUEST_STATE_PENDING {
-		t := time.NewTimer(maintenancePoll)
-		select {
-		case <-cctx.Done():
-			t.Stop()
+	m, err := awaitSettled(cctx, resp.GetRequest(), maintenancePoll,
+		func(m *controlv1.MaintenanceRequest) bool {
+			return wait && m.GetState() == controlv1.MaintenanceRequestState_MAINTENANCE_REQUEST_STATE_PENDING
+		},
+		func(ctx context.Context) (*controlv1.MaintenanceRequest, error) {
+			got, err := client.GetMaintenanceRequest(ctx, &controlv1.GetMaintenanceRequestRequest{Id: resp.GetRequest().GetId()})
+			return got.GetRequest(), err
+		},
+		func(m *controlv1.MaintenanceRequest, err error) error {
 			return fmt.Errorf("maintenance request %d still PENDING after --timeout %v (is a processor running and holding its lease?); follow it with msgxctl maintenance request %d: %w",
-				m.GetId(), a.timeout, m.GetId(), cctx.Err())
-		case <-t.C:
-		}
-		got, err := client.GetMaintenanceRequest(cctx, &controlv1.GetMaintenanceRequestRequest{Id: m.GetId()})
-		if err != nil {
-			return err
-		}
-		m = got.GetRequest()
+				m.GetId(), a.timeout, m.GetId(), err)
+		})
+	if err != nil {
+		return err
 	}
 	if a.structured() {
 		return a.printStructured(m)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,11 +49,8 @@ func (s *Server) GetMessage(ctx context.Context, req *controlv1.GetMessageReques
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	m, err := queryMessage(qctx, s.db, req.GetMsgId(), req.GetIncludeRaw())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, status.Errorf(codes.NotFound, "message %d not found: never registered by the processor, or already cleaned up", req.GetMsgId())
-	}
-	if err != nil {
-		return nil, rpcstatus.QueryError(s.logger, "reading message", err, "msg_id", req.GetMsgId())
+	if err := rpcstatus.RowError(s.logger, err, "message", "msg_id", req.GetMsgId(), "never registered by the processor, or already cleaned up"); err != nil {
+		return nil, err
 	}
 	return &controlv1.GetMessageResponse{Message: m}, nil
 }
@@ -90,11 +86,8 @@ func (s *Server) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest)
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	f, err := queryFlight(qctx, s.db, req.GetFlid())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, status.Errorf(codes.NotFound, "flight %d not found", req.GetFlid())
-	}
-	if err != nil {
-		return nil, rpcstatus.QueryError(s.logger, "reading flight", err, "flid", req.GetFlid())
+	if err := rpcstatus.RowError(s.logger, err, "flight", "flid", req.GetFlid(), ""); err != nil {
+		return nil, err
 	}
 	return &controlv1.GetFlightResponse{Flight: f}, nil
 }

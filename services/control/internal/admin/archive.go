@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -204,11 +203,8 @@ func (s *InspectServer) GetSeasonSchedule(ctx context.Context, req *controlv1.Ge
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	sc, err := scanSeason(s.db.QueryRow(qctx, `SELECT `+seasonColumns+` FROM season_schedule WHERE id = $1`, req.GetId()))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, status.Errorf(codes.NotFound, "season schedule %d not found", req.GetId())
-	case err != nil:
-		return nil, rpcstatus.QueryError(s.logger, "reading season schedule", err, "id", req.GetId())
+	if err := rpcstatus.RowError(s.logger, err, "season schedule", "id", req.GetId(), ""); err != nil {
+		return nil, err
 	}
 	rows, err := s.db.Query(qctx, `SELECT seq, alcd, flno, mvin, doc FROM season_flight
 		WHERE season_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, req.GetId(), req.GetAfterSeq(), limit+1)

@@ -82,11 +82,8 @@ func (s *MaintenanceServer) GetMailboxCensus(ctx context.Context, req *controlv1
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	m, err := scanMailboxCensus(s.db.QueryRow(qctx, `SELECT `+mailboxCensusColumns+` FROM mailbox_census WHERE id = $1`, req.GetId()))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, status.Errorf(codes.NotFound, "mailbox census %d not found", req.GetId())
-	case err != nil:
-		return nil, rpcstatus.QueryError(s.logger, "reading mailbox census", err, "id", req.GetId())
+	if err := rpcstatus.RowError(s.logger, err, "mailbox census", "id", req.GetId(), ""); err != nil {
+		return nil, err
 	}
 	return &controlv1.GetMailboxCensusResponse{Census: m}, nil
 }

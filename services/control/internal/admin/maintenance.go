@@ -177,11 +177,8 @@ func (s *MaintenanceServer) GetMaintenanceRequest(ctx context.Context, req *cont
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
 	m, err := scanMaintenanceRequest(s.db.QueryRow(qctx, `SELECT `+maintenanceRequestColumns+` FROM maintenance_request WHERE id = $1`, req.GetId()))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, status.Errorf(codes.NotFound, "maintenance request %d not found", req.GetId())
-	case err != nil:
-		return nil, rpcstatus.QueryError(s.logger, "reading maintenance request", err, "id", req.GetId())
+	if err := rpcstatus.RowError(s.logger, err, "maintenance request", "id", req.GetId(), ""); err != nil {
+		return nil, err
 	}
 	return &controlv1.GetMaintenanceRequestResponse{Request: m}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,4 +45,23 @@ func PositiveID(field string, id int64, what string) error {
 		return nil
 	}
 	return status.Errorf(codes.InvalidArgument, "%s %d: must be a positive %s", field, id, what)
+}
+
+// RowError maps the outcome of reading the one row of a thing by its ID
+// (logged under key): nil stays nil, no row is NotFound ("<thing> <id> not
+// found", with why appended when given: what absence can mean), anything
+// else is QueryError's "reading <thing>". The RPCs that return one row by
+// ID all answer absence and failure alike through it.
+func RowError(logger *slog.Logger, err error, thing, key string, id int64, why string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		if why != "" {
+			return status.Errorf(codes.NotFound, "%s %d not found: %s", thing, id, why)
+		}
+		return status.Errorf(codes.NotFound, "%s %d not found", thing, id)
+	default:
+		return QueryError(logger, "reading "+thing, err, key, id)
+	}
 }

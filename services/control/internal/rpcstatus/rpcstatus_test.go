@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -54,4 +55,23 @@ func TestPositiveID_RejectsZeroAndNegative(t *testing.T) {
 		require.Equal(t, codes.InvalidArgument, st.Code())
 		require.Equal(t, fmt.Sprintf("flid %d: must be a positive FLID", id), st.Message())
 	}
+}
+
+// TestRowError_R_F1_AbsenceIsNotFoundFailureIsQueryError: a missing row is
+// NOT_FOUND naming the thing, its ID and what absence can mean; a
+// failure is QueryError's; no error stays none.
+func TestRowError_R_F1_AbsenceIsNotFoundFailureIsQueryError(t *testing.T) {
+	t.Parallel()
+	log := logging.Discard()
+	require.NoError(t, RowError(log, nil, "message", "msg_id", 7, ""))
+
+	st := status.Convert(RowError(log, fmt.Errorf("scanning: %w", pgx.ErrNoRows), "message", "msg_id", 7, "never registered"))
+	require.Equal(t, codes.NotFound, st.Code())
+	require.Equal(t, "message 7 not found: never registered", st.Message())
+	st = status.Convert(RowError(log, pgx.ErrNoRows, "maintenance request", "id", 3, ""))
+	require.Equal(t, "maintenance request 3 not found", st.Message())
+
+	st = status.Convert(RowError(log, errors.New("dial tcp: connection refused"), "flight", "flid", 15, ""))
+	require.Equal(t, codes.Unavailable, st.Code())
+	require.Equal(t, "reading flight: postgres unavailable; retry", st.Message())
 }
