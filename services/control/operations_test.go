@@ -239,7 +239,7 @@ func TestInspect_R_L5_MailboxReuse(t *testing.T) {
 
 // TestInspect_R_N9_AuditEveryTable: one listing reads every audit table
 // (requeue, discard, lease, replay, message end, rebuild, outbound
-// request, maintenance request), newest first, by kind and by operator,
+// request, maintenance request, mailbox census), newest first, by kind and by operator,
 // paged by token without a row lost or repeated.
 func TestInspect_R_N9_AuditEveryTable(t *testing.T) {
 	t.Parallel()
@@ -259,6 +259,7 @@ func TestInspect_R_N9_AuditEveryTable(t *testing.T) {
 	b.exec(t, `INSERT INTO req_track (type, stdb, stde, sender, seqn, xml, operator, reason, registered_at)
 		VALUES ('RQFD', '01MAR26', '02MAR26', 'VIEW', '000001', '<MSG/>', 'bob', 'gap', $1)`, at(-2))
 	b.exec(t, `INSERT INTO maintenance_request (job, dry_run, operator, reason, requested_at) VALUES ('cleanup', true, 'alice', 'how much', $1)`, at(-1))
+	b.exec(t, `INSERT INTO mailbox_census (start_id, operator, principal, requested_at) VALUES (1000, 'carol', 'carol', $1)`, at(0))
 	client := controlv1.NewInspectServiceClient(b.conn)
 
 	all, err := client.ListAudit(as(t, "viewer"), &controlv1.ListAuditRequest{})
@@ -268,23 +269,31 @@ func TestInspect_R_N9_AuditEveryTable(t *testing.T) {
 		kinds = append(kinds, e.GetKind())
 	}
 	require.Equal(t, []controlv1.AuditKind{
+		controlv1.AuditKind_AUDIT_KIND_MAILBOX_CENSUS,
 		controlv1.AuditKind_AUDIT_KIND_MAINTENANCE, controlv1.AuditKind_AUDIT_KIND_REQUEST, controlv1.AuditKind_AUDIT_KIND_REBUILD,
 		controlv1.AuditKind_AUDIT_KIND_MESSAGE_END, controlv1.AuditKind_AUDIT_KIND_REPLAY, controlv1.AuditKind_AUDIT_KIND_LEASE,
 		controlv1.AuditKind_AUDIT_KIND_DISCARD, controlv1.AuditKind_AUDIT_KIND_REQUEUE,
 	}, kinds)
-	requeue := all.GetEntries()[7]
+	requeue := all.GetEntries()[8]
 	require.Equal(t, "outbox 12,13", requeue.GetSubject())
 	require.Equal(t, "alice", requeue.GetPrincipal())
 	require.Equal(t, "10.0.0.1:5", requeue.GetPeer())
 	require.True(t, at(-8).Equal(requeue.GetAt().AsTime()))
-	replayed := all.GetEntries()[4]
+	replayed := all.GetEntries()[5]
 	require.Equal(t, "message 42", replayed.GetSubject())
 	var detail map[string]any
 	require.NoError(t, json.Unmarshal([]byte(replayed.GetDetailJson()), &detail))
 	require.Equal(t, "CODEC_ERROR", detail["previous_class"])
 	require.Equal(t, float64(5), detail["request_id"])
-	require.Equal(t, "cleanup (dry run)", all.GetEntries()[0].GetAction())
-	require.Equal(t, "lease processor", all.GetEntries()[5].GetSubject())
+	require.Equal(t, "cleanup (dry run)", all.GetEntries()[1].GetAction())
+	census := all.GetEntries()[0]
+	require.Equal(t, "mailbox census 1", census.GetSubject())
+	require.Equal(t, "census", census.GetAction())
+	require.Equal(t, "carol", census.GetOperator())
+	require.NoError(t, json.Unmarshal([]byte(census.GetDetailJson()), &detail))
+	require.Equal(t, "PENDING", detail["state"])
+	require.Equal(t, float64(1000), detail["start_id"])
+	require.Equal(t, "lease processor", all.GetEntries()[6].GetSubject())
 
 	lease, err := client.ListAudit(as(t, "viewer"), &controlv1.ListAuditRequest{Kind: controlv1.AuditKind_AUDIT_KIND_LEASE})
 	require.NoError(t, err)

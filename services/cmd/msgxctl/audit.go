@@ -13,7 +13,7 @@ import (
 )
 
 // auditKinds are the --kind values of "audit list".
-const auditKinds = "requeue, discard, lease, replay, message-end, rebuild, request, maintenance"
+const auditKinds = "requeue, discard, lease, replay, message-end, rebuild, request, maintenance, mailbox-census"
 
 // auditCommand is the "audit" group: every audit table in one listing
 // (R-N9).
@@ -23,7 +23,7 @@ func auditCommand() *command {
 		subs: []*command{{
 			name:     "list",
 			synopsis: "[--kind K] [--operator NAME] [--since T|DURATION] [--limit N] [--page TOKEN]",
-			summary:  "who did what, when and why, newest first: re-queues, discards, lease actions, replays, ended messages, rebuilds, outbound requests, maintenance requests",
+			summary:  "who did what, when and why, newest first: re-queues, discards, lease actions, replays, ended messages, rebuilds, outbound requests, maintenance requests, mailbox censuses",
 			setup: func(fs *pflag.FlagSet) runFunc {
 				kind := fs.String("kind", "", "only this kind: "+auditKinds+" (default every kind)")
 				operator := fs.String("operator", "", "only rows of this operator (or lease holder)")

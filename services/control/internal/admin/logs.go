@@ -194,7 +194,11 @@ const auditRows = `
 	UNION ALL
 	SELECT 8, id, requested_at, job || CASE WHEN dry_run THEN ' (dry run)' ELSE '' END, operator, principal, peer, reason,
 		'maintenance request ' || id, jsonb_build_object('state', state, 'run_id', run_id, 'error', error)
-	FROM maintenance_request`
+	FROM maintenance_request
+	UNION ALL
+	SELECT 9, id, requested_at, 'census', operator, principal, peer, NULL, 'mailbox census ' || id,
+		jsonb_build_object('state', state, 'start_id', start_id, 'error', error)
+	FROM mailbox_census`
 
 // auditCursor is the position of an audit row in the listing's order (at,
 // kind, id, all descending), as a page token "<at unix µs>.<kind>.<id>".

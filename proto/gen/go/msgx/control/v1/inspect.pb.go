@@ -57,6 +57,9 @@ const (
 	// AUDIT_KIND_MAINTENANCE: maintenance jobs an operator asked for
 	// (maintenance_request).
 	AuditKind_AUDIT_KIND_MAINTENANCE AuditKind = 8
+	// AUDIT_KIND_MAILBOX_CENSUS: mailbox censuses an operator asked for
+	// (mailbox_census).
+	AuditKind_AUDIT_KIND_MAILBOX_CENSUS AuditKind = 9
 )
 
 // Enum value maps for AuditKind.
@@ -71,17 +74,19 @@ var (
 		6: "AUDIT_KIND_REBUILD",
 		7: "AUDIT_KIND_REQUEST",
 		8: "AUDIT_KIND_MAINTENANCE",
+		9: "AUDIT_KIND_MAILBOX_CENSUS",
 	}
 	AuditKind_value = map[string]int32{
-		"AUDIT_KIND_UNSPECIFIED": 0,
-		"AUDIT_KIND_REQUEUE":     1,
-		"AUDIT_KIND_DISCARD":     2,
-		"AUDIT_KIND_LEASE":       3,
-		"AUDIT_KIND_REPLAY":      4,
-		"AUDIT_KIND_MESSAGE_END": 5,
-		"AUDIT_KIND_REBUILD":     6,
-		"AUDIT_KIND_REQUEST":     7,
-		"AUDIT_KIND_MAINTENANCE": 8,
+		"AUDIT_KIND_UNSPECIFIED":    0,
+		"AUDIT_KIND_REQUEUE":        1,
+		"AUDIT_KIND_DISCARD":        2,
+		"AUDIT_KIND_LEASE":          3,
+		"AUDIT_KIND_REPLAY":         4,
+		"AUDIT_KIND_MESSAGE_END":    5,
+		"AUDIT_KIND_REBUILD":        6,
+		"AUDIT_KIND_REQUEST":        7,
+		"AUDIT_KIND_MAINTENANCE":    8,
+		"AUDIT_KIND_MAILBOX_CENSUS": 9,
 	}
 )
 
@@ -2921,7 +2926,7 @@ const file_msgx_control_v1_inspect_proto_rawDesc = "" +
 	"\x11transaction_start\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10transactionStart\x12\x14\n" +
 	"\x05query\x18\x06 \x01(\tR\x05query\x12\x1d\n" +
 	"\n" +
-	"wait_event\x18\a \x01(\tR\twaitEvent*\xec\x01\n" +
+	"wait_event\x18\a \x01(\tR\twaitEvent*\x8b\x02\n" +
 	"\tAuditKind\x12\x1a\n" +
 	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12AUDIT_KIND_REQUEUE\x10\x01\x12\x16\n" +
@@ -2931,7 +2936,8 @@ const file_msgx_control_v1_inspect_proto_rawDesc = "" +
 	"\x16AUDIT_KIND_MESSAGE_END\x10\x05\x12\x16\n" +
 	"\x12AUDIT_KIND_REBUILD\x10\x06\x12\x16\n" +
 	"\x12AUDIT_KIND_REQUEST\x10\a\x12\x1a\n" +
-	"\x16AUDIT_KIND_MAINTENANCE\x10\b2\xa1\b\n" +
+	"\x16AUDIT_KIND_MAINTENANCE\x10\b\x12\x1d\n" +
+	"\x19AUDIT_KIND_MAILBOX_CENSUS\x10\t2\xa1\b\n" +
 	"\x0eInspectService\x12a\n" +
 	"\x0eGetFlightTrail\x12&.msgx.control.v1.GetFlightTrailRequest\x1a'.msgx.control.v1.GetFlightTrailResponse\x12j\n" +
 	"\x11GetArchivedFlight\x12).msgx.control.v1.GetArchivedFlightRequest\x1a*.msgx.control.v1.GetArchivedFlightResponse\x12j\n" +
