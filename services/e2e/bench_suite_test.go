@@ -210,7 +210,12 @@ var benchGuarded = map[string]bool{
 //     RebuildProjection call rebuilds it from PostgreSQL, timed until
 //     Redis holds every flight at its version, then compared with the
 //     incremental state flight by flight;
-//   - R-J4: VmHWM of every service process.
+//   - R-J4: VmHWM of every service process;
+//   - R-M5 (make bench, or MSGX_BENCH_ONLY naming it; not the short run):
+//     R-J2 and R-J3 before and after a year of history is seeded into
+//     PostgreSQL, and the longest hold of the pipeline while the daily
+//     maintenance runs under the R-J3 load (benchHistoryPhase;
+//     MSGX_HISTORY_SCALE scales the seed).
 func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	mode := os.Getenv("MSGX_BENCH")
 	switch mode {
@@ -424,8 +429,18 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		add(benchRow{key: "R-J4 peak RSS " + name, target: 150, unit: "MB", measured: float64(peaks[name]) / 1024})
 	}
 
+	// R-M5: a year of history seeded into PostgreSQL, after every other
+	// phase (it leaves millions of rows behind). Minutes at the full
+	// sizes: make bench, or MSGX_BENCH_ONLY naming it; not the short run.
+	var history benchHistory
+	if only.has("R-M5") && (mode == "full" || only != nil) {
+		history = benchHistoryPhase(t, s, w, hwm, z, next)
+		history.rows(add)
+	}
+
 	rep := benchReport{sizes: z, only: only, began: began, loadStart: loadStart, loadEnd: loadAvg(), rows: rows,
-		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, large: large, series: series, seriesName: seriesName, rebuild: rb}
+		poll: poll, proc: proc, proc1: proc1, tp: tp, lat: lat, first: first, large: large, series: series, seriesName: seriesName, rebuild: rb,
+		history: history}
 	text := rep.markdown()
 	fmt.Print(text)
 	out := os.Getenv("MSGX_BENCH_OUT")
@@ -434,6 +449,10 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		out = filepath.Join(filepath.Dir(file), "..", "..", "docs", "benchmarks.md")
 	}
 	if out != "" {
+		// The soak's section (make soak) is not this run's: it is kept.
+		if soak := keptSection(out, soakSectionBegin, soakSectionEnd); soak != "" {
+			text = strings.TrimRight(text, "\n") + "\n\n" + soak
+		}
 		require.NoError(t, os.WriteFile(out, []byte(text), 0o644))
 		t.Logf("table written to %s", out)
 	} else if !only.all() && only.has("R-J1") && only.has("R-M2") {
@@ -568,7 +587,7 @@ func writeSlowSection(path, section string) error {
 
 // benchPhaseNames are the phases MSGX_BENCH_ONLY may name. The first
 // snapshot and R-J4 (which reads what the phases that ran left) always run.
-var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "R-K4", "R-M2", "series", "R-J5"}
+var benchPhaseNames = []string{"R-J1", "R-J2", "R-J3", "R-K4", "R-M2", "series", "R-J5", "R-M5"}
 
 // benchPhases is the set of phases a run takes; nil is every phase.
 type benchPhases map[string]bool
@@ -1191,6 +1210,7 @@ type benchReport struct {
 	series             []benchSnap
 	seriesName         string
 	rebuild            benchRebuildResult
+	history            benchHistory // R-M5
 }
 
 func memTotal() string {
@@ -1302,6 +1322,9 @@ func (r benchReport) markdown() string {
 			"marked complete with every flight at its version %.2f s after the flush. Then RebuildProjection: enqueued in %.2f s, every record "+
 			"and the manifest relayed and the rebuild reported complete by the projector %.2f s after the call. %s.\n",
 			r.rebuild.flights, r.rebuild.active, r.rebuild.self.Seconds(), r.rebuild.enqueue.Seconds(), r.rebuild.control.Seconds(), r.rebuild.verdict())
+	}
+	if r.history.ran {
+		r.history.markdown(&b, z)
 	}
 	if !r.only.all() {
 		fmt.Fprintf(&b, "\nOnly the phases %s ran (MSGX_BENCH_ONLY).\n", r.only)
