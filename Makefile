@@ -100,6 +100,12 @@ test-timed: deps ## the tests that hold timings to a bound (bench suite at a ten
 bench-short: deps ## the suite at a tenth of the sizes; fails only on a gross regression (below 20% of a target the system meets)
 	cd services && MSGX_BENCH=short $(GO) test -count=1 -v -timeout 10m -run '^$(BENCH_TEST)$$' ./e2e/
 
+soak: deps ## R-M5 soak: every service as a process for MSGX_SOAK_DURATION (default 1h) at MSGX_SOAK_RATE (default 200) msg/s; slopes of RSS, goroutines, connections, table sizes and Redis memory into docs/benchmarks.md
+	cd services && $(GO) test -tags soak -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak_R_M5$$' ./e2e/
+
+# The soak's go test -timeout: its duration and half an hour.
+SOAK_TIMEOUT ?= 90m
+
 bench-go: deps ## run the Go benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem work
 
@@ -121,4 +127,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps tools test vuln image release release-test helm-lint contracts docs chaos upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools test vuln image release release-test helm-lint contracts docs chaos upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
