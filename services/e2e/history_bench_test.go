@@ -43,6 +43,9 @@ const (
 	// historySweepAge is the age in days of the live flights the sweep
 	// finds due (history.retention stays at its default, 3 days).
 	historySweepAge = 4
+	// historySelfCheck is the processor's self-check interval in the
+	// phase, which also bounds how long a maintenance request waits.
+	historySelfCheck = 5 * time.Second
 	// historyPauseTarget is R-M5's bound on one hold of the pipeline.
 	historyPauseTarget = 100 * time.Millisecond
 	// historySeqnBase is where the SEQNs of the seeded messages start,
@@ -138,7 +141,11 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	s.stop("processor")
 	waitReady(t, s.start("processor",
 		fmt.Sprintf("-processor.pipeline.record-retention=%dh", historyRecordRetentionDays*24),
-		fmt.Sprintf("-processor.history.keep=%dh", historyKeepDays*24)), "processor")
+		fmt.Sprintf("-processor.history.keep=%dh", historyKeepDays*24),
+		// The maintenance loop looks for operators' requests at least this
+		// often (else every 30 s): the job starts seconds after it is asked
+		// for, and the paced load before it stays short.
+		"-processor.pipeline.self-check-interval="+historySelfCheck.String()), "processor")
 
 	// The waits read only the messages above from: the first probe is the
 	// newest message's marker by primary key, the count a primary-key
