@@ -50,6 +50,26 @@ type AppliedAt struct {
 	Registered time.Time
 }
 
+// applySQL moves open messages with a pending projection to APPLIED.
+//
+// Every transition names its rows twice: joined with the unnest of its
+// values, and by "msg_id = ANY" of its IDs. The second bounds every scan
+// of proc_state to the batch's rows whatever plan PostgreSQL picks: without
+// it, a generic plan made on statistics from a quiet table (few open rows)
+// reads every open message through proc_state_open_idx and probes the
+// batch for each — over a backlog of 12,000, 10 s per batch
+// (TestTransitions_R_M5_R_J2_PlansReadOnlyTheBatchsRows).
+const applySQL = `
+		UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
+			next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
+			processing_started_at=COALESCE(p.processing_started_at, v.at), identity_key=COALESCE(v.ik, p.identity_key),
+			sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
+		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			AS v(id, note, at, sndr, typ, styp, seqn, dttm, ik)
+		WHERE p.msg_id = v.id AND p.msg_id = ANY ($1) AND p.state IN ('PENDING', 'FAILED')
+		  AND EXISTS (SELECT 1 FROM projection_pending pp WHERE pp.msg_id = v.id)
+		RETURNING p.msg_id, p.registered_at`
+
 // QueueApply queues rows on b. A message is APPLIED only if it is open
 // and has a pending projection, checked by the statement: its caller
 // holds the message's row lock, taken by an earlier statement, so an ack
@@ -65,16 +85,7 @@ func QueueApply(b *pgx.Batch, rows []Apply, done func([]AppliedAt) error) {
 		ids[i], notes[i], ats[i], keys[i] = r.MsgID, clip.Text(r.Note), r.At, nullable(r.Identity)
 		sndr[i], typ[i], styp[i], seqn[i], dttm[i] = r.Meta.SNDR, r.Meta.TYPE, r.Meta.STYP, r.Meta.SEQN, r.Meta.DTTM
 	}
-	b.Queue(`
-		UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
-			next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
-			processing_started_at=COALESCE(p.processing_started_at, v.at), identity_key=COALESCE(v.ik, p.identity_key),
-			sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
-		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-			AS v(id, note, at, sndr, typ, styp, seqn, dttm, ik)
-		WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED')
-		  AND EXISTS (SELECT 1 FROM projection_pending pp WHERE pp.msg_id = v.id)
-		RETURNING p.msg_id, p.registered_at`, ids, notes, ats, sndr, typ, styp, seqn, dttm, keys).Query(func(r pgx.Rows) error {
+	b.Queue(applySQL, ids, notes, ats, sndr, typ, styp, seqn, dttm, keys).Query(func(r pgx.Rows) error {
 		moved, err := pgx.CollectRows(r, pgx.RowToStructByPos[AppliedAt])
 		if err != nil {
 			return fmt.Errorf("marking applied: %w", err)
@@ -92,6 +103,13 @@ type Fail struct {
 	Next, At      time.Time
 }
 
+// failSQL records a failed attempt of open messages.
+const failSQL = `
+		UPDATE proc_state p SET state='FAILED', error_class=v.cls, reason=v.reason, attempts=v.attempts, next_attempt_at=v.next, updated_at=v.at,
+			processing_started_at=COALESCE(p.processing_started_at, v.at)
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[]) AS v(id, cls, reason, attempts, next, at)
+		WHERE p.msg_id = v.id AND p.msg_id = ANY ($1) AND p.state IN ('PENDING', 'FAILED')`
+
 // WriteFails writes rows in db and reports how many messages were still
 // open and are now FAILED.
 func WriteFails(ctx context.Context, db DB, rows ...Fail) (int, error) {
@@ -100,11 +118,7 @@ func WriteFails(ctx context.Context, db DB, rows ...Fail) (int, error) {
 	for i, r := range rows {
 		ids[i], classes[i], reasons[i], attempts[i], next[i], ats[i] = r.MsgID, r.Class, clip.Text(r.Reason), int32(r.Attempts), r.Next, r.At
 	}
-	tag, err := db.Exec(ctx, `
-		UPDATE proc_state p SET state='FAILED', error_class=v.cls, reason=v.reason, attempts=v.attempts, next_attempt_at=v.next, updated_at=v.at,
-			processing_started_at=COALESCE(p.processing_started_at, v.at)
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[]) AS v(id, cls, reason, attempts, next, at)
-		WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED')`, ids, classes, reasons, attempts, next, ats)
+	tag, err := db.Exec(ctx, failSQL, ids, classes, reasons, attempts, next, ats)
 	if err != nil {
 		return 0, fmt.Errorf("recording failure: %w", err)
 	}
@@ -159,7 +173,7 @@ var finishSQL = `
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[],
 			$10::text[], $11::text[], $12::int[])
 			AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm, ik, attempts)
-		WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
+		WHERE p.msg_id = v.id AND p.msg_id = ANY ($1) AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
 		RETURNING p.msg_id, p.finished_at),
 	` + outbox.InsertInOrder("u", 13) + `
 	SELECT count(*) FROM u`

@@ -81,6 +81,17 @@ type Ended struct {
 	MsgID, OutboxID int64
 }
 
+// endSQL ends open messages DEAD with their mailbox intents ($4: now).
+var endSQL = `
+		WITH u AS (
+			UPDATE proc_state p SET state = 'DEAD', error_class = v.cls, reason = v.reason, finished_at = $4, updated_at = $4,
+				next_attempt_at = NULL
+			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, cls, reason)
+			WHERE p.msg_id = v.id AND p.msg_id = ANY ($1) AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
+			RETURNING p.msg_id)
+		` + outbox.InsertMailboxIntent("u", 4) + `
+		RETURNING msg_id, id`
+
 // QueueEnd queues rows, ended at at, and their mailbox intents on b as
 // one statement; done receives the messages that were open and are now
 // DEAD.
@@ -89,15 +100,7 @@ func QueueEnd(b *pgx.Batch, rows []End, at time.Time, done func([]Ended) error) 
 	for i, r := range rows {
 		ids[i], classes[i], reasons[i] = r.MsgID, r.Class, r.Reason
 	}
-	b.Queue(`
-		WITH u AS (
-			UPDATE proc_state p SET state = 'DEAD', error_class = v.cls, reason = v.reason, finished_at = $4, updated_at = $4,
-				next_attempt_at = NULL
-			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, cls, reason)
-			WHERE p.msg_id = v.id AND p.state IN ('PENDING', 'FAILED', 'APPLIED')
-			RETURNING p.msg_id)
-		`+outbox.InsertMailboxIntent("u", 4)+`
-		RETURNING msg_id, id`, ids, classes, reasons, at).Query(func(r pgx.Rows) error {
+	b.Queue(endSQL, ids, classes, reasons, at).Query(func(r pgx.Rows) error {
 		ended, err := pgx.CollectRows(r, pgx.RowToStructByPos[Ended])
 		if err != nil {
 			return fmt.Errorf("writing DEAD and the mailbox intent: %w", err)

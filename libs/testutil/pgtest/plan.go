@@ -1,0 +1,82 @@
+package pgtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PlanNode is the part of a node of EXPLAIN (ANALYZE, FORMAT JSON) that
+// plan checks read.
+type PlanNode struct {
+	NodeType    string     `json:"Node Type"`
+	Relation    string     `json:"Relation Name"`
+	Index       string     `json:"Index Name"`
+	ActualRows  float64    `json:"Actual Rows"`
+	ActualLoops float64    `json:"Actual Loops"`
+	Plans       []PlanNode `json:"Plans"`
+}
+
+// RowsScanned sums, over every node that scans rel (a ModifyTable node
+// writes, it does not scan), the rows it returned in all its loops, and
+// describes those nodes for a failure message.
+func (n PlanNode) RowsScanned(rel string) (float64, []string) {
+	var sum float64
+	var nodes []string
+	if n.Relation == rel && n.NodeType != "ModifyTable" {
+		sum += n.ActualRows * n.ActualLoops
+		nodes = append(nodes, fmt.Sprintf("%s %s (%.0f rows × %.0f loops)", n.NodeType, n.Index, n.ActualRows, n.ActualLoops))
+	}
+	for _, c := range n.Plans {
+		s, ns := c.RowsScanned(rel)
+		sum += s
+		nodes = append(nodes, ns...)
+	}
+	return sum, nodes
+}
+
+// errRolledBack ends ExplainGeneric's transaction without committing.
+var errRolledBack = errors.New("rolled back on purpose")
+
+// ExplainGeneric runs sql, a statement with parameters $1…$n, under its
+// generic plan — the plan PostgreSQL may switch a prepared statement to
+// after five executions, made without the parameters' values — with args
+// as the parameters (SQL expressions: EXECUTE takes no bind parameters),
+// and returns the executed plan. The statement's effects are rolled back.
+func ExplainGeneric(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args ...string) (PlanNode, error) {
+	var plan []struct {
+		Plan PlanNode `json:"Plan"`
+	}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `PREPARE explain_generic AS `+sql); err != nil {
+			return err
+		}
+		var out []byte
+		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explain_generic(`+strings.Join(args, ", ")+`)`).Scan(&out); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(out, &plan); err != nil {
+			return fmt.Errorf("reading the plan: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DEALLOCATE explain_generic`); err != nil {
+			return err
+		}
+		return errRolledBack
+	})
+	if !errors.Is(err, errRolledBack) {
+		return PlanNode{}, fmt.Errorf("explaining the generic plan: %w", err)
+	}
+	if len(plan) != 1 {
+		return PlanNode{}, fmt.Errorf("explaining the generic plan: %d plans", len(plan))
+	}
+	return plan[0].Plan, nil
+}

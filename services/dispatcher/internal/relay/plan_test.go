@@ -1,0 +1,75 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil/pgtest"
+	"msgexchange/migrations"
+)
+
+// TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows: the statements that
+// record a batch of delivery attempts read only the batch's outbox rows,
+// whatever the planner believes of the table. The trap: statistics
+// gathered while few rows were pending, then a backlog (a broker or
+// MariaDB outage, R-M3) of thousands of pending rows; a generic plan —
+// which PostgreSQL may switch a prepared statement to after five
+// executions — that estimates the pending rows at one scans all of them
+// through the partial index outbox_pending_idx and probes the batch for
+// each, so a backlog drains in time quadratic in its length.
+func TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := pgtest.NewDatabase(t)
+	require.NoError(t, migrations.Up(ctx, url))
+	db, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+
+	const pending, batch = 12000, 256
+	for _, sql := range []string{
+		// No autoanalyze may correct the statistics behind the test's back.
+		`ALTER TABLE outbox SET (autovacuum_enabled = false)`,
+		`INSERT INTO outbox (target, pkey, payload, msg_id, state, sent_at)
+			SELECT CASE WHEN g % 2 = 0 THEN 'msg' ELSE 'mailbox' END, g::text, NULL, g, 'SENT', now()
+			FROM generate_series(1, ` + fmt.Sprint(pending) + `) AS g`,
+		`ANALYZE outbox`,
+		// The backlog, unknown to the statistics.
+		`UPDATE outbox SET state = 'PENDING', sent_at = NULL`,
+	} {
+		_, err := db.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	ids := make([]string, batch)
+	for i := range ids {
+		ids[i] = fmt.Sprint(pending - batch + 1 + i) // far down the backlog
+	}
+	idArray := "'{" + strings.Join(ids, ",") + "}'::bigint[]"
+	fill := func(v, typ string) string { return fmt.Sprintf("array_fill(%s::%s, ARRAY[%d])", v, typ, batch) }
+	at := fill("'2026-03-01T12:00:00Z'", "timestamptz")
+	for _, st := range []struct {
+		name string
+		sql  string
+		args []string
+	}{
+		{"kafka", settleQuery, []string{idArray, fill("'SENT'", "text"), fill("NULL", "text"), fill("NULL", "timestamptz"), at,
+			"'{}'::bigint[]", fill("1", "int")}},
+		{"mailbox", mailboxSettleQuery, []string{idArray, fill("'SENT'", "text"), fill("'marked'", "text"), fill("NULL", "text"),
+			fill("NULL", "timestamptz"), at, "'abandoned'", fill("1", "int")}},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			plan, err := pgtest.ExplainGeneric(ctx, db, st.sql, st.args...)
+			require.NoError(t, err)
+			read, nodes := plan.RowsScanned("outbox")
+			require.LessOrEqual(t, read, float64(batch),
+				"the %s settlement read %.0f outbox rows for a batch of %d: %v", st.name, read, batch, nodes)
+		})
+	}
+}
