@@ -72,6 +72,33 @@ func Classify(err error) Class {
 // stores in service (R-N1).
 func Permanent(err error) bool { return Classify(err) != Transient }
 
+// recordCodes are the final codes that refuse one record or batch — its
+// size, its contents, its timestamp — and not the client: the next record
+// may well go through.
+var recordCodes = []*kerr.Error{
+	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+	kerr.InvalidTimestamp, kerr.PolicyViolation,
+}
+
+// StallsLoop reports whether err, returned by a produce, says that the
+// producing loop as a whole cannot make progress (R-L8): Permanent, and
+// not a refusal of the one record (a record too large or invalid, which
+// the caller dead-letters and moves past). An authorization failure, an
+// unsupported request or a topic the producer may not write refuses every
+// record alike until an operator acts; an unreachable broker or a
+// retriable answer is an outage, not a stall.
+func StallsLoop(err error) bool {
+	if !Permanent(err) {
+		return false
+	}
+	for _, c := range recordCodes {
+		if errors.Is(err, c) {
+			return false
+		}
+	}
+	return true
+}
+
 // FetchErrors returns the last error of a poll's fetches and the last one
 // that waiting does not cure (Permanent), nil for none; each, when not nil,
 // hears every error with its topic and partition (to log it). It is how a

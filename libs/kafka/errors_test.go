@@ -36,6 +36,31 @@ func TestPermanent_R_L8_R_N1_SeparatesRefusalsFromOutages(t *testing.T) {
 	require.False(t, kafka.Fenced(kerr.UnknownMemberID))
 }
 
+func TestStallsLoop_R_L8_RefusalsOfTheClientNotOfOneRecord(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{kerr.TopicAuthorizationFailed, true},
+		{fmt.Errorf("producing: %w", kerr.TransactionalIDAuthorizationFailed), true},
+		{kerr.ClusterAuthorizationFailed, true},
+		{kerr.SaslAuthenticationFailed, true},
+		{kerr.UnsupportedVersion, true},
+		{kerr.MessageTooLarge, false},
+		{fmt.Errorf("producing: %w", kerr.RecordListTooLarge), false},
+		{kerr.InvalidRecord, false},
+		{kerr.CorruptMessage, false},
+		{kerr.InvalidTimestamp, false},
+		{kerr.NotLeaderForPartition, false},
+		{kerr.RequestTimedOut, false},
+		{errors.New("unable to dial: dial tcp 127.0.0.1:1: connect: connection refused"), false},
+		{nil, false},
+	} {
+		require.Equal(t, tc.want, kafka.StallsLoop(tc.err), "%v", tc.err)
+	}
+}
+
 func TestRejoinInstanceID_R_L8_IsNewEachTime(t *testing.T) {
 	t.Parallel()
 	a, b := kafka.RejoinInstanceID("host-1"), kafka.RejoinInstanceID("host-1")

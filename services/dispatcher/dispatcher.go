@@ -24,6 +24,10 @@ type Config struct {
 	Mailbox  MailboxConfig  `yaml:"mailbox"`
 	Schd     SchdConfig     `yaml:"schd"`
 	Shadow   bool           `yaml:"shadow"`
+	// StallLimit is how long a target's loop may stay stalled (refused by
+	// the broker, the mailbox or PostgreSQL in a way no wait cures) before
+	// the process exits for its supervisor to restart it (R-L8).
+	StallLimit time.Duration `yaml:"stall_limit"`
 }
 
 // DeliveryConfig tunes the Kafka relays.
@@ -73,6 +77,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
+	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", relay.DefaultStallLimit, "longest a target's loop may stay stalled (the broker refuses its producer — an authorization failure, an unsupported request —, the mailbox or PostgreSQL refuses access or misses a table) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable dependency is not a stall (R-L8)")
 	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode, beside the predecessor (R-L6): mailbox markers and outbound requests (COUTMSGS) are settled as shadowed, never written")
 }
 
@@ -102,6 +107,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Schd.FlushLimit < 1 {
 		errs = append(errs, errors.New("schd.flush-limit: must be at least 1, e.g. 500"))
+	}
+	if c.StallLimit <= 0 {
+		errs = append(errs, fmt.Errorf("stall-limit %v: must be positive, e.g. 1m", c.StallLimit))
 	}
 	if c.Mailbox.ProcessedValue == "" {
 		errs = append(errs, errors.New("mailbox.processed-value: must not be empty"))
@@ -153,6 +161,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		Shadow:                 cfg.Shadow,
 		Elector:                deps.Elector,
 		SchdFlushPeriod:        cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,
+		StallLimit:             cfg.StallLimit,
 	})
 	if err != nil {
 		return nil, err
@@ -180,10 +189,10 @@ func (s *Service) Services() []*lifecycle.Service {
 type readier interface{ Ready() error }
 
 // Ready reports whether PostgreSQL and the mailbox answer, the brokers
-// answer the dispatcher's Kafka clients (kafka.Reachability) and the
-// control plane answers the lease calls: without them every target lost
-// its term or cannot take one, or cannot deliver, and nothing is delivered
-// (R-M2).
+// answer the dispatcher's Kafka clients (kafka.Reachability), no target's
+// loop is stalled by a refusal no wait cures (R-L8), and the control plane
+// answers the lease calls: without them every target lost its term or
+// cannot take one, or cannot deliver, and nothing is delivered (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
@@ -195,6 +204,9 @@ func (s *Service) Ready(ctx context.Context) error {
 		if err := s.kafka.Ready(); err != nil {
 			return err
 		}
+	}
+	if err := s.r.Progress(); err != nil {
+		return err // a target's loop is refused (R-L8)
 	}
 	if s.lease != nil {
 		return s.lease.Ready()

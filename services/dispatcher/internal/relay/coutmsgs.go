@@ -145,7 +145,9 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 			if ferr := r.coutmsgsFailed(ctx, c, err); ferr != nil {
 				return false, ferr
 			}
+			continue
 		}
+		r.delivered(TargetCoutmsgs)
 	}
 	if outage == nil && len(batch) > 0 {
 		r.outages.ok(TargetCoutmsgs)

@@ -2,12 +2,14 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 )
 
 // Elector runs fn while this instance holds a lease (libs/lease.Elector).
@@ -73,25 +75,39 @@ func (f fencedDB) Check(ctx context.Context) error {
 // The term's loop runs under the Term's context: the first refused check
 // or fenced commit cancels it, the loop returns as on shutdown, and the
 // refusal goes back to the Elector, which ends the term (one WARN line)
-// and stands by. Nothing of the old term is retried (R-H6).
+// and stands by. Nothing of the old term is retried (R-H6). A loop stalled
+// past the stall limit ends the service with the stall instead (R-L8).
 func (r *Relay) single(target string, build func() *lifecycle.Service) *lifecycle.Service {
 	if r.opt.Elector == nil {
 		return build()
 	}
 	holder := r.holder()
-	return lifecycle.NewService("dispatcher-"+target+"-leader", nil, func(ctx context.Context) error {
-		return r.opt.Elector.Run(ctx, LeaseName(target), holder, func(ctx context.Context, token int64) error {
+	return lifecycle.NewService("dispatcher-"+target+"-leader", nil, func(svcCtx context.Context) error {
+		// A loop stalled past its limit ends the service and the process,
+		// not only the term, so that the supervisor restarts it (R-L8).
+		runCtx, stalled := context.WithCancelCause(svcCtx)
+		defer stalled(nil)
+		err := r.opt.Elector.Run(runCtx, LeaseName(target), holder, func(ctx context.Context, token int64) error {
 			tctx, end := r.terms[target].Start(ctx, token)
 			defer end()
 			term := r.terms[target].Term()
 			r.log.Info("dispatcher target lease acquired; active", "target", target, "token", token)
 			err := lifecycle.NewManager(r.log, build()).Run(tctx)
+			if errors.Is(err, progress.ErrStalled) {
+				stalled(err)
+			} else {
+				r.standby(target) // a loop that does not run cannot stall
+			}
 			if ferr := term.Err(); ferr != nil {
 				return ferr
 			}
 			r.log.Info("dispatcher target term ended; standby", "target", target, "err", err)
 			return err
 		})
+		if cause := context.Cause(runCtx); errors.Is(cause, progress.ErrStalled) {
+			return cause
+		}
+		return err
 	}, nil)
 }
 

@@ -235,7 +235,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	var created []time.Time // of the sent rows
 	failedKeys := map[string]bool{}
 	nFailed := 0
-	var lastErr error
+	var lastErr, stallErr error
 	for i, res := range results {
 		o := batch[i]
 		// Once a key failed in this batch, its later rows are retried after
@@ -245,6 +245,9 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 			failedKeys[o.Key] = true
 			if res.Err != nil {
 				lastErr = res.Err
+			}
+			if stalls(res.Err) {
+				stallErr = res.Err // the loop's stall, whatever failed after it (R-L8)
 			}
 			nFailed++
 			continue
@@ -279,10 +282,16 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	for _, c := range created {
 		r.stage(ctx, StageProduced, target, c, done)
 	}
+	if len(created) > 0 {
+		r.delivered(target)
+	}
 	if restart != nil {
 		return false, restart
 	}
 	if nFailed > 0 {
+		if stallErr != nil {
+			lastErr = stallErr
+		}
 		return false, fmt.Errorf("producing %d of %d records to %s: %w", nFailed, len(batch), target, lastErr)
 	}
 	return more, nil

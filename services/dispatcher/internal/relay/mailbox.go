@@ -184,6 +184,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	var marked []time.Time
 	var shadowedN int64
 	var markErr error
+	answered := 0
 	wait := time.Duration(0)
 	for _, it := range batch {
 		if err := rowErr[it.msgID]; err != nil {
@@ -196,6 +197,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 			continue
 		}
 		outcome := outcomes[it.msgID]
+		answered++ // the mailbox answered for the intent (or shadow mode settled it)
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 		if outcome == OutcomeRowMissing {
 			// Never treated as marked: abandoned and listed for the operators.
@@ -216,6 +218,9 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	}
 	if err := r.settleMailbox(ctx, settled); err != nil {
 		return false, err
+	}
+	if answered > 0 {
+		r.delivered(TargetMailbox)
 	}
 	r.floors.advance(TargetMailbox, token, to)
 	r.sent.Add(ctx, int64(len(marked)), targetAttr(TargetMailbox))

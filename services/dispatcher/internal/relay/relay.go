@@ -22,6 +22,7 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/internal/outbox"
 )
 
@@ -80,6 +81,11 @@ type Options struct {
 	// acknowledge it in time fails the try as transient (R-L2), and the
 	// batch is tried again on the target's outage schedule. Zero means 60s.
 	ProduceTimeout time.Duration
+	// StallLimit is how long a target's loop may stay stalled — refused by
+	// the broker, the mailbox or PostgreSQL in a way no wait cures — before
+	// its service ends, so that the supervisor restarts the process (R-L8);
+	// 0 means DefaultStallLimit.
+	StallLimit time.Duration
 	// Rand is the randomness of the retry jitter (libs/backoff); nil is
 	// math/rand. Tests inject a fixed source.
 	Rand func() float64
@@ -100,6 +106,10 @@ type Relay struct {
 	floors     floors
 	outages    outages
 	watches    watches
+	// progress tracks each target's loop (R-L8): stalled while its
+	// target, the mailbox or PostgreSQL refuses it, which makes the
+	// dispatcher not ready.
+	progress map[string]*progress.Tracker
 
 	holderOnce sync.Once
 	holderName string
@@ -132,6 +142,10 @@ func New(opt Options) (*Relay, error) {
 	if opt.ProduceTimeout <= 0 {
 		opt.ProduceTimeout = 60 * time.Second
 	}
+	if opt.StallLimit <= 0 {
+		opt.StallLimit = DefaultStallLimit
+	}
+	r.progress = newProgress(opt.Clock)
 	if opt.BackfillOutageRetryMax <= 0 {
 		opt.BackfillOutageRetryMax = opt.BackfillBackoffMax
 	}
@@ -157,6 +171,9 @@ func New(opt Options) (*Relay, error) {
 		return nil, err
 	}
 	if err := r.initOutageMetrics(m); err != nil {
+		return nil, err
+	}
+	if err := progress.RegisterMetrics(m, r.trackers()...); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -270,7 +287,9 @@ func (r *Relay) listen(ctx context.Context) error {
 }
 
 // loop runs drain until ctx ends, waiting between drains for a wake-up, the
-// next due row, or a safety interval.
+// next due row, or a safety interval. Each drain reports to the target's
+// progress (drained); a loop stalled past the stall limit returns the stall,
+// which ends its service and the process (R-L8).
 func (r *Relay) loop(ctx context.Context, target string, drain func(context.Context) (bool, error)) error {
 	wake, done := r.newWaker()
 	defer done()
@@ -291,6 +310,9 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 		}
 		if err != nil {
 			r.log.Warn("relaying outbox", "target", target, "err", err)
+		}
+		if serr := r.drained(target, err); serr != nil {
+			return serr // stalled past the limit: the process ends (R-L8)
 		}
 		if more && err == nil {
 			continue

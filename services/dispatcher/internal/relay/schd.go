@@ -92,7 +92,8 @@ func (r *Relay) schdService() *lifecycle.Service {
 
 // run flushes at once and then every flush period until ctx ends. A full
 // flush does not flush again before the period is over: flush-limit bounds
-// what one period sends.
+// what one period sends. Each flush reports to the target's progress, and
+// a flush loop stalled past the limit returns the stall (R-L8).
 func (s *Schd) run(ctx context.Context) error {
 	s.r.floors.lowerTarget(TargetSchd, 0) // a new term scans from the start once
 	t := time.NewTicker(s.r.opt.SchdFlushPeriod)
@@ -111,6 +112,9 @@ func (s *Schd) run(ctx context.Context) error {
 			s.r.log.Warn("flushing schd", "err", err)
 		} else if res.Full {
 			s.r.log.Info("schd flush reached its limit; the rest follows in the next flush", "records", res.Records, "flush_limit", s.r.opt.SchdFlushLimit)
+		}
+		if serr := s.r.drained(TargetSchd, err); serr != nil {
+			return serr // stalled past the limit: the process ends (R-L8)
 		}
 		select {
 		case <-ctx.Done():
@@ -293,6 +297,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		}
 		res.Records = len(recs)
 		s.r.outages.ok(TargetSchd)
+		s.r.delivered(TargetSchd)
 	}
 
 	n, err := s.markFlushed(ctx, ids, latest, superseded)
