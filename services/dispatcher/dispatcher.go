@@ -161,7 +161,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		Shadow:                 cfg.Shadow,
 		Elector:                deps.Elector,
 		SchdFlushPeriod:        cfg.Schd.FlushPeriod, SchdFlushLimit: cfg.Schd.FlushLimit,
-		StallLimit:             cfg.StallLimit,
+		StallLimit: cfg.StallLimit,
 	})
 	if err != nil {
 		return nil, err
