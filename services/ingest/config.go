@@ -15,6 +15,7 @@ import (
 	"msgexchange/libs/config"
 	"msgexchange/services/ingest/internal/compat"
 	"msgexchange/services/ingest/internal/mailbox"
+	"msgexchange/services/ingest/internal/scanner"
 )
 
 // Config is the ingest service's configuration. Flag names are
@@ -32,6 +33,10 @@ type Config struct {
 	// published whether marked or not, so the gateway processes every one
 	// of them. Set with dispatcher.shadow, which writes no marker.
 	Shadow bool `yaml:"shadow"`
+	// StallLimit is how long the scanner may stay stalled — refused by the
+	// broker or the mailbox in a way no wait cures — before the process
+	// exits for its supervisor to restart it (R-L8). Default 1m.
+	StallLimit time.Duration `yaml:"stall_limit"`
 }
 
 // PipelineConfig tunes the mailbox scan.
@@ -169,6 +174,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 		"first CMINMSGS_ID read: rows below it are left to the predecessor, never read, published nor marked (R-L6 cutover); 0 reads every row")
 	fs.BoolVar(&c.Shadow, prefix+"shadow", false,
 		"shadow mode beside the predecessor (R-L6, with dispatcher.shadow): publish the rows at or above mailbox.start-id whether the predecessor marked them or not; needs mailbox.start-id")
+	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", scanner.DefaultStallLimit,
+		"longest the mailbox scanner may stay stalled (the broker refuses its producer — an authorization failure, an unsupported request —, or the mailbox refuses access or misses CMINMSGS) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable broker or mailbox is not a stall (R-L8)")
 	c.Compat.MaxBody = DefaultMaxBody
 	fs.Var(&c.Compat.MaxBody, prefix+"compat.max-body",
 		"largest POST /cminmsgs/send body, bytes or with a unit such as 10MiB or 10MB (default 10MiB; at most 16MiB-1)")
@@ -207,6 +214,7 @@ func (c *Config) Validate() error {
 	positive("pipeline.full-rescan-interval", c.Pipeline.FullRescanInterval)
 	positive("pipeline.gap-window", c.Pipeline.GapWindow)
 	positive("pipeline.republish-after", c.Pipeline.RepublishAfter)
+	positive("stall-limit", c.StallLimit)
 	if c.Pipeline.ClaimBatch < 1 || c.Pipeline.ClaimBatch > MaxClaimBatch {
 		errs = append(errs, fmt.Errorf("pipeline.claim-batch: must be between 1 and %d, got %d", MaxClaimBatch, c.Pipeline.ClaimBatch))
 	}

@@ -19,6 +19,7 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/ingest/internal/compat"
 	"msgexchange/services/ingest/internal/mailbox"
 	"msgexchange/services/ingest/internal/scanner"
@@ -67,6 +68,9 @@ type Service struct {
 	server  *compatServer // nil without compat.addr
 	wake    chan struct{}
 	loop    *lifecycle.Service
+	// progress tracks the scanner (R-L8): stalled while the broker or
+	// the mailbox refuses it, which makes the process not ready.
+	progress *progress.Tracker
 
 	mu      sync.Mutex
 	client  *kgo.Client
@@ -112,14 +116,18 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		return nil, fmt.Errorf("creating ingest service: %w", err)
 	}
 	s := &Service{
-		cfg:     cfg,
-		deps:    deps,
-		logger:  deps.Logger.With("component", "ingest"),
-		loc:     loc,
-		mailbox: mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter).StartingAt(cfg.Mailbox.StartID).Shadowing(cfg.Shadow),
-		wake:    make(chan struct{}, 1),
+		cfg:      cfg,
+		deps:     deps,
+		logger:   deps.Logger.With("component", "ingest"),
+		loc:      loc,
+		mailbox:  mailbox.New(deps.Mailbox, loc, cfg.Mailbox.StatusFilter).StartingAt(cfg.Mailbox.StartID).Shadowing(cfg.Shadow),
+		wake:     make(chan struct{}, 1),
+		progress: progress.New(ScannerServiceName, deps.Clock),
 	}
 	if s.metrics, err = scanner.NewMetrics(deps.Meter); err != nil {
+		return nil, fmt.Errorf("creating ingest service: %w", err)
+	}
+	if err := progress.RegisterMetrics(deps.Meter, s.progress); err != nil {
 		return nil, fmt.Errorf("creating ingest service: %w", err)
 	}
 	compatLog := deps.Logger.With("component", "ingest-compat")
@@ -161,8 +169,13 @@ func (s *Service) Services() []*lifecycle.Service {
 	if holder == "" {
 		holder = lease.Holder()
 	}
-	return append([]*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(ctx context.Context) error {
-		return s.deps.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
+	return append([]*lifecycle.Service{lifecycle.NewService(ScannerServiceName+"-leader", nil, func(svcCtx context.Context) error {
+		// A scanner stalled past its limit ends the service and the
+		// process, not only the term, so that the supervisor restarts it
+		// (R-L8).
+		ctx, stalled := context.WithCancelCause(svcCtx)
+		defer stalled(nil)
+		err := s.deps.Elector.Run(ctx, LeaseName, holder, func(ctx context.Context, token int64) error {
 			// The scanner writes nothing to PostgreSQL; its one side effect,
 			// the produce to the inbox topic, waits for the control plane to
 			// confirm the term, and the first refusal ends the term (R-H6).
@@ -181,12 +194,21 @@ func (s *Service) Services() []*lifecycle.Service {
 			s.logger.Info("ingest scanner lease acquired; active", "token", token)
 			loop := lifecycle.NewService(ScannerServiceName, s.starting, s.running, s.stopping)
 			err := lifecycle.NewManager(s.logger, loop).Run(tctx)
+			if errors.Is(err, progress.ErrStalled) {
+				stalled(err)
+			} else {
+				s.progress.Progressed() // a standby runs no scan that could stall
+			}
 			if ferr := term.Err(); ferr != nil {
 				return ferr
 			}
 			s.logger.Info("ingest scanner term ended; standby", "err", err)
 			return err
 		})
+		if cause := context.Cause(ctx); errors.Is(cause, progress.ErrStalled) {
+			return cause
+		}
+		return err
 	}, nil)}, compatSvc...)
 }
 
@@ -215,10 +237,12 @@ func (s *Service) CompatAddr() string {
 }
 
 // Ready reports whether the mailbox table can be read: what the compat
-// entry, the one thing an ingest pod's Service sends it, needs. The brokers
-// are not asked: a Kafka outage stops the scanner's produces, which resume
-// when the brokers return, but must not take the compat entry out of
-// service (R-N1).
+// entry, the one thing an ingest pod's Service sends it, needs; and
+// whether the scanner makes progress (R-L8). The brokers are not asked: a
+// Kafka outage stops the scanner's produces, which resume when the brokers
+// return, but must not take the compat entry out of service (R-N1). A
+// refusal no wait cures — the broker refusing the producer, the mailbox
+// refusing access — does: it stalls the scanner until an operator acts.
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.mailbox.Ping(ctx); err != nil {
 		return fmt.Errorf("checking ingest mailbox: %w", err)
@@ -228,6 +252,9 @@ func (s *Service) Ready(ctx context.Context) error {
 	s.mu.Unlock()
 	if client == nil && s.deps.Elector == nil {
 		return ErrNotStarted
+	}
+	if err := s.progress.Err(); err != nil {
+		return err // the scanner is refused (R-L8)
 	}
 	return nil // with an elector, a standby's compat entry serves; the scanner waits for its lease
 }
@@ -264,6 +291,8 @@ func (s *Service) starting(ctx context.Context) error {
 		GapWindow:          s.cfg.Pipeline.GapWindow,
 		Location:           s.loc,
 		Tracer:             s.deps.Kafka.Tracer("ingest"),
+		Progress:           s.progress,
+		StallLimit:         s.cfg.StallLimit,
 	}
 	s.mu.Lock()
 	if s.term != nil {

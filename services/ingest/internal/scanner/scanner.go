@@ -17,7 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"msgexchange/libs/clock"
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
+	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/progress"
 	"msgexchange/services/ingest/internal/mailbox"
 )
 
@@ -48,6 +51,9 @@ const (
 	// DefaultCheckAfter is when a published row is first looked up again to
 	// forget it once marked.
 	DefaultCheckAfter = time.Minute
+	// DefaultStallLimit is how long the scan may be refused before Run
+	// ends (Config.StallLimit).
+	DefaultStallLimit = time.Minute
 	// maxGaps bounds the gap ranges remembered; beyond it the oldest is left
 	// to the reconciliation pass.
 	maxGaps = 10000
@@ -119,6 +125,15 @@ type Config struct {
 	// Tracer starts the publish span of every row (SpanPublish); nil
 	// traces nothing.
 	Tracer trace.Tracer
+	// Progress, when set, hears after every round whether the scan makes
+	// progress (R-L8): a completed round is progress; a round refused in a
+	// way no wait cures (stalls) stalls it; a round that failed because
+	// the mailbox or the broker cannot be reached is neither.
+	Progress *progress.Tracker
+	// StallLimit is how long Progress may stay stalled before Run returns
+	// the stall, so that the process ends for its supervisor to restart it
+	// (R-L8); DefaultStallLimit when zero.
+	StallLimit time.Duration
 }
 
 // Round reports what one ScanOnce did.
@@ -269,6 +284,9 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
 	}
+	if cfg.StallLimit <= 0 {
+		cfg.StallLimit = DefaultStallLimit
+	}
 	return &Scanner{
 		cfg: cfg, mb: mb, pub: pub, clock: clk, metrics: m, logger: logger,
 		published: make(map[int64]*entry),
@@ -304,7 +322,9 @@ func (s *Scanner) Gaps() [][2]int64 {
 
 // Run scans at start, then every poll interval and whenever wake delivers,
 // until ctx ends. A failed round is logged and counted by ScanOnce and
-// retried by the next one.
+// retried by the next one. Each round is reported to Config.Progress
+// (report); once the scan has been stalled for Config.StallLimit, Run
+// returns the stall, an error wrapping progress.ErrStalled (R-L8).
 //
 // The interval runs from the start of one round to the start of the next
 // (untilNextRound), not from the end of a round: a row waits for the next
@@ -322,11 +342,44 @@ func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struc
 		case <-wake:
 		}
 		began := time.Now()
-		if _, err := s.ScanOnce(ctx); errors.Is(err, lease.ErrFenced) {
+		_, err := s.ScanOnce(ctx)
+		if errors.Is(err, lease.ErrFenced) {
 			return nil // the term is over; the Term ended its context too
+		}
+		if serr := s.report(ctx, err); serr != nil {
+			s.logger.Error("scan stalled past the stall limit; ending so that the supervisor restarts the process", "err", serr)
+			return serr
 		}
 		timer.Reset(untilNextRound(began, time.Now(), poll))
 	}
+}
+
+// report tells Config.Progress what a round that ended with err says
+// about the scan, and returns the stall once it has lasted
+// Config.StallLimit.
+func (s *Scanner) report(ctx context.Context, err error) error {
+	t := s.cfg.Progress
+	if t == nil || ctx.Err() != nil {
+		return nil
+	}
+	switch {
+	case err == nil:
+		t.Progressed()
+	case Stalls(err):
+		t.Stalled(err)
+	}
+	return t.Exceeded(s.cfg.StallLimit)
+}
+
+// Stalls reports whether a round's error says that the scan cannot make
+// progress until an operator acts (R-L8): the broker refuses the producer
+// as a whole (kafka.StallsLoop: an authorization failure, an unsupported
+// request — not a record too large), or the mailbox refuses access or
+// misses its table (mysqlutil.AccessRefused). A broker or mailbox that
+// cannot be reached is an outage the scan outlasts by itself, and leaves
+// the compat entry in service (R-N1).
+func Stalls(err error) bool {
+	return kafka.StallsLoop(err) || mysqlutil.AccessRefused(err)
 }
 
 // untilNextRound is how long after now the round after one that began at
