@@ -35,16 +35,31 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// New returns a logger writing to w; a line logged with a span's context
-// carries its trace_id and span_id (WithTrace).
+// New returns a logger writing to w at the fixed level c.Level; a line
+// logged with a span's context carries its trace_id and span_id
+// (WithTrace).
 func New(w io.Writer, c Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
+	return NewLeveled(w, c.Format, c.SlogLevel())
+}
+
+// NewLeveled returns a logger writing to w in format (json, or text) whose
+// level is read from level at each record: given a *Level, the logger and
+// every logger derived from it (With, and the rate-limited client loggers
+// built on its handler) follow the changes made at run time.
+func NewLeveled(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
+	if format == "text" {
 		return slog.New(WithTrace(slog.NewTextHandler(w, opts)))
 	}
 	return slog.New(WithTrace(slog.NewJSONHandler(w, opts)))
+}
+
+// SlogLevel is c.Level as a slog.Level (info when it does not parse, which
+// Validate reports).
+func (c Config) SlogLevel() slog.Level {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
+	return level
 }
 
 // Discard is a logger that writes nothing, for tests that do not look at logs.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"msgexchange/libs/adminhttp"
 	"msgexchange/libs/config"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
@@ -53,6 +54,10 @@ type Config struct {
 
 	// Tracing exports OpenTelemetry traces when an endpoint is set (R-I4).
 	Tracing telemetry.TracingConfig `yaml:"tracing"`
+
+	// Admin is the admin port: pprof and the runtime log level, off
+	// unless admin.addr is set (R-N2).
+	Admin adminhttp.Config `yaml:"admin"`
 }
 
 type cliOptions struct {
@@ -78,13 +83,14 @@ func printTargets(w io.Writer) {
 }
 
 func (c *Config) registerFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Mode, "mode", ModeProduction, "production refuses, naming each setting (docs/security.md, What production mode refuses): an unauthenticated control plane, the all-roles control.auth-token and lease.auth-token (services and operators get separate credentials: control.token-file, lease.token-file); a control plane or lease client beyond loopback without TLS; PostgreSQL beyond loopback below sslmode=verify-full; MySQL without verified TLS or with tls=skip-verify|preferred, allowAllFiles, allowCleartextPasswords; redis:// beyond loopback; Kafka beyond loopback without TLS or a client credential, SASL PLAIN without TLS; plaintext OTLP beyond loopback; a compat entry without a token file and allowed networks. development (the local stack only) allows them. Token files refuse the development token and tokens shorter than 32 bytes in either mode")
+	fs.StringVar(&c.Mode, "mode", ModeProduction, "production refuses, naming each setting (docs/security.md, What production mode refuses): an unauthenticated control plane, the all-roles control.auth-token and lease.auth-token (services and operators get separate credentials: control.token-file, lease.token-file); a control plane or lease client beyond loopback without TLS; PostgreSQL beyond loopback below sslmode=verify-full; MySQL without verified TLS or with tls=skip-verify|preferred, allowAllFiles, allowCleartextPasswords; redis:// beyond loopback; Kafka beyond loopback without TLS or a client credential, SASL PLAIN without TLS; plaintext OTLP beyond loopback; a compat entry without a token file and allowed networks; an admin port (admin.addr: pprof, log level) beyond loopback. development (the local stack only) allows them. Token files refuse the development token and tokens shorter than 32 bytes in either mode")
 	fs.StringVar(&c.Target, "target", "all", "comma list of targets to run: "+strings.Join(allTargets, ",")+" or all")
 	fs.StringVar(&c.HTTPAddr, "http.addr", "127.0.0.1:8080", "HTTP address for /healthz, /readyz, /metrics and the services' routes")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", false, "apply PostgreSQL migrations before starting (all-in-one; Kubernetes uses -target=migrate)")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 0, "after SIGTERM, report not-ready for this long before stopping")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "after shutdown-delay, the longest the stop may take, during any outage: work still running then is abandoned as in a crash (nothing committed is lost) and the process exits; keep shutdown-delay + shutdown-timeout below the pod's terminationGracePeriodSeconds (30 s by default)")
 	c.Log.RegisterFlags("log.", fs)
+	c.Admin.RegisterFlags("admin.", fs)
 	c.Tracing.RegisterFlags("tracing.", fs)
 	c.Kafka.RegisterFlags("kafka.", fs)
 	c.Postgres.RegisterFlags("postgres.", fs)
@@ -150,7 +156,7 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return err
 	}
-	errs := []error{c.Log.Validate(), c.Tracing.Validate()}
+	errs := []error{c.Log.Validate(), c.Admin.Validate("admin."), c.Tracing.Validate()}
 	need := map[string]bool{}
 	for _, t := range ts {
 		switch t {

@@ -54,5 +54,5 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return runApp(ctx, cfg)
+	return runApp(ctx, cfg, os.Stderr)
 }

@@ -35,7 +35,10 @@ const (
 //     remote Kafka brokers without TLS or without a client credential;
 //     plaintext OTLP export to a remote receiver; SASL PLAIN without TLS;
 //   - a compat entry without a token file or without allowed networks
-//     (R-K1: one forged POST deleted a day's flights).
+//     (R-K1: one forged POST deleted a day's flights);
+//   - an admin port (admin.addr) beyond loopback (R-N2): pprof serves the
+//     process's memory, credentials included, without a credential; it is
+//     reached through kubectl port-forward.
 //
 // Each dependency is judged only where a selected target uses it. The
 // token files themselves refuse the development token and tokens
@@ -89,5 +92,6 @@ func (c *Config) validateMode(need map[string]bool, targets []string) error {
 		errs = append(errs, c.Ingest.ValidateProduction("ingest."))
 	}
 	errs = append(errs, c.Tracing.ValidateProduction())
+	errs = append(errs, c.Admin.ValidateProduction("admin."))
 	return errors.Join(errs...)
 }

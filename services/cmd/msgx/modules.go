@@ -5,15 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"msgexchange/libs/adminhttp"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/httpserver"
 	"msgexchange/libs/kafka"
@@ -61,9 +62,14 @@ var moduleDeps = map[string][]string{
 	"control":    {"postgres"},
 }
 
-func runApp(ctx context.Context, cfg *Config) error {
-	log := logging.New(os.Stderr, cfg.Log).With("service", "msgx")
-	a := &app{cfg: cfg, log: log, clock: clock.Real{}, mux: http.NewServeMux()}
+// runApp runs the selected targets until ctx ends, logging to logOut.
+func runApp(ctx context.Context, cfg *Config, logOut io.Writer) error {
+	clk := clock.Real{}
+	// One level for the whole process, changed at run time on the admin
+	// port (R-N2): every logger is derived from this one.
+	level := logging.NewLevel(cfg.Log.SlogLevel(), clk)
+	log := logging.NewLeveled(logOut, cfg.Log.Format, level).With("service", "msgx")
+	a := &app{cfg: cfg, log: log, clock: clk, mux: http.NewServeMux()}
 	defer a.close()
 	if err := a.init(ctx); err != nil {
 		return err
@@ -97,7 +103,15 @@ func runApp(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	srv := httpserver.New("http", cfg.HTTPAddr, handler, log)
-	mgr = lifecycle.NewManager(log, append(a.services, srv)...).WithStopTimeout(cfg.ShutdownTimeout)
+	// The admin port (pprof, the log level), when on, is a listener of its
+	// own, never the public http.addr: started first and stopped last, so
+	// that a start or a stop that hangs can be profiled.
+	var services []*lifecycle.Service
+	if admin := adminhttp.New(cfg.Admin, level, log); admin != nil {
+		services = append(services, admin)
+	}
+	services = append(append(services, a.services...), srv)
+	mgr = lifecycle.NewManager(log, services...).WithStopTimeout(cfg.ShutdownTimeout)
 
 	// On SIGTERM: report not-ready first, wait shutdown-delay so load
 	// balancers stop sending work, then stop every service.
@@ -121,7 +135,7 @@ func runApp(ctx context.Context, cfg *Config) error {
 		}
 		cancel()
 	}()
-	log.Info("starting", "targets", targets, "http", cfg.HTTPAddr)
+	log.Info("starting", "targets", targets, "http", cfg.HTTPAddr, "admin", cfg.Admin.Addr)
 	return mgr.Run(runCtx)
 }
 

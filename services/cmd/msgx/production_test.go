@@ -113,6 +113,7 @@ func TestMode_R_K1_ProductionRefusesEachOpenDoor(t *testing.T) {
 		{"KafkaWithoutTLS", []string{"-kafka.tls.enabled=false"}, "kafka.tls: refused"},
 		{"KafkaWithoutCredential", []string{"-kafka.sasl.mechanism=", "-kafka.sasl.username=", "-kafka.sasl.password-file="}, "kafka.sasl: refused"},
 		{"OTLPInsecure", []string{"-tracing.otlp-insecure"}, "tracing.otlp-insecure: refused"},
+		{"AdminPortBeyondLoopback", []string{"-admin.addr=0.0.0.0:6060"}, "admin.addr: refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
