@@ -114,10 +114,10 @@ func targetOf(t *testing.T, spec corev1.PodSpec) string {
 // and every ci/*-values.yaml, on a cluster with and without cert-manager,
 // render configurations that msgx accepts in production mode (the
 // default mode; nothing in the chart says development) for each
-// Deployment's and the migration Job's target, with the site's Secrets in
-// the forms production mode accepts — each pod with only the keys of its
-// own Secret (R-K7), so a configuration that reads another pod's
-// credential fails.
+// Deployment's and the migration Job's target and flags (-admin.addr
+// included, R-N2), with the site's Secrets in the forms production mode
+// accepts — each pod with only the keys of its own Secret (R-K7), so a
+// configuration that reads another pod's credential fails.
 func TestChart_R_K1_R_K7_EveryRenderingPassesProductionVerifyConfig(t *testing.T) {
 	t.Parallel()
 	chrt := loadChart(t)
@@ -162,7 +162,16 @@ func TestChart_R_K1_R_K7_EveryRenderingPassesProductionVerifyConfig(t *testing.T
 					cfg = strings.NewReplacer("/etc/msgx/secrets/", own+"/", "/etc/msgx/credentials/", credentials+"/").Replace(cfg)
 					path := filepath.Join(t.TempDir(), "config.yaml")
 					require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-					out, err := exec.Command(msgx, "-config.file="+path, "-config.expand-env", "-target="+targetOf(t, pod.Spec), "-verify-config").CombinedOutput()
+					// The container's own flags (-admin.addr among them), the
+					// config file at its place here.
+					args := []string{"-target=" + targetOf(t, pod.Spec)}
+					for _, a := range pod.Spec.Containers[0].Args {
+						if !strings.HasPrefix(a, "-target=") && !strings.HasPrefix(a, "-config.file=") {
+							args = append(args, a)
+						}
+					}
+					args = append(args, "-config.file="+path, "-config.expand-env", "-verify-config")
+					out, err := exec.Command(msgx, args...).CombinedOutput()
 					require.NoError(t, err, "%s: %s: msgx refuses its configuration in production mode:\n%s", label, component, out)
 				}
 			})

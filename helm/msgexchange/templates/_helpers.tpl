@@ -461,11 +461,17 @@ limit unless one of them sets it.
 
 {{/*
 The args of a msgx container; takes (dict "ctx" $ "target" name "extraArgs" list).
+With admin.enabled a Deployment's container serves the admin port (pprof,
+the log level; R-N2) on the pod's loopback, the only address production
+mode accepts for it; the migration Job never does.
 */}}
 {{- define "msgexchange.args" -}}
 - -target={{ include "msgexchange.runTargets" .target }}
 - -config.file=/etc/msgx/config.yaml
 - -config.expand-env
+{{- if and .ctx.Values.admin.enabled (ne .target "migrate") }}
+- -admin.addr=127.0.0.1:{{ int .ctx.Values.admin.port }}
+{{- end }}
 {{- range .ctx.Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
