@@ -75,6 +75,9 @@ fuzz: ## fuzz the SIS decoder for 30s
 chaos: deps ## R-H7/R-M1/R-M2 fault harness, long run: 3000 messages while 72 seeded faults (every kind: hangs and proxy faults — latency, bandwidth, black hole, reset — included) hit services, databases, Redis and the broker, a table per kind; then each proxy family on every path (make test runs a bounded 480/12 of the clean kinds)
 	cd services && MSGX_CHAOS_GREY=1 MSGX_CHAOS_SEED=$${MSGX_CHAOS_SEED:-$$(date +%s%N)} MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_FAULTS=$${MSGX_CHAOS_FAULTS:-72} $(GO) test -race -count=1 -timeout 60m -run TestChaos -v ./e2e/
 
+run-test: ## R-G1: `make run` in a copy of the working tree on this machine's loopback ports (8080, 8081, 9092, 9095 must be free), checked and stopped again
+	cd deploy && $(GO) test -tags runtest -count=1 -v -timeout 30m -run '^TestRun_R_G1_' ./internal/runtest/
+
 upgrade-test: deps ## R-M4 rolling upgrade: builds msgx of the last commit before the newest migration (MSGX_UPGRADE_FROM to choose), runs it under the chaos workload, migrates, replaces each old instance with a new one under load; prints the summary line
 	bash scripts/upgrade-test.sh
 
@@ -127,4 +130,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps tools test vuln image release release-test helm-lint contracts docs chaos upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools test vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off

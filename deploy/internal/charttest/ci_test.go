@@ -20,6 +20,7 @@ var taggedTests = map[string]string{
 	"services/e2e/upgrade_test.go":                 "upgrade-test", // builds an earlier release first (R-M4)
 	"deploy/internal/release/full_release_test.go": "release-test", // the whole signed release, minutes (R-N6); make test verifies a fixture release
 	"services/e2e/chaos_families_test.go":          "chaos",        // the proxy fault families, minutes each (R-M2); make test runs the bounded seeded chaos run
+	"deploy/internal/runtest/run_test.go":          "run-test",     // make run itself, on the machine's fixed loopback ports (R-G1)
 	"services/e2e/soak_test.go":                    "soak",         // an hour at 200 msg/s (R-M5)
 }
 
