@@ -47,6 +47,10 @@ type PipelineConfig struct {
 	// before it does (R-H4).
 	SelfCheckInterval time.Duration `yaml:"self_check_interval"`
 	SelfCheckGrace    time.Duration `yaml:"self_check_grace"`
+	// StallLimit is how long a Kafka loop (inbox, acks) may stay refused
+	// by the brokers before the process exits for its supervisor to
+	// restart it (R-L8).
+	StallLimit time.Duration `yaml:"stall_limit"`
 }
 
 // IgnoredTypes returns the message TYPEs of ignore-types, upper case, in
@@ -95,6 +99,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Pipeline.BackoffCap, prefix+"pipeline.backoff-cap", 60*time.Second, "upper bound of any retry backoff")
 	fs.StringVar(&c.Pipeline.Backoff, prefix+"pipeline.backoff", "", "deprecated, use pipeline.backoff-min and pipeline.backoff-cap: a per-attempt list (1s,2s,4s) read as backoff-min = its first value, backoff-cap = its last")
 	fs.DurationVar(&c.Pipeline.HeadDeadline, prefix+"pipeline.head-deadline", 10*time.Minute, "a head stuck longer than this since processing_started_at is poisoned")
+	fs.DurationVar(&c.Pipeline.StallLimit, prefix+"pipeline.stall-limit", pipeline.DefaultStallLimit, "longest a Kafka loop (inbox, acks) may stay stalled — the brokers refusing it: an authorization failure, an unsupported request — before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable broker is not a stall (R-L8)")
 	fs.IntVar(&c.Pipeline.Batch, prefix+"pipeline.batch", pipeline.DefaultBatch, "consecutive due messages executed in one transaction, each with the outcome it would have alone (R-J1); 1 is one transaction per message")
 	fs.IntVar(&c.Pipeline.SnapshotBatch, prefix+"pipeline.snapshot-batch", 200, "records of a daily snapshot (SCHD DNLD/RESP) written per transaction (R-C6)")
 	fs.IntVar(&c.Pipeline.MaxRecords, prefix+"pipeline.max-records", pipeline.DefaultMaxRecords, "most records (flights, FLOP or reference records) one message may carry; a message with more is DEAD(MALFORMED) naming the limit (R-K4)")
@@ -121,6 +126,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Pipeline.HeadDeadline <= 0 {
 		errs = append(errs, errors.New("pipeline.head-deadline: must be positive"))
+	}
+	if c.Pipeline.StallLimit < time.Second {
+		errs = append(errs, fmt.Errorf("pipeline.stall-limit: %s must be at least 1s (default %s)", c.Pipeline.StallLimit, pipeline.DefaultStallLimit))
 	}
 	if c.Pipeline.Batch < 1 {
 		errs = append(errs, fmt.Errorf("pipeline.batch: must be at least 1 (default %d; 1 is one transaction per message)", pipeline.DefaultBatch))

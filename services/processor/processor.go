@@ -61,6 +61,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		MaxAttempts:          cfg.Pipeline.MaxAttempts,
 		Retry:                retry,
 		HeadDeadline:         cfg.Pipeline.HeadDeadline,
+		StallLimit:           cfg.Pipeline.StallLimit,
 		SnapshotBatch:        cfg.Pipeline.SnapshotBatch,
 		MaxRecords:           cfg.Pipeline.MaxRecords,
 		Batch:                cfg.Pipeline.Batch,

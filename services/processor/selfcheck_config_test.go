@@ -43,3 +43,18 @@ func TestConfig_R_H4_SelfCheckFlagsDefaultsAndValidation(t *testing.T) {
 	require.ErrorContains(t, err, "pipeline.self-check-interval 0s: must be positive")
 	require.ErrorContains(t, err, "pipeline.self-check-grace 1ms: must be at least 1s")
 }
+
+// TestConfig_R_L8_StallLimitFlag: a Kafka loop refused by the brokers may
+// stay stalled one minute by default before the process exits; the flag
+// moves it, and a limit under a second is refused naming the flag.
+func TestConfig_R_L8_StallLimitFlag(t *testing.T) {
+	t.Parallel()
+	c := parse(t)
+	require.Equal(t, time.Minute, c.Pipeline.StallLimit)
+	require.NoError(t, c.Validate())
+	c = parse(t, "-processor.pipeline.stall-limit=5m")
+	require.Equal(t, 5*time.Minute, c.Pipeline.StallLimit)
+	require.NoError(t, c.Validate())
+	c.Pipeline.StallLimit = 0
+	require.ErrorContains(t, c.Validate(), "pipeline.stall-limit: 0s must be at least 1s (default 1m0s)")
+}
