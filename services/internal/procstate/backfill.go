@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"msgexchange/services/internal/outbox"
 )
 
 // RecordBackfill returns the UPDATE that ends a WITH statement whose
@@ -38,6 +40,23 @@ func DiscardBackfills(ctx context.Context, db DB, msgIDs []int64, at time.Time) 
 	if _, err := db.Exec(ctx, `UPDATE proc_state SET backfilled_at = $1, backfill_outcome = 'discarded'
 WHERE msg_id = ANY($2) AND backfilled_at IS NULL`, at, msgIDs); err != nil {
 		return fmt.Errorf("finishing discarded backfills: %w", err)
+	}
+	return nil
+}
+
+// ReopenShadowed opens again, at at, the backfill of each republished
+// message ids[i] whose text is still raws[i] and whose marker shadow mode
+// settled unwritten (backfill outcome shadowed, R-L6): its outcome is
+// cleared and a new mailbox intent written, in one statement.
+func ReopenShadowed(ctx context.Context, db DB, ids []int64, raws []string, at time.Time) error {
+	if _, err := db.Exec(ctx, `
+	WITH r AS (
+		UPDATE proc_state p SET backfilled_at = NULL, backfill_outcome = NULL
+		FROM unnest($1::bigint[], $2::text[]) AS c(id, raw)
+		WHERE p.msg_id = c.id AND p.raw = c.raw AND p.backfill_outcome = 'shadowed'
+		RETURNING p.msg_id)
+	`+outbox.InsertMailboxIntent("r", 3), ids, raws, at); err != nil {
+		return fmt.Errorf("opening shadowed backfills again: %w", err)
 	}
 	return nil
 }

@@ -6,7 +6,8 @@
 // FAILED with a retry, a terminal state with its mailbox intent and a
 // snapshot's progress note (finish.go), SUCCEEDED once its projections
 // are acknowledged or repaired by the self-check, and an end by an
-// operator (settle.go), the record of its mailbox marker (backfill.go)
+// operator (settle.go), the record of its mailbox marker and the
+// reopening of a backfill (backfill.go)
 // and its replay (replay.go).
 //
 // Each kind of change is a value written by one function as one
@@ -16,8 +17,7 @@
 // may leave), the execution fences and the timestamps are written once.
 // The processor, the dispatcher and the control plane use this package,
 // since services never import each other; no other code inserts or
-// updates proc_state but registration's reopening of a backfill that
-// shadow mode settled unwritten (the processor's pipeline/reuse.go).
+// updates proc_state.
 //
 // The functions named Queue… add their statement to a pgx.Batch with a
 // callback that reads its result when the batch is read, so a caller

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgexchange/services/internal/outbox"
+	"msgexchange/services/internal/procstate"
 )
 
 // Mailbox ID reuse (R-L5; C-3, PRE-3). The mailbox promises never to reuse
@@ -102,18 +102,6 @@ func (e *Engine) reportReused(ctx context.Context, held []reusedText) {
 	}
 }
 
-// reopenShadowedSQL opens the backfill of each republished message, same
-// text, whose marker shadow mode settled unwritten (backfill outcome
-// shadowed, R-L6) again: its outcome is cleared and a new marker intent
-// written, in one statement.
-var reopenShadowedSQL = `
-	WITH r AS (
-		UPDATE proc_state p SET backfilled_at = NULL, backfill_outcome = NULL
-		FROM unnest($1::bigint[], $2::text[]) AS c(id, raw)
-		WHERE p.msg_id = c.id AND p.raw = c.raw AND p.backfill_outcome = 'shadowed'
-		RETURNING p.msg_id)
-	` + outbox.InsertMailboxIntent("r", 3)
-
 // reopenShadowed runs in the registration's transaction, only when a fetch
 // holds IDs registered before. Ingest republishes a row only while the
 // mailbox shows it unmarked and at or above ingest.mailbox.start-id, where
@@ -128,8 +116,8 @@ func (e *Engine) reopenShadowed(ctx context.Context, tx pgx.Tx, c reusedCandidat
 	if len(c.ids) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, reopenShadowedSQL, c.ids, c.raws, now); err != nil {
-		return fmt.Errorf("opening shadowed backfills of republished mailbox IDs again: %w", err)
+	if err := procstate.ReopenShadowed(ctx, tx, c.ids, c.raws, now); err != nil {
+		return fmt.Errorf("republished mailbox IDs: %w", err)
 	}
 	return nil
 }
