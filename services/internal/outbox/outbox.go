@@ -8,7 +8,22 @@
 // so a target cannot be spelt two ways.
 package outbox
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
+
+// Row is an outbox row as a decision writes it: a flight's event or
+// state, or a message's mailbox intent.
+type Row struct {
+	Target, Pkey string
+	Payload      []byte
+	// Headers is JSON, nil for none.
+	Headers []byte
+	// MsgID is the message that caused the row, 0 for none.
+	MsgID int64
+	At    time.Time
+}
 
 // Targets of outbox rows.
 const (

@@ -148,15 +148,7 @@ type Finish struct {
 // OutboxRow is an outbox row a batch writes with its terminal states, in
 // decision order; a row of target mailbox only places the intent of its
 // message (outbox.InsertInOrder).
-type OutboxRow struct {
-	Target, Pkey string
-	Payload      []byte
-	// Headers is JSON, nil for none.
-	Headers []byte
-	// MsgID is the message that caused the row, 0 for none.
-	MsgID int64
-	At    time.Time
-}
+type OutboxRow = outbox.Row
 
 // finishSQL writes Finish rows ($1–$12) and, in the same statement, the
 // mailbox intent of every message it finished, in its place among the

@@ -87,15 +87,19 @@ func sameTime(t *testing.T, want time.Time, got *time.Time, msg ...any) {
 	require.True(t, want.Equal(*got), "want %s, got %s %v", want, *got, msg)
 }
 
-// sizes are the batch sizes every kind is checked on: one message and N.
-var sizes = []int{1, 5}
-
-func ids(n int, from int64) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = from + int64(i)
+// eachSize runs fn, in parallel on a database of its own, for one message
+// and for five (msg_id 10 on): every kind is one statement for both.
+func eachSize(t *testing.T, fn func(t *testing.T, db *pgxpool.Pool, msgs []int64)) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			msgs := make([]int64, n)
+			for i := range msgs {
+				msgs[i] = 10 + int64(i)
+			}
+			fn(t, newDB(t), msgs)
+		})
 	}
-	return out
 }
 
 // TestFinish_R_B6_INV8_StateAndIntentInOneStatement: a terminal state is
@@ -104,45 +108,41 @@ func ids(n int, from int64) []int64 {
 // message ending DEAD or SKIPPED gives its identity up (R-K3).
 func TestFinish_R_B6_INV8_StateAndIntentInOneStatement(t *testing.T) {
 	t.Parallel()
-	for _, n := range sizes {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			t.Parallel()
-			db := newDB(t)
-			ctx := context.Background()
-			msgs := ids(n, 10)
-			insert(t, db, Pending, msgs...)
-			var rows []Finish
-			for i, id := range msgs {
-				f := Finish{MsgID: id, State: Succeeded, Reason: "ok", At: t1, Meta: Meta{SNDR: "AODB"}, Identity: fmt.Sprintf("K%d", id)}
-				if i%2 == 1 {
-					f.State, f.Class, f.Reason, f.Attempts = Dead, "EXHAUSTED", "gave up", 3
-				}
-				rows = append(rows, f)
+	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
+		ctx := context.Background()
+		n := len(msgs)
+		insert(t, db, Pending, msgs...)
+		var rows []Finish
+		for i, id := range msgs {
+			f := Finish{MsgID: id, State: Succeeded, Reason: "ok", At: t1, Meta: Meta{SNDR: "AODB"}, Identity: fmt.Sprintf("K%d", id)}
+			if i%2 == 1 {
+				f.State, f.Class, f.Reason, f.Attempts = Dead, "EXHAUSTED", "gave up", 3
 			}
-			finished, err := WriteFinish(ctx, db, rows...)
-			require.NoError(t, err)
-			require.Equal(t, n, finished)
-			var want []string
-			for i, id := range msgs {
-				r := read(t, db, id)
-				require.Equal(t, rows[i].State, r.State)
-				require.Equal(t, rows[i].Class, r.Class)
-				require.Equal(t, rows[i].Reason, r.Reason)
-				require.Equal(t, "AODB", r.SNDR)
-				sameTime(t, t1, r.Finished)
-				sameTime(t, t1, r.Started, "a message finished without a processing start gets one")
-				if rows[i].State == Dead {
-					require.Empty(t, r.Identity, "DEAD applied nothing and reserves no key (R-K3)")
-					require.Equal(t, 3, r.Attempts)
-				} else {
-					require.Equal(t, rows[i].Identity, r.Identity)
-					require.Zero(t, r.Attempts)
-				}
-				want = append(want, fmt.Sprintf("mailbox:%d", id))
+			rows = append(rows, f)
+		}
+		finished, err := WriteFinish(ctx, db, rows...)
+		require.NoError(t, err)
+		require.Equal(t, n, finished)
+		var want []string
+		for i, id := range msgs {
+			r := read(t, db, id)
+			require.Equal(t, rows[i].State, r.State)
+			require.Equal(t, rows[i].Class, r.Class)
+			require.Equal(t, rows[i].Reason, r.Reason)
+			require.Equal(t, "AODB", r.SNDR)
+			sameTime(t, t1, r.Finished)
+			sameTime(t, t1, r.Started, "a message finished without a processing start gets one")
+			if rows[i].State == Dead {
+				require.Empty(t, r.Identity, "DEAD applied nothing and reserves no key (R-K3)")
+				require.Equal(t, 3, r.Attempts)
+			} else {
+				require.Equal(t, rows[i].Identity, r.Identity)
+				require.Zero(t, r.Attempts)
 			}
-			require.Equal(t, want, outboxRows(t, db), "one intent per terminal state")
-		})
-	}
+			want = append(want, fmt.Sprintf("mailbox:%d", id))
+		}
+		require.Equal(t, want, outboxRows(t, db), "one intent per terminal state")
+	})
 }
 
 // TestFinish_INV6_TerminalStatesAreFinal: the guard refuses to finish a
@@ -201,70 +201,62 @@ func TestFinish_R_J1_INV8_OutboxInDecisionOrder(t *testing.T) {
 // open message with nothing pending and a terminal one are left out.
 func TestApply_INV23_R_H4_OnlyWithAPendingProjection(t *testing.T) {
 	t.Parallel()
-	for _, n := range sizes {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			t.Parallel()
-			db := newDB(t)
-			ctx := context.Background()
-			msgs := ids(n, 10)
-			insert(t, db, Failed, msgs...)
-			insert(t, db, Pending, 1)
-			insert(t, db, Succeeded, 2)
-			var rows []Apply
-			for _, id := range append([]int64{1, 2}, msgs...) {
-				_, err := db.Exec(ctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, 7, 1)`, id)
-				require.NoError(t, err)
-				rows = append(rows, Apply{MsgID: id, Note: "n", At: t1, Meta: Meta{SNDR: "AODB"}, Identity: fmt.Sprintf("K%d", id)})
-			}
-			_, err := db.Exec(ctx, `DELETE FROM projection_pending WHERE msg_id = 1`)
+	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
+		ctx := context.Background()
+		n := len(msgs)
+		insert(t, db, Failed, msgs...)
+		insert(t, db, Pending, 1)
+		insert(t, db, Succeeded, 2)
+		var rows []Apply
+		for _, id := range append([]int64{1, 2}, msgs...) {
+			_, err := db.Exec(ctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, 7, 1)`, id)
 			require.NoError(t, err)
-			var moved []AppliedAt
-			b := &pgx.Batch{}
-			QueueApply(b, rows, func(a []AppliedAt) error { moved = a; return nil })
-			inTx(t, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
-			require.Len(t, moved, n)
-			for _, id := range msgs {
-				r := read(t, db, id)
-				require.Equal(t, Applied, r.State)
-				sameTime(t, t1, r.Applied)
-				require.Equal(t, fmt.Sprintf("K%d", id), r.Identity)
-				require.Equal(t, "n", r.Reason)
-			}
-			require.Equal(t, Pending, read(t, db, 1).State, "nothing pending: its caller finishes it")
-			require.Equal(t, Succeeded, read(t, db, 2).State)
-			require.Empty(t, outboxRows(t, db), "APPLIED has no intent yet (INV-23)")
-		})
-	}
+			rows = append(rows, Apply{MsgID: id, Note: "n", At: t1, Meta: Meta{SNDR: "AODB"}, Identity: fmt.Sprintf("K%d", id)})
+		}
+		_, err := db.Exec(ctx, `DELETE FROM projection_pending WHERE msg_id = 1`)
+		require.NoError(t, err)
+		var moved []AppliedAt
+		b := &pgx.Batch{}
+		QueueApply(b, rows, func(a []AppliedAt) error { moved = a; return nil })
+		inTx(t, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+		require.Len(t, moved, n)
+		for _, id := range msgs {
+			r := read(t, db, id)
+			require.Equal(t, Applied, r.State)
+			sameTime(t, t1, r.Applied)
+			require.Equal(t, fmt.Sprintf("K%d", id), r.Identity)
+			require.Equal(t, "n", r.Reason)
+		}
+		require.Equal(t, Pending, read(t, db, 1).State, "nothing pending: its caller finishes it")
+		require.Equal(t, Succeeded, read(t, db, 2).State)
+		require.Empty(t, outboxRows(t, db), "APPLIED has no intent yet (INV-23)")
+	})
 }
 
 // TestFail_R_B3_CountsTheAttemptOfOpenMessages: FAILED with its attempt
 // and next attempt, for one and for many; a terminal message is refused.
 func TestFail_R_B3_CountsTheAttemptOfOpenMessages(t *testing.T) {
 	t.Parallel()
-	for _, n := range sizes {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			t.Parallel()
-			db := newDB(t)
-			ctx := context.Background()
-			msgs := ids(n, 10)
-			insert(t, db, Pending, msgs...)
-			insert(t, db, Dead, 1)
-			var rows []Fail
-			for _, id := range append(msgs, 1) {
-				rows = append(rows, Fail{MsgID: id, Class: "INFRA", Reason: "down", Attempts: 2, Next: t1.Add(time.Second), At: t1})
-			}
-			failed, err := WriteFails(ctx, db, rows...)
-			require.NoError(t, err)
-			require.Equal(t, n, failed)
-			for _, id := range msgs {
-				r := read(t, db, id)
-				require.Equal(t, Failed, r.State)
-				require.Equal(t, 2, r.Attempts)
-				sameTime(t, t1, r.Started)
-			}
-			require.Equal(t, Dead, read(t, db, 1).State)
-		})
-	}
+	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
+		ctx := context.Background()
+		n := len(msgs)
+		insert(t, db, Pending, msgs...)
+		insert(t, db, Dead, 1)
+		var rows []Fail
+		for _, id := range append(msgs, 1) {
+			rows = append(rows, Fail{MsgID: id, Class: "INFRA", Reason: "down", Attempts: 2, Next: t1.Add(time.Second), At: t1})
+		}
+		failed, err := WriteFails(ctx, db, rows...)
+		require.NoError(t, err)
+		require.Equal(t, n, failed)
+		for _, id := range msgs {
+			r := read(t, db, id)
+			require.Equal(t, Failed, r.State)
+			require.Equal(t, 2, r.Attempts)
+			sameTime(t, t1, r.Started)
+		}
+		require.Equal(t, Dead, read(t, db, 1).State)
+	})
 }
 
 // TestClaim_R_H1_MarksAnOpenHeadAndHandsOn: a claim marks an open head
@@ -325,37 +317,33 @@ func TestClaim_R_H1_MarksAnOpenHeadAndHandsOn(t *testing.T) {
 // cutoff spares a message applied after it.
 func TestSucceed_INV23_R_H4_WhenNothingIsPending(t *testing.T) {
 	t.Parallel()
-	for _, n := range sizes {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			t.Parallel()
-			db := newDB(t)
-			ctx := context.Background()
-			msgs := ids(n, 10)
-			insert(t, db, Applied, append(msgs, 1, 2)...)
-			_, err := db.Exec(ctx, `UPDATE proc_state SET applied_at = $1`, t0)
-			require.NoError(t, err)
-			_, err = db.Exec(ctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES (1, 7, 1)`)
-			require.NoError(t, err)
-			_, err = db.Exec(ctx, `UPDATE proc_state SET applied_at = $1 WHERE msg_id = 2`, t1)
-			require.NoError(t, err)
-			var done []SucceededAt
-			b := &pgx.Batch{}
-			cutoff := t0.Add(time.Second)
-			QueueSucceed(b, append(msgs, 1, 2), t1, &cutoff, func(s []SucceededAt) error { done = s; return nil })
-			inTx(t, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
-			require.Len(t, done, n)
-			var want []string
-			for i, id := range msgs {
-				require.Equal(t, id, done[i].MsgID)
-				sameTime(t, t0, done[i].Applied)
-				require.Equal(t, Succeeded, read(t, db, id).State)
-				want = append(want, fmt.Sprintf("mailbox:%d", id))
-			}
-			require.Equal(t, Applied, read(t, db, 1).State, "a projection is pending")
-			require.Equal(t, Applied, read(t, db, 2).State, "applied after the cutoff")
-			require.Equal(t, want, outboxRows(t, db))
-		})
-	}
+	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
+		ctx := context.Background()
+		n := len(msgs)
+		insert(t, db, Applied, append(msgs, 1, 2)...)
+		_, err := db.Exec(ctx, `UPDATE proc_state SET applied_at = $1`, t0)
+		require.NoError(t, err)
+		_, err = db.Exec(ctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES (1, 7, 1)`)
+		require.NoError(t, err)
+		_, err = db.Exec(ctx, `UPDATE proc_state SET applied_at = $1 WHERE msg_id = 2`, t1)
+		require.NoError(t, err)
+		var done []SucceededAt
+		b := &pgx.Batch{}
+		cutoff := t0.Add(time.Second)
+		QueueSucceed(b, append(msgs, 1, 2), t1, &cutoff, func(s []SucceededAt) error { done = s; return nil })
+		inTx(t, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+		require.Len(t, done, n)
+		var want []string
+		for i, id := range msgs {
+			require.Equal(t, id, done[i].MsgID)
+			sameTime(t, t0, done[i].Applied)
+			require.Equal(t, Succeeded, read(t, db, id).State)
+			want = append(want, fmt.Sprintf("mailbox:%d", id))
+		}
+		require.Equal(t, Applied, read(t, db, 1).State, "a projection is pending")
+		require.Equal(t, Applied, read(t, db, 2).State, "applied after the cutoff")
+		require.Equal(t, want, outboxRows(t, db))
+	})
 }
 
 // TestRepairIntent_R_H4_INV8_OnlyWhenMissing: the self-check writes the
@@ -514,21 +502,6 @@ func TestNote_R_C6_ProgressOfAnOpenMessage(t *testing.T) {
 	r := read(t, db, 1)
 	require.Equal(t, Pending, r.State)
 	require.Equal(t, "snapshot: 2 of 5 batches", r.Reason)
-}
-
-// eachSize runs fn, in parallel on a database of its own, for one message
-// and for five (msg_id 10 on): every kind is one statement for both.
-func eachSize(t *testing.T, fn func(t *testing.T, db *pgxpool.Pool, msgs []int64)) {
-	for _, n := range []int{1, 5} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			t.Parallel()
-			msgs := make([]int64, n)
-			for i := range msgs {
-				msgs[i] = 10 + int64(i)
-			}
-			fn(t, newDB(t), msgs)
-		})
-	}
 }
 
 // TestRegister_R_B2_INV9_OncePerMailboxIDInOneStatement: records are

@@ -13,15 +13,20 @@
 // responses answer (Requests: RequestView, RequestSink), and the steps of
 // a daily snapshot (Snapshot, ScheduleResponse: SnapshotView,
 // SnapshotSink). A snapshot step that leaves work says so in
-// Outcome.Continue; committing that batch is the pipeline's. The history
+// Outcome.Continue; committing that batch is the pipeline's. Handlers end
+// a message without effect through error types (Skip, Unsupported,
+// Failure, flight.RejectError); Judge turns what a handler returned into
+// an outcome value (Outcome.Kind: Applied, Succeeded, Skipped, Rejected,
+// Parked, Continued, Retry), the only place those types are sorted, so
+// the pipeline writes the transition an outcome names. The history
 // sweep, which no message causes, has its own pair too (Sweep: SweepView,
 // SweepSink): the one deletion of a purged flight and the rewrite of its
 // code-share master are encoded here (event.outbox), like a message's
 // changes, so every flight event the processor writes has one encoding.
 //
 // Package apply implements the views and sinks, and package pipeline (the
-// FIFO head) pairs them with the handlers in two ways. One message at a
-// time (and always for the handlers with their own transaction rules),
+// FIFO head) pairs them with the handlers in two ways. One message in its
+// own transaction (the handlers with their own transaction rules),
 // each view reads the message's transaction with row locks and each sink
 // writes into it at once (apply.TxView, TxSink, Snapshot, Requests). In a
 // batch, one apply.Overlay is View and Sink: it reads rows preloaded for

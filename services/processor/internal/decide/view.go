@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"msgexchange/services/internal/flight"
+	"msgexchange/services/internal/outbox"
 )
 
 // Flight is a row of the flight table as a handler sees it.
@@ -40,13 +41,7 @@ type View interface {
 }
 
 // OutboxRow is one outbox row a change produces.
-type OutboxRow struct {
-	Target, Pkey string
-	Payload      []byte
-	Headers      []byte
-	MsgID        int64
-	At           time.Time
-}
+type OutboxRow = outbox.Row
 
 // Change is one effective change of a flight: its new row (Canonical is
 // the document to store; nil for a deletion, which leaves the stored

@@ -1,26 +1,31 @@
 package pipeline
 
-// What the executor does per batch (pipeline.batch > 1, R-J1). The one
-// message path (Step → execute) stays the reference: a batch is a run of
-// consecutive due heads whose outcome is, message by message, what that
-// path gives, written in one fenced transaction instead of one each.
+// What the executor does per batch (R-J1). Every message decide handles
+// runs here, one message being a batch of one (pipeline.batch 1, a retry,
+// the messages of a batch that rolled back): a batch is a run of
+// consecutive due heads whose outcome is, message by message, what each
+// gives as a batch of one, written in one fenced transaction instead of
+// one each. Only the kinds with their own transaction rules run in
+// execute.go.
 //
 //  1. prepare (no database): up to pipeline.batch open messages from the
 //     head, in msg_id order. Each is decoded and classified under the
 //     panic guard. Raw missing or MALFORMED, an ignored TYPE, a codec
 //     refusal (CODEC_ERROR) and an UNSUPPORTED classification are terminal
-//     outcomes decided here (the last two parked, R-K2), like
-//     the one message path decides them before any write. A head that
-//     failed before (a retry) runs alone, so that a crash during it is
-//     its own. The batch ends before the first message that is FAILED,
+//     outcomes decided here (the last two parked, R-K2), before any
+//     write. A head that failed before (a retry) runs alone, so that a
+//     crash during it is its own. The batch ends before the first
+//     message that is FAILED,
 //     carries an execution marker of its own, is at its limits (attempts,
 //     head deadline), whose decoding needs a retry (a panic),
 //     or that decide does not handle (daily snapshots with their own
 //     batch rules R-C6, season schedules, answers to requests): that
-//     message becomes the next head and runs alone.
+//     message becomes the next head and runs alone (in execute.go for the
+//     kinds decide does not handle and a decoding to retry).
 //  2. mark (R-H1): one small statement, not synchronously committed,
 //     marks the batch on its head: executing_by names this instance,
-//     executing_through the batch's last message. A process that dies
+//     executing_through the batch's last message (none for a batch of
+//     one, which a head the previous transaction marked skips). A process that dies
 //     before the batch commits leaves that marker; see crashedRun for how
 //     the next start treats it (nobody is charged, the range runs one at
 //     a time).
@@ -33,19 +38,22 @@ package pipeline
 //     (a key held by another message, in the database or earlier in the
 //     batch, is SKIPPED duplicate-of, R-B4). A rejection, a skip or an
 //     unsupported outcome rolls the overlay back to where the message
-//     started (the savepoint of the one message path) and keeps only its
+//     started (a savepoint) and keeps only its
 //     terminal state, without the identity: a message that applied nothing
 //     reserves no key (R-K3). A retryable failure (or a panic) of a handler ends
 //     the batch before that message: the overlay is rolled back to it and
-//     it runs alone next, where its attempt is counted with backoff.
+//     it runs first next; failing as the first, it writes nothing and its
+//     attempt is counted with backoff (charge), as is a failing statement
+//     of a batch of one. A failure a retry would repeat is parked (R-K2).
 //  4. write, pipelined in one round trip: the decision's statements,
 //     queued by apply (Overlay.Queue) — each changed flight once at its
-//     last state, every outbox row in decision order (flight-state, msg,
-//     schd per change, the mailbox intent of each terminal state),
-//     pending projections, reference-data writes in order — then the
-//     FIFO head's own: terminal states and APPLIED states with their
-//     identity bindings (one row version per message), and the marker
-//     handed to the next head (markNext), which also clears the batch's.
+//     last state, pending projections, reference-data writes in order —
+//     then the FIFO head's own, written by procstate: the terminal states
+//     with every outbox row in decision order (flight-state, msg, schd
+//     per change, the mailbox intent of each terminal state in its place)
+//     in one statement, APPLIED states, both with their identity
+//     bindings (one row version per message), and the marker handed to
+//     the next head (markNext), which also clears the batch's.
 //
 // A statement that fails rolls the whole batch back; the executor then
 // runs the messages of that batch one at a time (singleUntil), so the
@@ -54,6 +62,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,59 +83,101 @@ func (e *Engine) batchSize() int {
 }
 
 // stepBatch runs a batch from heads (loaded in msg_id order, the head due
-// and not poisoned). ok is false when no batch was run and the one
-// message path should handle the head.
-func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool, ok bool, err error) {
-	msgs := e.prepareBatch(ctx, heads)
-	if len(msgs) < 2 {
-		for _, m := range msgs {
-			m.x.end(errBatchEmpty)
+// and not poisoned); one message is a batch of one. ok is false when no
+// batch was run: the head, decoded in own with its execution started, has
+// its own transaction rules (execute).
+func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool, ok bool, own *batchMsg, err error) {
+	h := heads[0]
+	// The head is marked before it is decoded (R-H1): a process that dies
+	// decoding it, or deciding it, leaves the marker that counts the
+	// attempt (recordCrash).
+	if h.ExecutingBy == nil {
+		if err := e.markHead(ctx, h.MsgID); err != nil {
+			p, _, err := e.settle(ctx, h, err)
+			return p, true, nil, err
 		}
-		return false, false, nil // one message: the one message path is the same and simpler
+		h.ExecutingBy = &e.instance
 	}
+	start := time.Now()
+	msgs, own, retry := e.prepareBatch(ctx, heads)
+	if retry != nil {
+		// Its decoding failed: the attempt counts, as for any message.
+		e.metrics.duration.Record(ctx, time.Since(start).Seconds())
+		p, _, err := e.charge(ctx, h, retry)
+		return p, true, nil, err
+	}
+	if own != nil {
+		return false, false, own, nil // a kind with its own transaction rules: execute
+	}
+	single := len(msgs) == 1
 	endAll := func(err error) {
 		for _, m := range msgs {
 			m.x.end(err)
 		}
 	}
-	start := time.Now()
-	if err := e.markBatch(ctx, msgs); err != nil {
-		endAll(err)
-		if errors.Is(err, errBatchChanged) {
-			return false, false, nil
+	// A batch is marked on its head with its last message (crashedRun).
+	if !single {
+		if err := e.markBatch(ctx, msgs); err != nil {
+			endAll(err)
+			if errors.Is(err, errBatchChanged) {
+				err = fmt.Errorf("marking head %d executing: %w", h.MsgID, ErrNotOpen)
+			}
+			p, _, err := e.settle(ctx, h, err)
+			return p, true, nil, err
 		}
-		p, _, err := e.settle(ctx, heads[0], err)
-		return p, true, err
 	}
-	done, next, err := e.writeBatch(ctx, msgs)
+	done, next, stop, err := e.writeBatch(ctx, msgs)
 	if err != nil {
+		if stop != nil {
+			err = stop
+		}
 		endAll(err)
 		switch {
 		case ctx.Err() != nil:
+			// Stopping, not failing: the marker is withdrawn so that the
+			// next start does not count this execution as one that ended
+			// the process. A term that lost its lease cannot write it any
+			// more; the next holder then counts the attempt.
 			e.unmarkBatch(ctx, msgs)
-			return false, true, err
+			return false, true, nil, err
 		case errors.Is(err, lease.ErrFenced), isOutage(err):
-			p, _, err := e.settle(ctx, heads[0], err)
-			return p, true, err
+			p, _, err := e.settle(ctx, h, err)
+			return p, true, nil, err
+		case errors.Is(err, errBatchChanged) && single:
+			// An operator ended the message meanwhile (R-H3).
+			p, _, err := e.settle(ctx, h, fmt.Errorf("executing %d: %w", h.MsgID, ErrNotOpen))
+			return p, true, nil, err
+		case single:
+			// Its execution failed: the attempt counts, as for any message.
+			e.metrics.duration.Record(ctx, time.Since(start).Seconds())
+			p, _, err := e.charge(ctx, h, err)
+			return p, true, nil, err
 		}
 		// The markers of the batch are withdrawn, so that the messages
 		// run next as if the batch had not been tried.
 		if rerr := e.restoreMarks(ctx, msgs); rerr != nil {
-			p, _, err := e.settle(ctx, heads[0], rerr)
-			return p, true, err
+			p, _, err := e.settle(ctx, h, rerr)
+			return p, true, nil, err
 		}
-		if errors.Is(err, errBatchEmpty) || errors.Is(err, errBatchChanged) {
-			return false, false, nil
+		if stop != nil {
+			// The batch's first message failed: its attempt counts.
+			p, _, err := e.charge(ctx, h, stop)
+			return p, true, nil, err
 		}
-		// A statement failed: run these messages one at a time, so that
-		// the one at fault is charged alone (R-J1).
+		// A statement failed, or a message changed meanwhile: run these
+		// messages one at a time, so that the one at fault is charged
+		// alone (R-J1).
 		e.singleUntil = msgs[len(msgs)-1].h.MsgID
-		e.log.Warn("batch rolled back; its messages run one at a time", "first_msg_id", msgs[0].h.MsgID,
-			"last_msg_id", e.singleUntil, "messages", len(msgs), "err", err)
-		return true, true, nil
+		if !errors.Is(err, errBatchChanged) {
+			e.log.Warn("batch rolled back; its messages run one at a time", "first_msg_id", msgs[0].h.MsgID,
+				"last_msg_id", e.singleUntil, "messages", len(msgs), "err", err)
+		}
+		return true, true, nil, nil
 	}
 	e.marked = next
-	e.batched += len(done)
+	if !single {
+		e.batched += len(done)
+	}
 	// The batch finished a run of open messages from the head.
 	e.floor.raise(done[len(done)-1].h.MsgID+1, e.floorGen)
 	per := time.Since(start).Seconds() / float64(len(done))
@@ -139,42 +190,60 @@ func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool,
 		}
 		m.x.end(errBatchEmpty) // not reached: runs again as the next head
 	}
-	return true, true, nil
+	return true, true, nil, nil
 }
 
 // prepareBatch decodes and classifies the batch's messages (step 1): the
 // run of heads that can be decided together, each with its terminal
-// outcome when one is decided before any write.
-func (e *Engine) prepareBatch(ctx context.Context, heads []*head) []*batchMsg {
+// outcome when one is decided before any write. retry is the head's
+// failure when its decoding must be tried again; own is the head, decoded
+// and its execution started, when decide does not handle its kind.
+//
+// The head's execution span starts before its decoding, so that a failed
+// decoding is its attempt's; a later message's starts once it joins the
+// batch, so that one that ends the batch (it runs as the next head) leaves
+// no span of an execution that never was.
+func (e *Engine) prepareBatch(ctx context.Context, heads []*head) (out []*batchMsg, own *batchMsg, retry *failure) {
 	now := e.clock.Now()
-	var out []*batchMsg
 	for i, h := range heads {
 		if i > 0 && (h.State != StatePending || h.ExecutingBy != nil || h.Attempts >= e.opt.MaxAttempts || e.headExpired(h, now)) {
 			break
 		}
-		// A retry runs alone, so that a crash during its next attempt is
-		// its own and counted (crashedRun).
-		if i == 0 && ((h.ExecutingBy != nil && *h.ExecutingBy != e.instance) || h.Attempts > 0) {
-			break
+		m := &batchMsg{h: h, ctx: ctx}
+		if i == 0 {
+			m.ctx, m.x = e.startExecution(ctx, h)
 		}
-		ectx, x := e.startExecution(ctx, h)
-		m := &batchMsg{h: h, ctx: ectx, x: x}
-		if !e.prepareOne(m) {
-			x.end(errBatchEmpty)
-			break
+		ok, r := e.prepareOne(m)
+		switch {
+		case i == 0 && r != nil:
+			m.x.end(r)
+			return nil, nil, r
+		case i == 0 && !ok:
+			return nil, m, nil
+		case !ok:
+			return out, nil, nil
+		}
+		if i > 0 {
+			m.ctx, m.x = e.startExecution(ctx, h)
 		}
 		out = append(out, m)
+		// A retry runs alone, so that a crash during its next attempt is
+		// its own and counted (crashedRun); so do the messages of a batch
+		// that rolled back (singleUntil).
+		if i == 0 && (h.Attempts > 0 || h.MsgID <= e.singleUntil) {
+			break
+		}
 	}
-	return out
+	return out, nil, nil
 }
 
 // prepareOne decodes and classifies one message; false means it cannot
-// be part of a batch (its decoding needs a retry, or decide does not
-// handle it).
-func (e *Engine) prepareOne(m *batchMsg) bool {
+// be part of a batch: its decoding needs a retry (retry), or decide does
+// not handle it.
+func (e *Engine) prepareOne(m *batchMsg) (ok bool, retry *failure) {
 	r := e.read(m.ctx, m.h)
 	if r.retry != nil {
-		return false
+		return false, r.retry
 	}
 	m.msg, m.meta, m.cls = r.msg, r.meta, r.cls
 	if r.state != "" {
@@ -182,9 +251,9 @@ func (e *Engine) prepareOne(m *batchMsg) bool {
 		if r.parked {
 			m.reason = parkedReason(r.class, r.reason)
 		}
-		return true
+		return true, nil
 	}
-	return decide.Handles(m.msg, m.cls)
+	return decide.Handles(m.msg, m.cls), nil
 }
 
 // markBatch marks the batch on its first message (step 2): executing_by

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
-	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/apply"
@@ -18,10 +17,12 @@ import (
 )
 
 // writeBatch is steps 3 and 4 in one fenced transaction. It returns the
-// messages it finished (a prefix of msgs) and the next head it marked.
-func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, err error) {
+// messages it finished (a prefix of msgs) and the next head it marked; when
+// the first message's handler failed, nothing is written (errBatchEmpty)
+// and stop is its failure.
+func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, stop, err error) {
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
-		done = nil
+		done, stop = nil, nil
 		ov, holders, err := e.loadBatch(ctx, tx, msgs)
 		if err != nil {
 			return err
@@ -32,12 +33,15 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		for _, m := range msgs {
 			mark := ov.Mark()
 			if m.state == "" {
-				stop, err := e.decideOne(m, ov, mark, holders, bound, &binds)
+				failed, err := e.decideOne(m, ov, mark, holders, bound, &binds)
 				if err != nil {
 					return err
 				}
-				if stop {
+				if failed != nil {
 					ov.Rollback(mark)
+					if len(done) == 0 {
+						stop = failed
+					}
 					break
 				}
 			}
@@ -57,7 +61,7 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		next = n
 		return err
 	})
-	return done, next, err
+	return done, next, stop, err
 }
 
 // batchBind is an identity binding of the batch (R-B4).
@@ -120,18 +124,20 @@ func (e *Engine) loadBatch(ctx context.Context, tx pgx.Tx, msgs []*batchMsg) (*a
 }
 
 // decideOne binds m's identity and runs its handler against the overlay.
-// stop means the batch ends before m (a retryable failure: it runs alone
-// next); an error means the transaction is unusable.
-func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (stop bool, err error) {
+// failed is the handler's retryable failure (a panic, an INFRA failure or
+// an error of the handler): the batch ends before m, which is charged if
+// it is the first, or else runs first next. An error means the
+// transaction is unusable.
+func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, holders map[string]int64, bound map[string]int64, binds *[]batchBind) (failed, err error) {
 	id, key := m.h.MsgID, m.cls.IdentityKey
 	m.now = e.clock.Now()
 	if other, ok := bound[key]; ok {
 		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
-		return false, nil
+		return nil, nil
 	}
 	if other, ok := holders[key]; ok && other != id {
 		m.state, m.reason = StateSkipped, fmt.Sprintf("duplicate-of:%d", other)
-		return false, nil
+		return nil, nil
 	}
 	src := Source{MsgID: id, Type: m.msg.Meta.TYPE, Subtype: m.msg.Meta.STYP, Sender: m.msg.Meta.SNDR, Seqn: m.msg.Meta.SEQN}
 	ctx := m.ctx
@@ -142,42 +148,41 @@ func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, hold
 		out, err = decide.Decide(ctx, w, m.msg, m.cls, e.opday)
 		return err
 	})
-	var rej *flight.RejectError
-	var skip *decide.Skip
-	var unsup *decide.Unsupported
+	out, herr = decide.Judge(out, herr, w.Projections())
 	var oerr *apply.ReadError
 	switch {
 	case errors.As(herr, &oerr):
-		return false, oerr.Err
-	case herr == nil:
-		if w.Projections() > 0 {
-			m.state = StateApplied
-		} else {
-			m.state = StateSucceeded
-		}
-		m.reason = out.Note
-	case errors.As(herr, &rej):
-		ov.Rollback(mark)
-		m.state, m.class, m.reason = StateDead, ClassProtocol, rej.Reason
-	case errors.As(herr, &skip):
-		ov.Rollback(mark)
-		m.state, m.reason = StateSkipped, skip.Reason
-	case errors.As(herr, &unsup):
-		ov.Rollback(mark)
-		m.state, m.class, m.reason, m.parked = StateDead, ClassUnsupported, parkedReason(ClassUnsupported, unsup.Reason), true
-	default:
-		// A retryable failure, a panic, or an error of the handler: the
-		// message runs alone next and gets its outcome there.
-		return true, nil
+		return nil, oerr.Err
+	case herr != nil:
+		// A panic, or an error of the handler: the batch ends before m.
+		return herr, nil
 	}
-	if herr != nil {
-		// DEAD or SKIPPED: nothing applied, so no identity reserved (R-K3).
-		return false, nil
+	m.reason = out.Note
+	switch out.Kind {
+	case decide.Applied:
+		m.state = StateApplied
+	case decide.Succeeded:
+		m.state = StateSucceeded
+	case decide.Rejected, decide.Skipped, decide.Parked:
+		// Nothing applied, so no identity reserved (R-K3).
+		ov.Rollback(mark)
+		m.state, m.class = StateSkipped, out.Class
+		if out.Kind != decide.Skipped {
+			m.state = StateDead
+		}
+		if out.Kind == decide.Parked {
+			m.reason, m.parked = parkedReason(out.Class, out.Note), true
+		}
+		return nil, nil
+	case decide.Retry:
+		return &failure{class: out.Class, reason: out.Note}, nil
+	default:
+		return fmt.Errorf("message %d: outcome %d is not one of a batch", id, out.Kind), nil
 	}
 	// Bound outside the handler's savepoint, as the one message path does.
 	bound[key] = id
 	*binds = append(*binds, batchBind{id: id, key: key})
-	return false, nil
+	return nil, nil
 }
 
 // flushBatch writes the batch's decisions (step 4) and hands the marker
@@ -210,11 +215,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 			Identity: identity[m.h.MsgID]})
 	}
 	if len(term) > 0 || len(outbox) > 0 {
-		ordered := make([]procstate.OutboxRow, len(outbox))
-		for i, o := range outbox {
-			ordered[i] = procstate.OutboxRow(o)
-		}
-		procstate.QueueFinish(b, term, ordered, func(n int) error {
+		procstate.QueueFinish(b, term, outbox, func(n int) error {
 			if n != len(term) {
 				return errBatchChanged
 			}
@@ -258,7 +259,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 }
 
 // reportFinished counts and logs one message the batch finished, as the
-// one message path does (finishIn, markApplied, park).
+// own-kind path in execute.go does (finishIn, markApplied, parkIn).
 func (e *Engine) reportFinished(m *batchMsg) {
 	ctx := m.ctx
 	e.metrics.finished.Add(ctx, 1, stateAttr(m.state))

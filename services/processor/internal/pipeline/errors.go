@@ -42,12 +42,3 @@ type failure struct {
 }
 
 func (f *failure) Error() string { return f.class + ": " + f.reason }
-
-// batchCommitted ends a handler that wrote one batch of a larger package:
-// the executor commits the batch (state changes, events, progress) and
-// leaves the message open, so the next step continues it (R-C6).
-type batchCommitted struct {
-	progress string
-}
-
-func (b *batchCommitted) Error() string { return "batch committed: " + b.progress }

@@ -8,30 +8,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/decide"
 )
 
-// skipError ends a handler with SKIPPED and nothing written.
-type skipError = decide.Skip
-
-// execute runs one message. Domain outcomes are written here; a returned
-// *failure is retryable; any other error is an infrastructure failure.
-// Decoding and handling run inside guard: a panic there is this message's
+// execute runs one message of a kind with its own transaction rules (see
+// handle), decoded by prepareBatch. Domain outcomes are written here; a
+// returned *failure is retryable; any other error is an infrastructure
+// failure. Handling runs inside guard: a panic there is this message's
 // failure (R-H1), its transaction rolls back, and the pipeline goes on.
-func (e *Engine) execute(ctx context.Context, h *head) error {
-	r := e.read(ctx, h)
-	switch {
-	case r.retry != nil:
-		return r.retry
-	case r.parked:
-		return e.park(ctx, h.MsgID, r.meta, r.class, r.reason) // not retried: see unsupported.go
-	case r.state != "":
-		return e.finishNonBusiness(ctx, h.MsgID, r.meta, r.state, r.class, r.reason)
-	}
-	msg, meta, cls := r.msg, r.meta, r.cls
+func (e *Engine) execute(ctx context.Context, m *batchMsg) error {
+	h, msg, meta, cls := m.h, m.msg, m.meta, m.cls
 	src := Source{MsgID: h.MsgID, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}
 	var retry *failure
 	err := e.finishTx(ctx, h.MsgID, func(tx pgx.Tx) (bool, error) {
@@ -45,54 +33,52 @@ func (e *Engine) execute(ctx context.Context, h *head) error {
 			return false, fmt.Errorf("opening savepoint: %w", err)
 		}
 		w := newTxWriter(ctx, sp, h.MsgID, src, e.clock.Now(), e.zone())
-		var out outcome
+		var out decide.Outcome
 		herr := e.guard(ctx, h.MsgID, "handling", func() (err error) {
 			out, err = e.handle(ctx, w, msg, cls)
-			if err == nil {
+			if err == nil && out.Continue == "" {
 				err = w.FlushMasters(ctx) // code-share masters of what the handler changed (INV-22)
 			}
 			return err
 		})
-		var rej *flight.RejectError
-		var skip *skipError
-		var f *failure
-		var batch *batchCommitted
-		var unsup *unsupportedError
-		switch {
-		case errors.As(herr, &batch):
+		out, herr = decide.Judge(out, herr, w.Projections())
+		if herr != nil {
+			// A panic (retried), or an error of the transaction.
+			var f *failure
+			if errors.As(herr, &f) {
+				retry = f
+			}
+			return false, herr
+		}
+		switch out.Kind {
+		case decide.Continued:
 			// One batch of a large package (R-C6): commit it and leave the
 			// message open; the next step goes on with it.
 			if err := sp.Commit(ctx); err != nil {
 				return false, fmt.Errorf("releasing savepoint: %w", err)
 			}
-			e.log.Info("snapshot batch committed", "msg_id", h.MsgID, "progress", batch.progress)
+			e.log.Info("snapshot batch committed", "msg_id", h.MsgID, "progress", out.Continue)
 			return true, nil
-		case errors.As(herr, &rej):
+		case decide.Rejected:
 			_ = sp.Rollback(ctx)
-			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateDead, ClassProtocol, rej.Reason)
-		case errors.As(herr, &skip):
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateDead, out.Class, out.Note)
+		case decide.Skipped:
 			_ = sp.Rollback(ctx)
-			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", skip.Reason)
-		case errors.As(herr, &unsup):
+			return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSkipped, "", out.Note)
+		case decide.Parked:
 			_ = sp.Rollback(ctx)
-			return false, e.parkIn(ctx, tx, h.MsgID, meta, ClassUnsupported, unsup.Reason)
-		case errors.As(herr, &f) && f.class != ClassInfra:
-			// A handler's failure that a retry would repeat (R-K2).
-			_ = sp.Rollback(ctx)
-			return false, e.parkIn(ctx, tx, h.MsgID, meta, f.class, f.reason)
-		case errors.As(herr, &f):
-			retry = f
-			return false, herr
-		case herr != nil:
-			return false, herr
+			return false, e.parkIn(ctx, tx, h.MsgID, meta, out.Class, out.Note)
+		case decide.Retry:
+			retry = &failure{class: out.Class, reason: out.Note}
+			return false, retry
 		}
 		if err := sp.Commit(ctx); err != nil {
 			return false, fmt.Errorf("releasing savepoint: %w", err)
 		}
-		if w.Projections() > 0 || out.pending {
-			return false, e.markApplied(ctx, tx, h.MsgID, meta, out.note)
+		if out.Kind == decide.Applied {
+			return false, e.markApplied(ctx, tx, h.MsgID, meta, out.Note)
 		}
-		return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.note)
+		return false, e.finishIn(ctx, tx, h.MsgID, meta, StateSucceeded, "", out.Note)
 	})
 	if retry != nil {
 		return retry
@@ -226,14 +212,14 @@ func (e *Engine) markApplied(ctx context.Context, tx pgx.Tx, msgID int64, m *met
 	return nil
 }
 
-// handle routes a classified message to its domain handler: every kind
-// decide.Handles to decide.Decide, the kinds with their own transaction
-// rules (daily snapshots, season schedules, answers to requests) to their
-// decide handlers with views and sinks over the message's transaction.
-func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls sis.Classification) (outcome, error) {
+// handle routes a message of a kind with its own transaction rules (daily
+// snapshots, season schedules, answers to requests) to its decide handler
+// with views and sinks over the message's transaction. Every kind
+// decide.Handles runs as a batch (batch.go), one message being a batch of
+// one, and never reaches here.
+func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls sis.Classification) (decide.Outcome, error) {
 	if decide.Handles(msg, cls) {
-		out, err := decide.Decide(ctx, w.Writer, msg, cls, e.opday)
-		return outcome{note: out.Note, pending: out.Pending}, fromDecide(err)
+		return decide.Outcome{}, fmt.Errorf("%s/%s (%s) is decided as a batch, not by execute", msg.Meta.TYPE, msg.Meta.STYP, cls.Kind)
 	}
 	styp := msg.Meta.STYP
 	switch cls.Kind {
@@ -247,18 +233,7 @@ func (e *Engine) handle(ctx context.Context, w *writer, msg *sis.Message, cls si
 	case sis.KindSeasonSchedule:
 		return e.season(ctx, w, msg)
 	case sis.KindReference:
-		out, err := e.referenceResponse(ctx, w, msg)
-		return out, fromDecide(err)
+		return e.referenceResponse(ctx, w, msg)
 	}
-	return outcome{}, &unsupportedError{Reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
-}
-
-// fromDecide turns a handler's retryable decide.Failure into the
-// executor's failure; every other error passes as it is.
-func fromDecide(err error) error {
-	var f *decide.Failure
-	if errors.As(err, &f) {
-		return &failure{class: f.Class, reason: f.Reason}
-	}
-	return err
+	return decide.Outcome{}, &decide.Unsupported{Reason: fmt.Sprintf("no handler for %s/%s (%s)", msg.Meta.TYPE, styp, cls.Kind)}
 }

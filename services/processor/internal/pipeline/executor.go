@@ -2,14 +2,12 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
-	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
 )
@@ -119,20 +117,18 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		return e.settle(ctx, h, e.finishNonBusiness(ctx, h.MsgID, nil, StateDead, ClassExhausted,
 			fmt.Sprintf("head for longer than %s (last: %s)", e.opt.HeadDeadline, deref(h.ErrorClass))))
 	}
-	if len(heads) > 1 && h.MsgID > e.singleUntil {
-		if progressed, ran, err := e.stepBatch(ctx, heads); ran {
-			return progressed, 0, err
-		}
-	}
-	if h.ExecutingBy == nil {
-		if err := e.markHead(ctx, h.MsgID); err != nil {
-			return e.settle(ctx, h, err)
-		}
-	}
+	// Every message decide handles runs as a batch, one message being a
+	// batch of one (batch.go); the kinds with their own transaction rules
+	// run below.
 	start := time.Now()
-	ectx, x := e.startExecution(ctx, h) // the message's trace continues here (R-I4)
-	err = e.execute(ectx, h)
-	x.end(err)
+	progressed, ran, own, err := e.stepBatch(ctx, heads)
+	if ran {
+		return progressed, 0, err
+	}
+	// The head was marked and decoded by stepBatch, its execution span
+	// (R-I4) started there.
+	err = e.execute(own.ctx, own)
+	own.x.end(err)
 	e.metrics.duration.Record(ctx, time.Since(start).Seconds())
 	if err != nil && ctx.Err() != nil {
 		// Stopping, not failing: withdraw the marker so that the next
@@ -142,16 +138,7 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 		e.unmark(ctx, h.MsgID)
 		return false, 0, err
 	}
-	var fail *failure
-	if errors.As(err, &fail) {
-		return e.settle(ctx, h, e.recordFailure(ctx, h, fail.class, fail.reason))
-	}
-	if err != nil && !isOutage(err) && !errors.Is(err, ErrNotOpen) && !errors.Is(err, lease.ErrFenced) {
-		// An error inside the transaction that is not a domain outcome and
-		// not an outage: the attempt counts, with backoff (R-B3 INFRA).
-		err = e.recordFailure(ctx, h, ClassInfra, err.Error())
-	}
-	return e.settle(ctx, h, err)
+	return e.charge(ctx, h, err)
 }
 
 // headsSQL reads the first $1 open messages at or above the floor $2.

@@ -128,3 +128,17 @@ func (e *Engine) settle(ctx context.Context, h *head, err error) (bool, time.Dur
 	}
 	return false, time.Second, err
 }
+
+// charge settles an execution of h that ended with err: a retryable
+// failure counts its attempt with backoff; so does an error inside the
+// transaction that is not a domain outcome and not an outage (R-B3 INFRA).
+func (e *Engine) charge(ctx context.Context, h *head, err error) (bool, time.Duration, error) {
+	var fail *failure
+	if errors.As(err, &fail) {
+		return e.settle(ctx, h, e.recordFailure(ctx, h, fail.class, fail.reason))
+	}
+	if err != nil && !isOutage(err) && !errors.Is(err, ErrNotOpen) && !errors.Is(err, lease.ErrFenced) {
+		err = e.recordFailure(ctx, h, ClassInfra, err.Error())
+	}
+	return e.settle(ctx, h, err)
+}

@@ -10,7 +10,6 @@ import (
 // referenceResponse applies a reference RESP and closes the open RQRD
 // request it answers, if any, in the same transaction
 // (decide.ReferenceResponse, R-C10, R-D5).
-func (e *Engine) referenceResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	out, err := decide.ReferenceResponse(ctx, w.Writer, e.requests(w), msg)
-	return outcome{note: out.Note}, err
+func (e *Engine) referenceResponse(ctx context.Context, w *writer, msg *sis.Message) (decide.Outcome, error) {
+	return decide.ReferenceResponse(ctx, w.Writer, e.requests(w), msg)
 }

@@ -47,11 +47,11 @@ func (e *Engine) requests(w *writer) *decide.Requests {
 // decide.ScheduleResponse: only as the answer to an open RQFD request, as
 // a snapshot like DNLD, closing the request in the step that finishes the
 // package.
-func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
+func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (decide.Outcome, error) {
 	st := apply.Snapshot{Tx: w.tx, MsgID: w.msgID, Now: w.now}
 	plan := func(ctx context.Context) (*decide.SnapshotPlan, error) { return e.snapshotPlan(ctx, st, w.msgID, msg) }
-	out, err := snapshotOutcome(decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch()))
-	e.snapshotStepDone(w.msgID, err)
+	out, err := decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch())
+	e.snapshotStepDone(w.msgID, out, err)
 	return out, err
 }
 

@@ -10,7 +10,6 @@ import (
 
 // season applies a season schedule (SCHS DNLD or RESP, R-C9) with
 // decide.Season, reading and writing the message's transaction.
-func (e *Engine) season(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
-	out, err := decide.Season(ctx, apply.TxView{Tx: w.tx}, apply.TxSink{Tx: w.tx}, msg, w.msgID, w.now)
-	return outcome{note: out.Note}, err
+func (e *Engine) season(ctx context.Context, w *writer, msg *sis.Message) (decide.Outcome, error) {
+	return decide.Season(ctx, apply.TxView{Tx: w.tx}, apply.TxSink{Tx: w.tx}, msg, w.msgID, w.now)
 }

@@ -36,31 +36,18 @@ func (e *Engine) snapshotBatch() int {
 
 // snapshot applies one step of a daily snapshot (SCHD DNLD) in batches
 // (R-C6) with decide.Snapshot.
-func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (outcome, error) {
+func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (decide.Outcome, error) {
 	st := apply.Snapshot{Tx: w.tx, MsgID: w.msgID, Now: w.now}
 	p, err := st.Progress(ctx)
 	if err != nil {
-		return outcome{}, err
+		return decide.Outcome{}, err
 	}
 	pl, err := e.snapshotPlan(ctx, st, w.msgID, msg)
 	if err != nil {
-		e.snapshotStepDone(w.msgID, err)
-		return outcome{}, err
+		e.snapshotStepDone(w.msgID, decide.Outcome{}, err)
+		return decide.Outcome{}, err
 	}
-	out, err := snapshotOutcome(decide.SnapshotStep(ctx, w.Writer, st, st, pl, p, e.snapshotBatch()))
-	e.snapshotStepDone(w.msgID, err)
+	out, err := decide.SnapshotStep(ctx, w.Writer, st, st, pl, p, e.snapshotBatch())
+	e.snapshotStepDone(w.msgID, out, err)
 	return out, err
-}
-
-// snapshotOutcome is the outcome of a snapshot's step: one that leaves work
-// ends with batchCommitted, so the executor commits it and leaves the
-// message open (R-C6).
-func snapshotOutcome(out decide.Outcome, err error) (outcome, error) {
-	if err != nil {
-		return outcome{}, err
-	}
-	if out.Continue != "" {
-		return outcome{}, &batchCommitted{progress: out.Continue}
-	}
-	return outcome{note: out.Note, pending: out.Pending}, nil
 }

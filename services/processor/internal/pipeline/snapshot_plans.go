@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/decide"
@@ -24,12 +23,11 @@ func (e *Engine) snapshotPlan(ctx context.Context, v decide.SnapshotView, msgID 
 	return pl, nil
 }
 
-// snapshotStepDone forgets msgID's snapshot unless its step committed a
-// batch and left work: the package ended, or the step failed and its
-// transaction rolled back (the next attempt reads the message again).
-func (e *Engine) snapshotStepDone(msgID int64, err error) {
-	var b *batchCommitted
-	if !errors.As(err, &b) {
+// snapshotStepDone forgets msgID's snapshot unless its step wrote a batch
+// and left work (out.Continue): the package ended, or the step failed and
+// its transaction rolls back (the next attempt reads the message again).
+func (e *Engine) snapshotStepDone(msgID int64, out decide.Outcome, err error) {
+	if err != nil || out.Continue == "" {
 		e.snapshots.forget(msgID)
 	}
 }

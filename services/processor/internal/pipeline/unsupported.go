@@ -4,14 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-
-	"msgexchange/services/processor/internal/decide"
 )
-
-// unsupportedError ends a handler whose message is legal but has no
-// implementation yet (for example an inbound RQRD or RQFD, our own request
-// types): it is parked like a message Classify found UNSUPPORTED.
-type unsupportedError = decide.Unsupported
 
 // The parking policy (R-B9 as amended by the issue on SIS fidelity, and
 // R-K2).
@@ -45,19 +38,9 @@ func parkedReason(class, reason string) string {
 	return reason + " (parked DEAD(" + class + ") at its first attempt so that it does not hold the FIFO; " + fix + ")"
 }
 
-// park parks the head msgID DEAD(class) with its backfill intent, in a
-// transaction of its own that hands the execution marker on.
-func (e *Engine) park(ctx context.Context, msgID int64, meta *metaCols, class, reason string) error {
-	if err := e.finishNonBusiness(ctx, msgID, meta, StateDead, class, parkedReason(class, reason)); err != nil {
-		return err
-	}
-	e.metrics.failed.Add(ctx, 1, classAttr(class))
-	return nil
-}
-
-// parkIn is park inside the message's own transaction, after its handler
-// found the message unsupported. Like finishIn's own counter, the count is
-// taken before that transaction commits.
+// parkIn parks msgID DEAD(class) inside the message's own transaction,
+// after its handler found the message unsupported. Like finishIn's own
+// counter, the count is taken before that transaction commits.
 func (e *Engine) parkIn(ctx context.Context, tx pgx.Tx, msgID int64, meta *metaCols, class, reason string) error {
 	e.metrics.failed.Add(ctx, 1, classAttr(class))
 	return e.finishIn(ctx, tx, msgID, meta, StateDead, class, parkedReason(class, reason))
