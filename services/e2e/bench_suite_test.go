@@ -256,28 +256,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		rows = append(rows, r)
 		t.Logf("%-34s %-14s %s", r.figure, r.targetText(), r.measuredText())
 	}
-	allMarked := func(timeout time.Duration) {
-		// A primary-key probe first: the newest registered message's
-		// marker recorded. Only then the full counts (a scan of the
-		// mailbox and of proc_state), so that waiting every 20 ms does not
-		// load the databases whose throughput the phase measures.
-		waitFor(t, timeout, "the newest message's marker recorded", func() (bool, error) {
-			var marked bool
-			err := s.pg.QueryRow(context.Background(), `SELECT backfilled_at IS NOT NULL FROM proc_state ORDER BY msg_id DESC LIMIT 1`).Scan(&marked)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return true, nil
-			}
-			return marked, err
-		})
-		waitFor(t, timeout, "every mailbox row marked and recorded", func() (bool, error) {
-			n, err := s.unmarked()
-			if err != nil || n > 0 {
-				return false, err
-			}
-			err = s.pg.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE backfilled_at IS NULL`).Scan(&n)
-			return n == 0, err
-		})
-	}
+	allMarked := func(timeout time.Duration) { s.awaitMarked(t, timeout, 0) }
 
 	// The first snapshot: today's flights, the ones the FLOPs change.
 	first := benchSnapshot(t, s, perfSnapshot(1, z.firstSnap, time.Now()), perfFirstFLID, z.firstSnap)
@@ -1173,13 +1152,16 @@ func (h *hwmWatch) read() map[string]int64 {
 }
 
 // vmHWM returns a process's peak resident set size in kB.
-func vmHWM(pid int) (int64, error) {
+func vmHWM(pid int) (int64, error) { return procStatusKB(pid, "VmHWM") }
+
+// procStatusKB returns a field of a process's status in kB (VmHWM, VmRSS).
+func procStatusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the status of process %d: %w", pid, err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v)
 			if len(f) == 0 {
 				break
@@ -1187,7 +1169,34 @@ func vmHWM(pid int) (int64, error) {
 			return strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in the status of process %d", pid)
+	return 0, fmt.Errorf("no %s in the status of process %d", field, pid)
+}
+
+// awaitMarked waits until every message above from (0: every message) has
+// its mailbox marker written and recorded. A primary-key probe comes
+// first — the newest registered message's marker recorded — and only then
+// the counts (a scan of the mailbox, a primary-key range of proc_state),
+// so that waiting every 20 ms does not load the databases whose figures
+// are measured.
+func (s *stack) awaitMarked(t testing.TB, timeout time.Duration, from int64) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, timeout, "the newest message's marker recorded", func() (bool, error) {
+		var marked bool
+		err := s.pg.QueryRow(ctx, `SELECT backfilled_at IS NOT NULL FROM proc_state ORDER BY msg_id DESC LIMIT 1`).Scan(&marked)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil
+		}
+		return marked, err
+	})
+	waitFor(t, timeout, "every mailbox row marked and recorded", func() (bool, error) {
+		n, err := s.unmarked()
+		if err != nil || n > 0 {
+			return false, err
+		}
+		err = s.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE msg_id > $1 AND backfilled_at IS NULL`, from).Scan(&n)
+		return n == 0, err
+	})
 }
 
 // stop ends a target's process with SIGTERM (as an orderly shutdown: it

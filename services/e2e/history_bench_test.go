@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
@@ -152,24 +151,8 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	// range, never the seeded year (a scan of 10 million rows every 20 ms
 	// would load the database whose figures are measured).
 	var from int64
-	allMarked := func(timeout time.Duration) {
-		waitFor(t, timeout, "the newest message's marker recorded", func() (bool, error) {
-			var marked bool
-			err := s.pg.QueryRow(ctx, `SELECT backfilled_at IS NOT NULL FROM proc_state ORDER BY msg_id DESC LIMIT 1`).Scan(&marked)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return true, nil
-			}
-			return marked, err
-		})
-		waitFor(t, timeout, "every mailbox row marked and recorded", func() (bool, error) {
-			n, err := s.unmarked()
-			if err != nil || n > 0 {
-				return false, err
-			}
-			err = s.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE msg_id > $1 AND backfilled_at IS NULL`, from).Scan(&n)
-			return n == 0, err
-		})
-	}
+	allMarked := func(timeout time.Duration) { s.awaitMarked(t, timeout, from) }
+
 	measure := func() (float64, perfLatency) {
 		// throughputOf probes one write in each database in tables of its
 		// own, which a second call must not find.

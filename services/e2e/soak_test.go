@@ -175,7 +175,7 @@ func TestSoak_R_M5(t *testing.T) {
 	sample := func(at time.Duration) {
 		for _, name := range soakServices {
 			p := procs[name]
-			kb, err := vmRSS(p.cmd.Process.Pid)
+			kb, err := procStatusKB(p.cmd.Process.Pid, "VmRSS")
 			require.NoError(t, err)
 			get("RSS "+name, "MB", 1024, 10, false, "10 MB an hour: 240 MB a day, past R-J4's 150 MB").add(at, float64(kb))
 			g, err := scrapeGauge(p, "go_goroutines")
@@ -350,24 +350,6 @@ func fmtSoak(v float64) string {
 		return "−" + benchNum(-v)
 	}
 	return benchNum(v)
-}
-
-// vmRSS returns a process's resident set size in kB.
-func vmRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the status of process %d: %w", pid, err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				break
-			}
-			return strconv.ParseInt(f[0], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in the status of process %d", pid)
 }
 
 // scrapeGauge reads an unlabelled gauge from a process's /metrics.
