@@ -138,7 +138,21 @@ func broker(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(*port), kfake.DataDir(*dir)}
+	secOpts, err := brokerSecurity(*certFile, *keyFile, *mechanism, *user, *passwordFile)
+	if err != nil {
+		return err
+	}
+	base := append([]kfake.Opt{kfake.NumBrokers(1), kfake.DataDir(*dir)}, secOpts...)
+	crashed, err := crashedBefore(*dir)
+	if err != nil {
+		return err
+	}
+	if crashed {
+		if err := repairAfterCrash(ctx, base, kcfg, *dir); err != nil {
+			return err
+		}
+	}
+	opts := append(base, kfake.Ports(*port))
 	if *advertise != "" {
 		if _, _, err := net.SplitHostPort(*advertise); err != nil {
 			return fmt.Errorf("advertise %q: %w", *advertise, err)
@@ -151,20 +165,15 @@ func broker(ctx context.Context, args []string) error {
 			return advertisedListener{Listener: ln, addr: advertisedAddr(*advertise)}, nil
 		}))
 	}
-	secOpts, err := brokerSecurity(*certFile, *keyFile, *mechanism, *user, *passwordFile)
-	if err != nil {
-		return err
-	}
-	opts = append(opts, secOpts...)
 	fmt.Fprintln(os.Stderr, "WARNING: development Kafka-protocol broker (kfake). Never use it in production.")
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("starting broker: %w", err)
 	}
-	defer c.Close()
 	kcfg.Brokers = strings.Join(c.ListenAddrs(), ",")
 	cl, err := kgo.NewClient(kcfg.ClientOpts(slog.New(slog.DiscardHandler), "devstack")...)
 	if err != nil {
+		c.Close()
 		return fmt.Errorf("creating client: %w", err)
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -172,10 +181,41 @@ func broker(ctx context.Context, args []string) error {
 	cancel()
 	cl.Close()
 	if err != nil {
+		c.Close()
 		return err
 	}
 	fmt.Printf("broker listening on %s (data in %s)\n", kcfg.Brokers, *dir)
 	<-ctx.Done()
+	c.Close() // saves the broker's state
+	return markCleanStop(*dir)
+}
+
+// repairAfterCrash opens the data directory that a crash left on a
+// listener of its own, which no client knows, closes the transactions the
+// crash left open (abortCrashedTransactions) and stops in order, before
+// the broker starts for its clients.
+func repairAfterCrash(ctx context.Context, base []kfake.Opt, kcfg kafka.Config, dir string) error {
+	c, err := kfake.NewCluster(base...)
+	if err != nil {
+		return fmt.Errorf("opening the data left by a crash: %w", err)
+	}
+	defer c.Close()
+	kcfg.Brokers = strings.Join(c.ListenAddrs(), ",")
+	opts := kcfg.ClientOpts(slog.New(slog.DiscardHandler), "devstack-repair")
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("creating the repair client: %w", err)
+	}
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	n, err := abortCrashedTransactions(rctx, cl, opts)
+	if err != nil {
+		return fmt.Errorf("closing the transactions a crash left open in %s: %w", dir, err)
+	}
+	if n > 0 {
+		fmt.Fprintf(os.Stderr, "devstack: wrote abort markers for %d transactions a crash left open\n", n)
+	}
 	return nil
 }
 

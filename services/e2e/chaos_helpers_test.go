@@ -608,7 +608,16 @@ type chaosOutcome struct {
 	Duplicated   map[string][]string
 	Redeliveries int
 	DeadOutbox   []string
+
+	// Where each msg event sits on the topic read uncommitted, and each
+	// partition's offsets: a lost event is told apart as one the broker
+	// holds outside every committed transaction from one never produced.
+	Uncommitted map[chaosVersion]string
+	MsgOffsets  string
 }
+
+// chaosVersion names one FLID's version.
+type chaosVersion struct{ FLID, Version int64 }
 
 var reasonIDRe = regexp.MustCompile(`(duplicate-of:|message |msg )(\d+)`)
 
@@ -759,6 +768,9 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 	if err := readMsgTopic(ctx, s, index, o); err != nil {
 		return nil, err
 	}
+	if err := locateMsgRecords(ctx, s, o); err != nil {
+		return nil, err
+	}
 	return o, readSchdTopic(ctx, s, o)
 }
 
@@ -767,9 +779,9 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 // offsets listed at the start; the dispatcher produces in transactions,
 // whose markers take offsets of their own, so the consumer keeps control
 // records to see where it is and does not pass them on.
-func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record)) error {
-	cl, err := kgo.NewClient(s.kafkaOpts(kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())...)
+func readTopic(ctx context.Context, s *stack, topic string, on func(*kgo.Record), extra ...kgo.Opt) error {
+	cl, err := kgo.NewClient(s.kafkaOpts(append([]kgo.Opt{kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}, extra...)...)...)
 	if err != nil {
 		return err
 	}
@@ -858,6 +870,48 @@ func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOu
 		}
 		o.Events[chaosEventKey{FLID: ev.FLID, Version: ev.StateVersion, Type: ev.EventType, Source: src, Doc: canonJSON(ev.Flight)}]++
 	})
+}
+
+// locateMsgRecords reads the msg topic uncommitted (aborted and open
+// transactions too) into o.Uncommitted, and each partition's end and last
+// stable offsets into o.MsgOffsets, so that a lost event's finding says
+// whether the broker holds it outside the committed records or never got
+// it.
+func locateMsgRecords(ctx context.Context, s *stack, o *chaosOutcome) error {
+	o.Uncommitted = map[chaosVersion]string{}
+	err := readTopic(ctx, s, s.kafka.Topics.Msg, func(r *kgo.Record) {
+		var ev chaosEvent
+		if json.Unmarshal(r.Value, &ev) != nil {
+			return
+		}
+		k := chaosVersion{FLID: ev.FLID, Version: ev.StateVersion}
+		o.Uncommitted[k] += fmt.Sprintf(" %d/%d", r.Partition, r.Offset)
+	}, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	if err != nil {
+		return fmt.Errorf("reading msg uncommitted: %w", err)
+	}
+	cl, err := kgo.NewClient(s.kafkaOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, s.kafka.Topics.Msg)
+	if err != nil {
+		return fmt.Errorf("listing msg end offsets: %w", err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, s.kafka.Topics.Msg)
+	if err != nil {
+		return fmt.Errorf("listing msg stable offsets: %w", err)
+	}
+	var parts []string
+	ends.Each(func(e kadm.ListedOffset) {
+		lso, _ := stable.Lookup(e.Topic, e.Partition)
+		parts = append(parts, fmt.Sprintf("%d: end %d stable %d", e.Partition, e.Offset, lso.Offset))
+	})
+	sort.Strings(parts)
+	o.MsgOffsets = strings.Join(parts, ", ")
+	return nil
 }
 
 // Verdicts of msgOrder.observe.
@@ -1071,7 +1125,11 @@ func compareOutcome(w *chaosWorkload, ref, got *chaosOutcome, v *chaosVerdict) {
 	}
 	for e := range ref.Events {
 		if got.Events[e] == 0 {
-			v.add(v.Lost, fmt.Sprintf("flight %d v%d", e.FLID, e.Version), "msg event %s from #%d never delivered", e.Type, e.Source)
+			where := "not on the topic"
+			if at := got.Uncommitted[chaosVersion{FLID: e.FLID, Version: e.Version}]; at != "" {
+				where = "on the topic at partition/offset" + at + " outside every committed transaction (msg partitions " + got.MsgOffsets + ")"
+			}
+			v.add(v.Lost, fmt.Sprintf("flight %d v%d", e.FLID, e.Version), "msg event %s from #%d never delivered: %s", e.Type, e.Source, where)
 		}
 	}
 	for e := range got.Events {
