@@ -59,8 +59,13 @@ func (c *Config) Validate() error {
 }
 
 // Open returns a connection pool. Mailbox DATETIME columns hold airport local
-// time, so they are read and written in loc.
-func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
+// time, so they are read and written in loc. The driver's lines go to log
+// (slog.Default when nil), so that they take the process's format and its
+// level, also when the level changes at run time (R-N2).
+func Open(ctx context.Context, c Config, loc *time.Location, log *slog.Logger) (*sql.DB, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	mc, err := mysql.ParseDSN(c.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("parsing mysql dsn: %w", err)
@@ -79,7 +84,7 @@ func Open(ctx context.Context, c Config, loc *time.Location) (*sql.DB, error) {
 	// The driver logs a line per broken connection; during an outage that
 	// is a line per try. Through slog, a few lines a second per cause, with
 	// counts of the rest (logging.RateLimited).
-	mc.Logger = newDriverLog(slog.New(logging.RateLimited(slog.Default().Handler(), 3, time.Second, clock.Real{})).With("component", "mysql-driver"))
+	mc.Logger = newDriverLog(slog.New(logging.RateLimited(log.Handler(), 3, time.Second, clock.Real{})).With("component", "mysql-driver"))
 	if mc.Collation == "" {
 		mc.Collation = "utf8mb4_general_ci" // full UTF-8: Chinese text in messages
 	}

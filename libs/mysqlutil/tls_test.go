@@ -40,12 +40,12 @@ func TestOpen_R_H11_TLSWithTheSiteCAAndAClientCertificate(t *testing.T) {
 		return value
 	}
 
-	db, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn("root"), TLS: config.TLS{CAFile: ca.File}}, time.UTC)
+	db, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn("root"), TLS: config.TLS{CAFile: ca.File}}, time.UTC, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, cipher(db), "the session must be encrypted")
 	require.NoError(t, db.Close())
 
-	plain, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn("root")}, time.UTC)
+	plain, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn("root")}, time.UTC, nil)
 	require.NoError(t, err)
 	require.Empty(t, cipher(plain), "without TLS settings the session is plaintext: the check above is not vacuous")
 	require.NoError(t, plain.Close())
@@ -53,7 +53,7 @@ func TestOpen_R_H11_TLSWithTheSiteCAAndAClientCertificate(t *testing.T) {
 	client := ca.Client("msgx")
 	cfg := mysqlutil.Config{DSN: dsn("msgx"), TLS: config.TLS{CAFile: ca.File, CertFile: client.CertFile, KeyFile: client.KeyFile}}
 	require.NoError(t, cfg.Validate())
-	db, err = mysqlutil.Open(ctx, cfg, time.UTC)
+	db, err = mysqlutil.Open(ctx, cfg, time.UTC, nil)
 	require.NoError(t, err)
 	var user string
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT CURRENT_USER()`).Scan(&user))
@@ -72,7 +72,7 @@ func TestOpen_R_H11_TLSWithTheSiteCAAndAClientCertificate(t *testing.T) {
 		{"NoClientCertificate", mysqlutil.Config{DSN: dsn("msgx"), TLS: config.TLS{CAFile: ca.File}}, "Access denied for user 'msgx'"},
 	} {
 		require.NoError(t, tc.cfg.Validate(), tc.name)
-		_, err := mysqlutil.Open(ctx, tc.cfg, time.UTC)
+		_, err := mysqlutil.Open(ctx, tc.cfg, time.UTC, nil)
 		require.ErrorContains(t, err, tc.err, tc.name)
 		t.Logf("%s: %v", tc.name, err)
 	}

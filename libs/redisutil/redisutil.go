@@ -60,13 +60,18 @@ func (c *Config) Validate() error {
 }
 
 // New returns a client with short timeouts: the projection retries on its
-// own, so a dead Redis must fail fast rather than hang.
-func New(c Config) (*redis.Client, error) {
+// own, so a dead Redis must fail fast rather than hang. The library's lines
+// go to log (slog.Default when nil), so that they take the process's format
+// and its level, also when the level changes at run time (R-N2).
+func New(c Config, log *slog.Logger) (*redis.Client, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	// go-redis logs a line per failed dial or pool error; during an outage
 	// that is a line per try. Through slog, a few lines a second per cause,
 	// with counts of the rest (logging.RateLimited). The logger is the
 	// library's one, global: every client shares it.
-	redis.SetLogger(redisLog{log: slog.New(logging.RateLimited(slog.Default().Handler(), 3, time.Second, clock.Real{})).With("component", "redis-client")})
+	redis.SetLogger(redisLog{log: slog.New(logging.RateLimited(log.Handler(), 3, time.Second, clock.Real{})).With("component", "redis-client")})
 	opt, err := redis.ParseURL(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing redis url: %w", err)

@@ -32,7 +32,7 @@ func TestNew_R_H11_RedissWithTheSiteCAAndAClientCertificate(t *testing.T) {
 
 	cfg := redisutil.Config{URL: r.URL(), KeyPrefix: "t:", TLS: config.TLS{CAFile: ca.File, CertFile: client.CertFile, KeyFile: client.KeyFile}}
 	require.NoError(t, cfg.Validate())
-	c, err := redisutil.New(cfg)
+	c, err := redisutil.New(cfg, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Set(ctx, "t:k", "v", 0).Err())
 	require.Equal(t, "v", c.Get(ctx, "t:k").Val())
@@ -52,7 +52,7 @@ func TestNew_R_H11_RedissWithTheSiteCAAndAClientCertificate(t *testing.T) {
 		{"Plaintext", redisutil.Config{URL: plainURL}, ""},
 	} {
 		require.NoError(t, tc.cfg.Validate(), tc.name)
-		c, err := redisutil.New(tc.cfg)
+		c, err := redisutil.New(tc.cfg, nil)
 		require.NoError(t, err, tc.name)
 		err = c.Ping(ctx).Err()
 		require.Error(t, err, tc.name)

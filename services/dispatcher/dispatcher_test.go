@@ -118,7 +118,7 @@ func setup(t *testing.T, adjust func(*dispatcher.Config)) *testBundle {
 	b.pool, err = pgxpool.New(ctx, pgURL)
 	require.NoError(t, err)
 	t.Cleanup(b.pool.Close)
-	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: mysqltest.NewDatabase(t)}, time.UTC)
+	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: mysqltest.NewDatabase(t)}, time.UTC, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.mailbox.Close() })
 	require.NoError(t, migrations.ApplyMailboxFixture(ctx, b.mailbox))

@@ -62,7 +62,7 @@ func setup(t *testing.T) *testBundle {
 	b.prefix = redistest.NewPrefix(t)
 	b.cluster = kafkatest.NewCluster(t, &b.kcfg)
 	var err error
-	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()})
+	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.rdb.Close() })
 	b.pgURL = pgtest.NewDatabase(t)

@@ -344,7 +344,7 @@ func TestProjector_R_H5_RedisRestartWithoutPersistenceIsRebuilt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	r := private.NewRedis(t)
-	rdb, err := redisutil.New(redisutil.Config{URL: r.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: r.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	flights := pgsourcetest.Mixed(40)

@@ -73,7 +73,7 @@ func runRSSChild() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	rdb, err := redisutil.New(redisutil.Config{URL: cc.RedisURL})
+	rdb, err := redisutil.New(redisutil.Config{URL: cc.RedisURL}, nil)
 	if err != nil {
 		logger.Error("connecting to redis", "err", err)
 		return 2
@@ -145,7 +145,7 @@ func rssDoc(flid int64) flight.Doc {
 // checked.
 func TestProjector_R_J4_R_J5_RebuildMemoryBounded(t *testing.T) {
 	prefix := redistest.NewPrefix(t)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	pgURL := pgtest.NewDatabase(t)

@@ -204,13 +204,13 @@ func (a *app) init(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("loading mailbox zone: %w", err)
 		}
-		if a.mailbox, err = mysqlutil.Open(ctx, cfg.Mailbox, loc); err != nil {
+		if a.mailbox, err = mysqlutil.Open(ctx, cfg.Mailbox, loc, a.log); err != nil {
 			return err
 		}
 		a.closers = append(a.closers, func() { _ = a.mailbox.Close() })
 	}
 	if a.needs("redis") {
-		if a.redis, err = redisutil.New(cfg.Redis); err != nil {
+		if a.redis, err = redisutil.New(cfg.Redis, a.log); err != nil {
 			return err
 		}
 		a.closers = append(a.closers, func() { _ = a.redis.Close() })

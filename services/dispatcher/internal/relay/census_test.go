@@ -61,7 +61,7 @@ func TestCensus_R_L6_R_N9_FiguresUnderTheDispatcherGrants(t *testing.T) {
 	b := setup(t)
 	ctx := drainCtx(t)
 	dsn, _ := b.dispatcherAccounts(t)
-	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport)
+	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = acct.Close() })
 	c := b.newCensus(t, acct)
@@ -104,7 +104,7 @@ func TestCensus_R_L6_R_N9_FiguresUnderTheDispatcherGrants(t *testing.T) {
 	require.Equal(t, "DONE", b.census(t, taken).State)
 
 	// A mailbox that does not answer.
-	gone, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, airport)
+	gone, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, airport, nil)
 	require.NoError(t, err)
 	require.NoError(t, gone.Close())
 	failed := b.requestCensus(t, start)

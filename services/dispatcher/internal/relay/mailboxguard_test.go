@@ -77,7 +77,7 @@ func TestMailboxGuard_R_K7_LeastPrivilegeAccountAndRowRules(t *testing.T) {
 	b := setup(t)
 	ctx := drainCtx(t)
 	dsn, allInOneDSN := b.dispatcherAccounts(t)
-	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport)
+	acct, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, airport, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = acct.Close() })
 	opt := b.r.opt

@@ -83,7 +83,7 @@ func setup(t *testing.T, adjust ...func(*Options)) *testBundle {
 	t.Cleanup(b.pool.Close)
 
 	b.mailboxDSN = mysqltest.NewDatabase(t)
-	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, airport)
+	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, airport, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.mailbox.Close() })
 	require.NoError(t, migrations.ApplyMailboxFixture(ctx, b.mailbox))

@@ -57,7 +57,7 @@ func NewMailbox(t testing.TB) *Mailbox {
 	dsn := mysqltest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, Location(t))
+	db, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, Location(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	require.NoError(t, migrations.ApplyMailboxFixture(ctx, db))

@@ -20,7 +20,7 @@ import (
 func TestBroadcaster_R_H5_RealRedisChangesAndLoss(t *testing.T) {
 	t.Parallel()
 	prefix := redistest.NewPrefix(t)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	st := store.New(rdb, prefix)

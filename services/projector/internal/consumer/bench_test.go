@@ -83,7 +83,7 @@ func BenchmarkConsumer_R_J2(b *testing.B) {
 
 func benchConsumer(b *testing.B, rebuild bool, maxBatch int) {
 	prefix := redistest.NewPrefix(b)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

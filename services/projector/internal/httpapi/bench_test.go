@@ -86,7 +86,7 @@ func heapPeak() (stop func() uint64) {
 //	go test -run '^$' -bench BenchmarkAllFlights -benchmem -benchtime 5x ./services/projector/internal/httpapi/
 func BenchmarkAllFlights_100000(b *testing.B) {
 	prefix := redistest.NewPrefix(b)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = rdb.Close() })
 	st := store.New(rdb, prefix)

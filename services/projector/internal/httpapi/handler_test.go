@@ -40,7 +40,7 @@ func setup(t *testing.T, rdb *redis.Client, prefix string) *testBundle {
 func liveRedis(t *testing.T) (*redis.Client, string) {
 	t.Helper()
 	prefix := redistest.NewPrefix(t)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb, prefix

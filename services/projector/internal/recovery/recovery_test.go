@@ -49,7 +49,7 @@ func setupBench(t testing.TB) *testBundle {
 	t.Helper()
 	b := &testBundle{t: t, prefix: redistest.NewPrefix(t)}
 	var err error
-	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()})
+	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.rdb.Close() })
 	b.store = store.New(b.rdb, b.prefix)

@@ -44,7 +44,7 @@ func setup(t *testing.T, n int) *testBundle {
 	t.Helper()
 	b := &testBundle{t: t, prefix: redistest.NewPrefix(t)}
 	var err error
-	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()})
+	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.rdb.Close() })
 	b.store = store.New(b.rdb, b.prefix)

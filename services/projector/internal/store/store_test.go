@@ -28,7 +28,7 @@ type testBundle struct {
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	prefix := redistest.NewPrefix(t)
-	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()})
+	rdb, err := redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := &testBundle{store: New(rdb, prefix), rdb: rdb, prefix: prefix}
