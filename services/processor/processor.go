@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
@@ -45,13 +46,30 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deprecation != "" {
 		deps.Logger.Warn(deprecation, "flag", "processor.pipeline.backoff")
 	}
+	eng, err := pipeline.NewEngine(engineOptions(cfg, deps, retry))
+	if err != nil {
+		return nil, err
+	}
+	svc := &Service{engine: eng, pool: deps.Postgres, kafka: deps.Kafka.Reach}
+	svc.lease, _ = deps.Elector.(readier)
+	return svc, nil
+}
+
+// Services returns the inbox registrar, the executor and the ack consumer.
+func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
+
+// engineOptions is the pipeline's configuration from the processor's
+// (validated) flags and its dependencies, with retry the schedule that
+// cfg's retry flags give. Every option a flag sets is wired here
+// (TestEngineOptions_EveryFlagReachesTheEngine).
+func engineOptions(cfg Config, deps Deps, retry backoff.Schedule) pipeline.Options {
 	zone, _ := time.LoadLocation(cfg.OpDay.Zone)
 	ignore := map[string]bool{}
 	for _, t := range cfg.Pipeline.IgnoredTypes() {
 		ignore[t] = true
 	}
 	runAt, _ := parseRunAt(cfg.History.RunAt)
-	eng, err := pipeline.NewEngine(pipeline.Options{
+	return pipeline.Options{
 		Elector:              deps.Elector,
 		Logger:               deps.Logger.With("component", "processor"),
 		Clock:                deps.Clock,
@@ -80,17 +98,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		HistoryRetention:     cfg.History.Retention,
 		HistoryRunAt:         runAt,
 		HistoryKeep:          cfg.History.Keep,
-	})
-	if err != nil {
-		return nil, err
 	}
-	svc := &Service{engine: eng, pool: deps.Postgres, kafka: deps.Kafka.Reach}
-	svc.lease, _ = deps.Elector.(readier)
-	return svc, nil
 }
-
-// Services returns the inbox registrar, the executor and the ack consumer.
-func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
 
 // readier is an Elector that tells whether the control plane answers its
 // lease calls (lease.Elector.Ready).
