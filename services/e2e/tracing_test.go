@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +21,10 @@ import (
 // trace ID, rooted at the ingest span that read the mailbox row, each
 // span's parent in the same trace — the context crossed the inbox record's
 // headers, proc_state (the execution runs from the FIFO head), the outbox
-// rows and the flight-state records' headers. The log lines of the
-// message's handling name the trace and the flights.
+// rows and the flight-state records' headers. The spans about records
+// carry OpenTelemetry's messaging attributes as exported (R-N2: system,
+// operation type, topic, partition, offset, the projector's group). The
+// log lines of the message's handling name the trace and the flights.
 func TestTracing_R_I4_OneTraceIngestToProjector(t *testing.T) {
 	t.Parallel()
 	rcv := otlptest.Start(t)
@@ -112,6 +115,34 @@ func TestTracing_R_I4_OneTraceIngestToProjector(t *testing.T) {
 			require.Equal(t, msgID, sp.Attrs["msgx.msg_id"])
 		}
 	}
+	// R-N2: the spans about records carry OpenTelemetry's messaging
+	// attributes, as the exporter sent them: system, operation, topic,
+	// and where the record is (partition, offset) or who read it (group).
+	messaging := map[string]map[string]string{
+		"msgx-ingest ingest.publish":               {"messaging.operation.type": "send", "messaging.destination.name": s.kafka.Topics.Inbox},
+		"msgx-processor processor.register":        {"messaging.operation.type": "process", "messaging.destination.name": s.kafka.Topics.Inbox},
+		"msgx-dispatcher dispatcher.relay":         {"messaging.operation.type": "send"},
+		"msgx-projector msgx.flight-state receive": {"messaging.operation.type": "receive", "messaging.destination.name": s.kafka.Topics.FlightState},
+		"msgx-projector projector.apply":           {"messaging.operation.type": "process", "messaging.destination.name": s.kafka.Topics.FlightState},
+	}
+	seen := map[string]bool{}
+	for _, sp := range trace {
+		want, ok := messaging[sp.Service+" "+sp.Name]
+		if !ok {
+			continue
+		}
+		seen[sp.Service+" "+sp.Name] = true
+		require.Equal(t, "kafka", sp.Attrs["messaging.system"], "%s %s", sp.Service, sp.Name)
+		for k, v := range want {
+			require.Equal(t, v, sp.Attrs[k], "%s %s: %s", sp.Service, sp.Name, k)
+		}
+		require.NotEmpty(t, sp.Attrs["messaging.destination.partition.id"], "%s %s: the record's partition", sp.Service, sp.Name)
+		require.NotEmpty(t, sp.Attrs["messaging.kafka.offset"], "%s %s: the record's offset", sp.Service, sp.Name)
+		if strings.HasPrefix(sp.Service+" "+sp.Name, "msgx-projector") {
+			require.NotEmpty(t, sp.Attrs["messaging.consumer.group.name"], "%s %s: the projector's group", sp.Service, sp.Name)
+		}
+	}
+	require.Len(t, seen, len(messaging), "spans with messaging attributes: %v", seen)
 
 	// The log lines of the message's handling lead to the trace, and name
 	// the flights they are about.
