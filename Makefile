@@ -40,8 +40,7 @@ deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
 test: deps tools ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
-	$(GO) vet work
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' work
+	$(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' work
 	$(MAKE) --no-print-directory test-timed
 	bash scripts/helm-lint.sh
 	bash scripts/vuln.sh
