@@ -40,10 +40,15 @@ deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
 test: deps tools ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
-	$(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' work
+	$(MAKE) --no-print-directory -j3 --output-sync=line test-race helm-lint vuln
 	$(MAKE) --no-print-directory test-timed
-	bash scripts/helm-lint.sh
-	bash scripts/vuln.sh
+
+# The workspace's tests under the race detector, all but the timed ones;
+# make test runs the chart lint and the vulnerability scan beside it (their
+# few lines among the tests' own, a line at a time), then the timed tests
+# alone.
+test-race:
+	$(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' work
 
 vuln: ## govulncheck every module against a pinned copy of the Go vulnerability database, offline (R-K8)
 	bash scripts/vuln.sh
@@ -129,4 +134,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps tools test vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools test test-race vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
