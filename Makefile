@@ -40,12 +40,12 @@ deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
 test: deps tools ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
-	$(MAKE) --no-print-directory -j3 --output-sync=line test-race helm-lint vuln
+	$(MAKE) --no-print-directory -j3 test-race helm-lint vuln
 	$(MAKE) --no-print-directory test-timed
 
 # The workspace's tests under the race detector, all but the timed ones;
 # make test runs the chart lint and the vulnerability scan beside it (their
-# few lines among the tests' own, a line at a time), then the timed tests
+# few lines among the tests' own, which stay live), then the timed tests
 # alone.
 test-race:
 	$(GO) test -race -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' work

@@ -83,7 +83,7 @@ func (e *chaosEnv) proxyFault(kind, family, server string, problem func(string, 
 		// that never comes.
 		if slow, lerr := p.LatencyFault(blackHoleLead, 0); lerr == nil {
 			e.poll(blackHoleLead, func() bool { return false })
-			f, err = p.BlackHoleFault()
+			f, err = p.StrandFault() // the connections it held stay dead after it
 			slow.Remove()
 		} else {
 			err = lerr

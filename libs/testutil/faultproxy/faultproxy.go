@@ -6,8 +6,11 @@
 // API — so that a test starts and removes its proxies itself and fails, not
 // skips, when something is wrong with them. The faults are toxiproxy's
 // toxics: latency, bandwidth, timeout (a black hole: nothing goes through
-// and, with timeout 0, nothing is ever closed) and reset_peer (connections
-// reset). Each applies to data in both directions unless said otherwise.
+// and, with timeout 0, nothing is closed while it lasts; its removal closes
+// every connection it held) and reset_peer (connections reset), and a toxic
+// of its own, the strand (strand.go): a black hole whose connections stay
+// open and silent after it, which only a client's own deadline ends. Each
+// applies to data in both directions unless said otherwise.
 package faultproxy
 
 import (
@@ -75,14 +78,24 @@ func (p *Proxy) Port() int {
 
 // Fault is one toxic in force until removed.
 type Fault struct {
-	p     *Proxy
-	names []string
+	p      *Proxy
+	names  []string
+	strand bool // a StrandFault: Remove heals it and keeps its toxics
 }
 
 // Remove ends the fault; data flows normally again (the connections a
-// reset or a black hole ended stay ended).
+// reset or a black hole ended stay ended). A StrandFault's connections
+// stay silent: only connections that carry data after Remove pass.
 func (f *Fault) Remove() {
 	for _, n := range f.names {
+		if f.strand {
+			if w := f.p.p.Toxics.GetToxic(n); w != nil {
+				if st, ok := w.Toxic.(*strandToxic); ok {
+					st.healed.Store(true)
+				}
+			}
+			continue
+		}
 		_ = f.p.p.Toxics.RemoveToxic(context.Background(), n)
 	}
 }
@@ -138,6 +151,21 @@ func (p *Proxy) BandwidthFault(kbps int64) (*Fault, error) {
 // dropping firewall or a frozen server.
 func (p *Proxy) BlackHoleFault() (*Fault, error) {
 	return p.add("timeout", map[string]any{"timeout": 0}, "upstream", "downstream")
+}
+
+// StrandFault stops all data in both directions without closing
+// anything, as BlackHoleFault does, but strands for good every connection
+// that carried data while it was in force: after Remove those stay open
+// and silent until the test ends (a failover behind an address that
+// silently drops the old connections, a NAT entry lost), and only the
+// others and new connections carry data. A client call on a stranded
+// connection returns only by its own deadline.
+func (p *Proxy) StrandFault() (*Fault, error) {
+	f, err := p.add(strandType, map[string]any{}, "upstream", "downstream")
+	if f != nil {
+		f.strand = true
+	}
+	return f, err
 }
 
 // ResetFault resets every connection (TCP RST) as soon as data flows on
