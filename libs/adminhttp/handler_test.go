@@ -1,17 +1,13 @@
 package adminhttp_test
 
 import (
-	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,35 +16,8 @@ import (
 	"msgexchange/libs/adminhttp"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/logging"
+	"msgexchange/libs/testutil"
 )
-
-// syncBuffer is a log destination read by the test while the server
-// writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines written so far.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
-		out = append(out, m)
-	}
-	return out
-}
 
 // withMsg returns the lines whose msg is msg.
 func withMsg(lines []map[string]any, msg string) []map[string]any {
@@ -65,7 +34,7 @@ type testBundle struct {
 	clk   *clock.Fake
 	level *logging.Level
 	log   *slog.Logger
-	out   *syncBuffer
+	out   *testutil.LogBuffer
 	srv   *httptest.Server
 }
 
@@ -73,7 +42,7 @@ type testBundle struct {
 // test reads.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &testBundle{clk: clock.NewFake(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)), out: &syncBuffer{}}
+	b := &testBundle{clk: clock.NewFake(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)), out: &testutil.LogBuffer{}}
 	b.level = logging.NewLevel(slog.LevelInfo, b.clk)
 	b.log = logging.NewLeveled(b.out, "json", b.level).With("service", "msgx")
 	b.srv = httptest.NewServer(adminhttp.Handler(b.level, b.log))
@@ -143,13 +112,13 @@ func TestAdmin_R_N2_PutDebugMakesDebugLinesAppear(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "info\n", body)
 	b.log.Debug("probe")
-	require.Empty(t, withMsg(b.out.lines(t), "probe"), "no debug line at info")
+	require.Empty(t, withMsg(b.out.JSONLines(t), "probe"), "no debug line at info")
 
 	code, body = b.do(t, http.MethodPut, "/debug/loglevel", "debug\n")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "debug\n", body)
 	b.log.Debug("probe")
-	lines := b.out.lines(t)
+	lines := b.out.JSONLines(t)
 	probes := withMsg(lines, "probe")
 	require.Len(t, probes, 1, "the debug line is written at debug")
 	require.Equal(t, "DEBUG", probes[0]["level"])
@@ -172,7 +141,7 @@ func TestAdmin_R_N2_SilencingInfoIsStillLogged(t *testing.T) {
 	code, _ := b.do(t, http.MethodPut, "/debug/loglevel", "error")
 	require.Equal(t, http.StatusOK, code)
 	b.log.Info("probe")
-	lines := b.out.lines(t)
+	lines := b.out.JSONLines(t)
 	require.Empty(t, withMsg(lines, "probe"))
 	changes := withMsg(lines, "log level changed")
 	require.Len(t, changes, 1)
@@ -200,7 +169,7 @@ func TestAdmin_R_N2_BadLevelIs400(t *testing.T) {
 	}
 	_, body := b.do(t, http.MethodGet, "/debug/loglevel", "")
 	require.Equal(t, "info\n", body, "a refused change changes nothing")
-	require.Empty(t, withMsg(b.out.lines(t), "log level changed"))
+	require.Empty(t, withMsg(b.out.JSONLines(t), "log level changed"))
 	code, _ := b.do(t, http.MethodPost, "/debug/loglevel", "debug")
 	require.Equal(t, http.StatusMethodNotAllowed, code)
 }
@@ -214,17 +183,17 @@ func TestAdmin_R_N2_LevelForAWhileReverts(t *testing.T) {
 	code, body := b.do(t, http.MethodPut, "/debug/loglevel?for=10m", "debug")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, "debug until 2026-01-01T10:10:00Z, then info\n", body)
-	changes := withMsg(b.out.lines(t), "log level changed")
+	changes := withMsg(b.out.JSONLines(t), "log level changed")
 	require.Len(t, changes, 1)
 	require.Equal(t, "2026-01-01T10:10:00Z", changes[0]["until"])
 	require.Equal(t, "info", changes[0]["then"])
 
 	b.log.Debug("probe")
-	require.Len(t, withMsg(b.out.lines(t), "probe"), 1)
+	require.Len(t, withMsg(b.out.JSONLines(t), "probe"), 1)
 
 	b.clk.Advance(10 * time.Minute)
 	_, body = b.do(t, http.MethodGet, "/debug/loglevel", "")
 	require.Equal(t, "info\n", body)
 	b.log.Debug("probe")
-	require.Len(t, withMsg(b.out.lines(t), "probe"), 1, "no debug line after the ten minutes")
+	require.Len(t, withMsg(b.out.JSONLines(t), "probe"), 1, "no debug line after the ten minutes")
 }

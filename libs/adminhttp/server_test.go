@@ -13,6 +13,7 @@ import (
 	"msgexchange/libs/adminhttp"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/logging"
+	"msgexchange/libs/testutil"
 )
 
 // TestServer_R_N2_ServesOnItsOwnAddressAsALifecycleService: with an
@@ -21,7 +22,7 @@ import (
 // stops.
 func TestServer_R_N2_ServesOnItsOwnAddressAsALifecycleService(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &testutil.LogBuffer{}
 	level := logging.NewLevel(slog.LevelInfo, clock.Real{})
 	log := logging.NewLeveled(out, "json", level)
 	svc := adminhttp.New(adminhttp.Config{Addr: "127.0.0.1:0"}, level, log)
@@ -36,7 +37,7 @@ func TestServer_R_N2_ServesOnItsOwnAddressAsALifecycleService(t *testing.T) {
 		svc.StopAsync()
 		require.NoError(t, svc.AwaitTerminated(ctx))
 	}()
-	listening := withMsg(out.lines(t), "http listening")
+	listening := withMsg(out.JSONLines(t), "http listening")
 	require.Len(t, listening, 1)
 	require.Equal(t, "admin", listening[0]["server"])
 	require.Equal(t, "admin", listening[0]["component"])

@@ -1,11 +1,9 @@
 package mysqlutil_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/mysqltest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the driver's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestOpen_R_N2_DriverLinesFollowTheProcessLogger: the driver's line about
 // a pooled connection the server closed (here by KILL) goes to the logger
@@ -46,7 +26,7 @@ func TestOpen_R_N2_DriverLinesFollowTheProcessLogger(t *testing.T) {
 	dsn := mysqltest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out syncBuffer
+	var out testutil.LogBuffer
 	level := new(slog.LevelVar)
 	level.Set(slog.LevelError)
 	db, err := mysqlutil.Open(ctx, mysqlutil.Config{DSN: dsn}, time.UTC, slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: level})))

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -37,4 +39,42 @@ func (w *tWriter) stop() {
 	w.mu.Lock()
 	w.done = true
 	w.mu.Unlock()
+}
+
+// LogBuffer collects what a logger writes, from any number of goroutines,
+// for a test's assertions on it (String).
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// JSONLines returns the lines written so far, each a JSON object (a JSON
+// slog handler's records); a line that is not one fails the test.
+func (b *LogBuffer) JSONLines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -608,12 +608,6 @@ type chaosOutcome struct {
 	Duplicated   map[string][]string
 	Redeliveries int
 	DeadOutbox   []string
-
-	// Where each msg event sits on the topic read uncommitted, and each
-	// partition's offsets: a lost event is told apart as one the broker
-	// holds outside every committed transaction from one never produced.
-	Uncommitted map[chaosVersion]string
-	MsgOffsets  string
 }
 
 // chaosVersion names one FLID's version.
@@ -768,9 +762,6 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 	if err := readMsgTopic(ctx, s, index, o); err != nil {
 		return nil, err
 	}
-	if err := locateMsgRecords(ctx, s, o); err != nil {
-		return nil, err
-	}
 	return o, readSchdTopic(ctx, s, o)
 }
 
@@ -872,37 +863,53 @@ func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOu
 	})
 }
 
-// locateMsgRecords reads the msg topic uncommitted (aborted and open
-// transactions too) into o.Uncommitted, and each partition's end and last
-// stable offsets into o.MsgOffsets, so that a lost event's finding says
-// whether the broker holds it outside the committed records or never got
-// it.
-func locateMsgRecords(ctx context.Context, s *stack, o *chaosOutcome) error {
-	o.Uncommitted = map[chaosVersion]string{}
+// locateLostEvents says of each msg event the verdict found lost where
+// it is: on the topic outside every committed transaction (read
+// uncommitted, with each partition's end and last stable offsets), or not
+// on the topic — the broker's doing told apart from one never produced.
+// It reads the topic again only when an event was lost.
+func (v *chaosVerdict) locateLostEvents(ctx context.Context, s *stack) {
+	if len(v.lostEvents) == 0 {
+		return
+	}
+	at := map[chaosVersion]string{}
 	err := readTopic(ctx, s, s.kafka.Topics.Msg, func(r *kgo.Record) {
 		var ev chaosEvent
-		if json.Unmarshal(r.Value, &ev) != nil {
-			return
+		if json.Unmarshal(r.Value, &ev) == nil {
+			at[chaosVersion{FLID: ev.FLID, Version: ev.StateVersion}] += fmt.Sprintf(" %d/%d", r.Partition, r.Offset)
 		}
-		k := chaosVersion{FLID: ev.FLID, Version: ev.StateVersion}
-		o.Uncommitted[k] += fmt.Sprintf(" %d/%d", r.Partition, r.Offset)
 	}, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
-	if err != nil {
-		return fmt.Errorf("reading msg uncommitted: %w", err)
+	offsets, oerr := msgOffsets(ctx, s)
+	for _, e := range v.lostEvents {
+		where := "not on the topic"
+		switch {
+		case err != nil:
+			where = "not located: " + err.Error()
+		case at[e.version] != "":
+			where = "on the topic at partition/offset" + at[e.version] + " outside every committed transaction (msg partitions " + offsets + ")"
+			if oerr != nil {
+				where += " (offsets: " + oerr.Error() + ")"
+			}
+		}
+		v.Lost[e.key][e.at] += ": " + where
 	}
+}
+
+// msgOffsets lists each msg partition's end and last stable offset.
+func msgOffsets(ctx context.Context, s *stack) (string, error) {
 	cl, err := kgo.NewClient(s.kafkaOpts()...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ends, err := adm.ListEndOffsets(ctx, s.kafka.Topics.Msg)
 	if err != nil {
-		return fmt.Errorf("listing msg end offsets: %w", err)
+		return "", fmt.Errorf("listing msg end offsets: %w", err)
 	}
 	stable, err := adm.ListCommittedOffsets(ctx, s.kafka.Topics.Msg)
 	if err != nil {
-		return fmt.Errorf("listing msg stable offsets: %w", err)
+		return "", fmt.Errorf("listing msg stable offsets: %w", err)
 	}
 	var parts []string
 	ends.Each(func(e kadm.ListedOffset) {
@@ -910,8 +917,7 @@ func locateMsgRecords(ctx context.Context, s *stack, o *chaosOutcome) error {
 		parts = append(parts, fmt.Sprintf("%d: end %d stable %d", e.Partition, e.Offset, lso.Offset))
 	})
 	sort.Strings(parts)
-	o.MsgOffsets = strings.Join(parts, ", ")
-	return nil
+	return strings.Join(parts, ", "), nil
 }
 
 // Verdicts of msgOrder.observe.
@@ -1001,6 +1007,15 @@ type chaosVerdict struct {
 	Lost, Duplicated, OutOfOrder map[string][]string
 	Other                        []string
 	Redeliveries                 int
+
+	lostEvents []lostEvent // msg events never delivered (locateLostEvents)
+}
+
+// lostEvent is a msg event never delivered: its finding is Lost[key][at].
+type lostEvent struct {
+	version chaosVersion
+	key     string
+	at      int
 }
 
 func newChaosVerdict() *chaosVerdict {
@@ -1125,11 +1140,9 @@ func compareOutcome(w *chaosWorkload, ref, got *chaosOutcome, v *chaosVerdict) {
 	}
 	for e := range ref.Events {
 		if got.Events[e] == 0 {
-			where := "not on the topic"
-			if at := got.Uncommitted[chaosVersion{FLID: e.FLID, Version: e.Version}]; at != "" {
-				where = "on the topic at partition/offset" + at + " outside every committed transaction (msg partitions " + got.MsgOffsets + ")"
-			}
-			v.add(v.Lost, fmt.Sprintf("flight %d v%d", e.FLID, e.Version), "msg event %s from #%d never delivered: %s", e.Type, e.Source, where)
+			key := fmt.Sprintf("flight %d v%d", e.FLID, e.Version)
+			v.add(v.Lost, key, "msg event %s from #%d never delivered", e.Type, e.Source)
+			v.lostEvents = append(v.lostEvents, lostEvent{version: chaosVersion{FLID: e.FLID, Version: e.Version}, key: key, at: len(v.Lost[key]) - 1})
 		}
 	}
 	for e := range got.Events {

@@ -185,6 +185,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 		v.Other = append(v.Other, "collecting the outcome: "+err.Error())
 	} else {
 		compareOutcome(w, ref, got, v)
+		v.locateLostEvents(ctx, e.stack)
 	}
 
 	recovery := ""

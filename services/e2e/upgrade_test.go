@@ -129,6 +129,7 @@ func TestUpgrade_R_M4_RollingReplacementUnderLoad(t *testing.T) {
 	got, err := collectOutcome(ctx, s, ids)
 	require.NoError(t, err)
 	compareOutcome(w, ref, got, v)
+	v.locateLostEvents(ctx, s)
 	fmt.Printf("upgrade from %s: %d messages, replaced %s, %d lost, %d duplicated effects, %d out of order, %d redeliveries\n",
 		from, len(ids), strings.Join(steps, " "), len(v.Lost), len(v.Duplicated), len(v.OutOfOrder), v.Redeliveries)
 	if v.failed() {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/pgtest"
 )
 
@@ -45,25 +44,14 @@ func TestMode_R_N2_AdminPortLoopbackOnlyInProduction(t *testing.T) {
 }
 
 // logBuffer is the process's log, read by the test while it runs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ testutil.LogBuffer }
 
 // find returns the JSON lines whose msg is msg and whose attributes
 // include every pair of attrs.
 func (b *logBuffer) find(t *testing.T, msg string, attrs ...string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 lines:
 	for sc.Scan() {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/testutil"
 )
 
 // censusRow is what a dispatcher recorded on a mailbox_census row.
@@ -126,7 +127,7 @@ func TestCensus_R_L6_TwoInstancesAnswerEachRequestOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	start := b.insertMailbox(t, time.Time{}, "")
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })

@@ -1,39 +1,20 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"msgexchange/libs/testutil"
 )
 
 // The validation scenarios of the seeds' tables (001 §6, 002 §8) that live
 // in the dispatcher: the independence of the five facts, terminal states
 // and local results untouched by failing side effects, the overdue bound R
 // and identifiable redelivery. docs/reliability.md maps every row.
-
-// lockedBuffer collects log output written by the relay.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // procJSON is the whole proc_state row of a message without backfilled_at
 // and backfill_outcome (the two columns the mailbox relay owns), to prove
@@ -184,7 +165,7 @@ func TestValidation_INV1_INV6_INV16_DeliveryDoesNotWaitForMarker(t *testing.T) {
 func TestMailbox_R_D4_INV7_OverdueStopsRetriesAtR(t *testing.T) {
 	t.Parallel()
 	const r = 24 * time.Hour
-	logs := &lockedBuffer{}
+	logs := &testutil.LogBuffer{}
 	b := setup(t, func(o *Options) {
 		o.OverdueBackfill = r
 		o.BackfillMaxAttempts = 100

@@ -1,13 +1,11 @@
 package compat_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,16 @@ import (
 
 	"msgexchange/libs/clip"
 	"msgexchange/libs/clock"
+	"msgexchange/libs/testutil"
 	"msgexchange/services/ingest/internal/compat"
 	"msgexchange/services/ingest/internal/ingesttest"
 )
 
 // lockedBuffer collects log output from the handler.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type lockedBuffer struct{ testutil.LogBuffer }
 
 func (b *lockedBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+	return strings.Split(strings.TrimSpace(b.String()), "\n")
 }
 
 // failingInserter fails every insert with an error quoting what it was

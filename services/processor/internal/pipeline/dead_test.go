@@ -1,42 +1,14 @@
 package pipeline
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"msgexchange/libs/testutil"
 )
-
-// lockedBuffer collects log lines written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines written so far.
-func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(l, &m))
-		out = append(out, m)
-	}
-	return out
-}
 
 // TestDead_R_L4_EveryDeadMessageIsCountedAndAlerted: every way the
 // processor ends a message DEAD — unstorable at registration, malformed,
@@ -50,7 +22,7 @@ func TestDead_R_L4_EveryDeadMessageIsCountedAndAlerted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			reader := sdkmetric.NewManualReader()
-			var logs lockedBuffer
+			var logs testutil.LogBuffer
 			h := newHarness(t, func(o *Options) {
 				o.Batch = batch
 				o.MaxAttempts = 1
@@ -99,7 +71,7 @@ func TestDead_R_L4_EveryDeadMessageIsCountedAndAlerted(t *testing.T) {
 			require.Zero(t, counterValue(t, reader, "msgx_processor_dead_messages_total", "class", ClassCodec), "parked is not counted as dead")
 
 			alerted := map[int64]string{}
-			for _, l := range logs.lines(t) {
+			for _, l := range logs.JSONLines(t) {
 				if l["state"] != StateDead {
 					continue
 				}

@@ -1,35 +1,16 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/pgxutil"
+	"msgexchange/libs/testutil"
 )
-
-// syncBuffer is a log sink safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestExecutor_R_M2_RowLockPastTheLockTimeoutIsALoggedRetryableFailure: a
 // session that holds the head's flight row locked (an operator's open
@@ -48,7 +29,7 @@ func TestExecutor_R_M2_RowLockPastTheLockTimeoutIsALoggedRetryableFailure(t *tes
 	pool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: h.pool.Config().ConnString(), MaxConns: 4, LockTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	var logs syncBuffer
+	var logs testutil.LogBuffer
 	opt := defaultOptions()
 	opt.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opt.Clock = h.clk

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"msgexchange/libs/testutil"
 )
 
 func sha256Hex(s string) string {
@@ -27,7 +28,7 @@ func sha256Hex(s string) string {
 func TestRegister_R_L5_ReusedMailboxIDIsHeldWithBothTexts(t *testing.T) {
 	t.Parallel()
 	reader := sdkmetric.NewManualReader()
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	h := newHarness(t, func(o *Options) {
 		o.Meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -77,7 +78,7 @@ func TestRegister_R_L5_ReusedMailboxIDIsHeldWithBothTexts(t *testing.T) {
 	require.Equal(t, []string{"G1", "G8"}, h.refKeys("GLST"), "a held text is never executed")
 
 	var alerts []int64
-	for _, l := range logs.lines(t) {
+	for _, l := range logs.JSONLines(t) {
 		if l["alert"] == "mailbox-id-reused" {
 			require.Equal(t, "ERROR", l["level"])
 			alerts = append(alerts, int64(l["msg_id"].(float64)))
