@@ -19,13 +19,13 @@ var notFromFlags = map[string]bool{
 	"Elector": true, "Holder": true, "CleanupBatch": true, "MaintenancePoll": true, "MarkerGrace": true,
 }
 
-// TestEngineOptions_EveryFlagReachesTheEngine: with the flags' defaults
+// TestEngineOptions_R_L8_R_H4_EveryFlagReachesTheEngine: with the flags' defaults
 // (the two whose default is a zero value set otherwise: a zero option
 // would be the engine's own default, not the flag's) and a changed value of each flag tested alone,
 // every pipeline option that a flag sets arrives in the engine's options.
 // A flag parsed and validated but not handed on (as a stall limit would
 // be without its line in engineOptions) fails here: R-L8, R-H4, R-F6.
-func TestEngineOptions_EveryFlagReachesTheEngine(t *testing.T) {
+func TestEngineOptions_R_L8_R_H4_EveryFlagReachesTheEngine(t *testing.T) {
 	t.Parallel()
 	parse := func(args ...string) Config {
 		var c Config

@@ -61,7 +61,7 @@ func (s *Service) Services() []*lifecycle.Service { return s.engine.Services() }
 // engineOptions is the pipeline's configuration from the processor's
 // (validated) flags and its dependencies, with retry the schedule that
 // cfg's retry flags give. Every option a flag sets is wired here
-// (TestEngineOptions_EveryFlagReachesTheEngine).
+// (TestEngineOptions_R_L8_R_H4_EveryFlagReachesTheEngine).
 func engineOptions(cfg Config, deps Deps, retry backoff.Schedule) pipeline.Options {
 	zone, _ := time.LoadLocation(cfg.OpDay.Zone)
 	ignore := map[string]bool{}
