@@ -2,6 +2,8 @@ package decide
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,28 +12,83 @@ import (
 	"msgexchange/services/internal/sis"
 )
 
-// requestStore is a RequestView and RequestSink over a slice of requests.
+// tracked is a request as req_track keeps it.
+type tracked struct {
+	Request
+	Type, RTYP          string
+	State, ClosedReason string
+}
+
+// requestStore is a RequestView and RequestSink over tracked requests, as
+// apply.Requests reads and writes req_track: the open requests are the
+// SENT and WAITING ones of a type (and RTYP), oldest sent first; a close
+// makes one DONE.
 type requestStore struct {
-	open     []Request
+	reqs     []*tracked
 	received time.Time
-	states   map[int64][2]string // id → state, closed reason
 	closes   []RequestClose
 }
 
-func (s *requestStore) OpenRequests(context.Context, string, string) ([]Request, error) {
-	return s.open, nil
+// add tracks a request in state as the control plane and the dispatcher
+// leave it, sent at sentAt with the default timeout (60 s for RQFD, 30 s
+// for RQRD), and returns its ID. scope is "STDB..STDE" for RQFD and the
+// RTYP for RQRD.
+func (s *requestStore) add(typ, scope, state string, sentAt time.Time) int64 {
+	r := &tracked{Request: Request{ID: int64(len(s.reqs) + 1), SentAt: sentAt, Deadline: sentAt.Add(30 * time.Second)},
+		Type: typ, State: state}
+	if typ == "RQFD" {
+		r.STDB, r.STDE, _ = strings.Cut(scope, "..")
+		r.Deadline = sentAt.Add(60 * time.Second)
+	} else {
+		r.RTYP = scope
+	}
+	s.reqs = append(s.reqs, r)
+	return r.ID
+}
+
+// get returns request id; the test fails without one.
+func (s *requestStore) get(t *testing.T, id int64) tracked {
+	t.Helper()
+	for _, r := range s.reqs {
+		if r.ID == id {
+			return *r
+		}
+	}
+	t.Fatalf("request %d is not tracked", id)
+	return tracked{}
+}
+
+func (s *requestStore) OpenRequests(_ context.Context, typ, rtyp string) ([]Request, error) {
+	var out []Request
+	for _, r := range s.reqs {
+		if (r.State == "SENT" || r.State == "WAITING") && r.Type == typ && (rtyp == "" || r.RTYP == rtyp) {
+			out = append(out, r.Request)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Request) int { return a.SentAt.Compare(b.SentAt) })
+	return out, nil
 }
 
 func (s *requestStore) ReceivedAt(context.Context) (time.Time, error) { return s.received, nil }
 
 func (s *requestStore) RequestState(_ context.Context, id int64) (string, string, bool, error) {
-	st, ok := s.states[id]
-	return st[0], st[1], ok, nil
+	for _, r := range s.reqs {
+		if r.ID == id {
+			return r.State, r.ClosedReason, true, nil
+		}
+	}
+	return "", "", false, nil
 }
 
 func (s *requestStore) CloseRequest(_ context.Context, op RequestClose) error {
-	s.closes = append(s.closes, op)
-	return nil
+	for _, r := range s.reqs {
+		if r.ID == op.ID && (r.State == "SENT" || r.State == "WAITING") {
+			r.State, r.ClosedReason = "DONE", op.Reason()
+			s.closes = append(s.closes, op)
+			return nil
+		}
+	}
+	return ErrRequestNotOpen
 }
 
 func rqfdResponse(t *testing.T, window string) *sis.Message {
@@ -48,13 +105,12 @@ func TestRequests_R_C7_C_23_MatchesFromTheViewAlone(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2021, 1, 23, 5, 0, 0, 0, time.UTC) // the responses' DTTM is 05:30:00
 	st := &requestStore{
-		open: []Request{
-			{ID: 1, STDB: "22JAN21", STDE: "22JAN21", SentAt: t0, Deadline: t0.Add(time.Minute)},
-			{ID: 2, STDB: "23JAN21", STDE: "23JAN21", SentAt: t0.Add(time.Second), Deadline: t0.Add(time.Hour)},
-			{ID: 3, STDB: "24JAN21", STDE: "24JAN21", SentAt: t0.Add(time.Hour), Deadline: t0.Add(2 * time.Hour)},
+		reqs: []*tracked{
+			{Request: Request{ID: 1, STDB: "22JAN21", STDE: "22JAN21", SentAt: t0, Deadline: t0.Add(time.Minute)}, Type: "RQFD", State: "WAITING"},
+			{Request: Request{ID: 2, STDB: "23JAN21", STDE: "23JAN21", SentAt: t0.Add(time.Second), Deadline: t0.Add(time.Hour)}, Type: "RQFD", State: "WAITING"},
+			{Request: Request{ID: 3, STDB: "24JAN21", STDE: "24JAN21", SentAt: t0.Add(time.Hour), Deadline: t0.Add(2 * time.Hour)}, Type: "RQFD", State: "SENT"},
 		},
 		received: t0.Add(10 * time.Minute),
-		states:   map[int64][2]string{},
 	}
 	q := &Requests{View: st, Sink: st, MsgID: 9, Now: t0.Add(11 * time.Minute)}
 
@@ -87,7 +143,7 @@ func TestRequests_R_C7_C_23_MatchesFromTheViewAlone(t *testing.T) {
 
 	// A stored match (an earlier batch's) whose request was closed or
 	// purged meanwhile is not written.
-	st.states[2] = [2]string{"EXPIRED", "timeout"}
+	st.reqs[1].State, st.reqs[1].ClosedReason = "EXPIRED", "timeout"
 	a, err = q.Close(ctx, "RQFD", &RequestMatch{ID: 2, Kind: MatchExact, Stored: true})
 	require.NoError(t, err)
 	require.Equal(t, "; answers RQFD request 2 (exact match), which was closed meanwhile (EXPIRED: timeout) and stays closed", a.Suffix)
@@ -95,13 +151,13 @@ func TestRequests_R_C7_C_23_MatchesFromTheViewAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, a.Gone)
 	require.Len(t, st.closes, 1)
-	st.states[2] = [2]string{"WAITING", ""}
+	st.reqs[1].State, st.reqs[1].ClosedReason = "WAITING", ""
 	a, err = q.Close(ctx, "RQFD", &RequestMatch{ID: 2, Kind: MatchExact, Stored: true})
 	require.NoError(t, err)
 	require.True(t, a.Closed)
 	require.Len(t, st.closes, 2, "a stored match whose request is still open closes it")
 
-	st.open = nil
+	st.reqs = nil
 	m, why, err := q.MatchRQRD(ctx, sisMessage(t, "AIRL", "RESP", ""))
 	require.NoError(t, err)
 	require.Nil(t, m)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
@@ -24,12 +25,19 @@ var (
 	fltr     = sistest.FLTR
 	schd     = sistest.SCHD
 	schdRecs = sistest.SCHDRecs
+	schdResp = sistest.SCHDResp
 	flopMsg  = sistest.FLOPMsg
 	flopRec  = sistest.FLOPRec
 	refMsg   = sistest.RefMsg
+	refResp  = sistest.RefResp
 	glst     = sistest.GLST
 	glstDoc  = sistest.GLSTDoc
+	dttm     = sistest.DTTM
 )
+
+// t0 is when the rules' clock starts, as the pipeline's tests' does: the
+// requests of a test are sent around it.
+var t0 = sistest.T0
 
 // Message outcomes as the executor records them.
 const (
@@ -39,23 +47,35 @@ const (
 	dead      = "DEAD"
 )
 
-// rules runs messages through Decide over a memStore, one message as one
-// transaction the way the executor does: a message that does not end
-// APPLIED or SUCCEEDED leaves the store as it was. Fast, no database: the
-// domain rules' tests (R-C3, R-C4, R-C5, R-C8) run here; the pipeline
+// rules runs messages through the handlers over a memStore, one message
+// as one transaction the way the executor does: a message that does not
+// end APPLIED or SUCCEEDED leaves the store as it was. Fast, no database:
+// the domain rules' tests (R-C2 … R-C10, R-D5) run here; the pipeline
 // keeps the head, batches, crashes and transitions.
 type rules struct {
 	t  *testing.T
 	st *memStore
 	od flight.OpDay
+	// req holds the requests that responses answer (an SCHD RESP, a
+	// reference RESP), and when the next message reached the mailbox.
+	req *requestStore
+	// budget is how many records one step of a daily snapshot writes (the
+	// pipeline's snapshot batch); between, when set, is called after each
+	// step that leaves work, with the progress it saved.
+	budget  int
+	between func(Progress)
+	// log receives the handlers' audit log; nil discards it.
+	log *slog.Logger
 }
 
 func newRules(t *testing.T) *rules {
 	t.Helper()
-	zone, err := time.LoadLocation("Asia/Shanghai")
-	require.NoError(t, err)
-	return &rules{t: t, st: &memStore{flights: map[int64]*Flight{}}, od: flight.OpDay{Zone: zone}}
+	return &rules{t: t, st: &memStore{flights: map[int64]*Flight{}}, od: flight.OpDay{Zone: sistest.Zone},
+		req: &requestStore{}, budget: 200}
 }
+
+// at is when message id is written: id seconds after t0.
+func (r *rules) at(id int64) time.Time { return t0.Add(time.Duration(id) * time.Second) }
 
 // verdict is how one message ended: its state, the reason recorded with
 // it and the changes it wrote (none unless APPLIED).
@@ -102,27 +122,42 @@ func (r *rules) runWith(id int64, raw string, st store) verdict {
 	require.NoError(r.t, err)
 	cls, err := sis.Classify(msg, sis.IdentityOptions{})
 	require.NoError(r.t, err)
-	saved, from, refs := maps.Clone(r.st.flights), len(r.st.changes), r.refsCopy()
-	w := &Writer{View: st, Sink: st, MsgID: id, Now: time.Date(2021, 1, 23, 0, 0, int(id), 0, time.UTC), Zone: r.od.Zone,
-		Src: contract.Source{MsgID: id, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}}
+	saved, from, refs, progress := maps.Clone(r.st.flights), len(r.st.changes), r.refsCopy(), r.st.progress
+	// One writer per transaction, as the pipeline makes one per step.
+	writer := func() *Writer {
+		return &Writer{View: st, Sink: st, MsgID: id, Now: r.at(id), Zone: r.od.Zone,
+			Src: contract.Source{MsgID: id, Type: msg.Meta.TYPE, Subtype: msg.Meta.STYP, Sender: msg.Meta.SNDR, Seqn: msg.Meta.SEQN}}
+	}
+	q := &Requests{View: r.req, Sink: r.req, Zone: r.od.Zone, MsgID: id, Now: r.at(id), Log: r.log}
 	var out Outcome
-	if cls.Kind == sis.KindFlightSnapshot && msg.Meta.STYP == "DNLD" {
-		// A daily snapshot in steps of the default batch, as the pipeline
-		// runs it (each step is a transaction of its own there).
-		for p := (Progress{}); ; {
-			out, err = Snapshot(ctx, w, r.st, r.st, msg, r.od, p, 200)
+	switch styp := msg.Meta.STYP; {
+	case cls.Kind == sis.KindFlightSnapshot && (styp == "DNLD" || styp == "RESP"):
+		// A daily snapshot, or the SCHD RESP answering an RQFD request,
+		// in steps of budget records, as the pipeline runs it (each step
+		// is a transaction of its own there).
+		plan := func(ctx context.Context) (*SnapshotPlan, error) { return PlanSnapshot(ctx, r.st, msg, r.od) }
+		for {
+			if styp == "RESP" {
+				out, err = ScheduleResponse(ctx, writer(), r.st, r.st, q, msg, plan, r.budget)
+			} else {
+				p, perr := r.st.Progress(ctx)
+				require.NoError(r.t, perr)
+				out, err = Snapshot(ctx, writer(), r.st, r.st, msg, r.od, p, r.budget)
+			}
 			if err != nil || out.Continue == "" {
 				break
 			}
-			p = *r.st.progress
+			if r.between != nil {
+				r.between(*r.st.progress)
+			}
 		}
-	} else if cls.Kind == sis.KindReference && !Handles(msg, cls) {
-		// A reference RESP: its data as Reference writes it; matching
-		// its request is the requests' (TestRequests_*).
-		out, err = Reference(ctx, w, msg)
-	} else {
+	case cls.Kind == sis.KindReference && !Handles(msg, cls):
+		// A reference RESP: its data as Reference writes it, and the open
+		// RQRD request it answers closed.
+		out, err = ReferenceResponse(ctx, writer(), q, msg)
+	default:
 		require.True(r.t, Handles(msg, cls), "message %d is not decided here", id)
-		out, err = Decide(ctx, w, msg, cls, r.od)
+		out, err = Decide(ctx, writer(), msg, cls, r.od)
 	}
 	v := verdict{State: succeeded, Reason: out.Note}
 	var rej *flight.RejectError
@@ -144,7 +179,7 @@ func (r *rules) runWith(id int64, raw string, st store) verdict {
 	default:
 		r.t.Fatalf("message %d: %v", id, err)
 	}
-	r.st.flights, r.st.changes, r.st.refs = saved, r.st.changes[:from], refs
+	r.st.flights, r.st.changes, r.st.refs, r.st.progress = saved, r.st.changes[:from], refs, progress
 	return v
 }
 

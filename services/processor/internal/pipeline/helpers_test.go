@@ -22,7 +22,7 @@ import (
 )
 
 // t0 is where every test's fake clock starts.
-var t0 = time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
+var t0 = sistest.T0
 
 const inboxTopic = "msgx.inbox"
 

@@ -15,33 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/lifecycle"
+	"msgexchange/services/processor/internal/sistest"
 )
 
 // Requests in these tests are sent at t0 (08:00:00 airport time) unless a
 // test says otherwise; dttm(d) is the DTTM of t0+d in the airport zone.
-func dttm(d time.Duration) string {
-	return t0.Add(d).In(defaultOptions().Zone).Format("20060102150405")
-}
-
-// respEnvelope is a message from the AODB with a chosen DTTM.
-func respEnvelope(seqn int64, typ, styp, dttm, body string) string {
-	return `<?xml version="1.0" encoding="UTF-8"?>` +
-		`<MSG xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="unisysaodbsis.xsd">` +
-		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>%s</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, dttm, typ, styp) +
-		body + "</MSG>"
-}
-
-// schdResp is an SCHD RESP; echo (optional) is inserted into the SCHD
-// wrapper, e.g. "<STDB>a</STDB><STDE>b</STDE>".
-func schdResp(seqn int64, dttm, echo string, fltrs ...string) string {
-	return respEnvelope(seqn, "SCHD", "RESP", dttm,
-		"<SCHD>"+echo+"<RECS>"+strconv.Itoa(len(fltrs))+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
-}
-
-// refResp is a reference RESP with the given records.
-func refResp(seqn int64, typ, dttm string, recs ...string) string {
-	return respEnvelope(seqn, typ, "RESP", dttm, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
-}
+var (
+	dttm     = sistest.DTTM
+	schdResp = sistest.SCHDResp
+	refResp  = sistest.RefResp
+)
 
 // addRequest writes a request in state as the control plane and the
 // dispatcher leave it. scope is "STDB..STDE" for RQFD and the RTYP for RQRD;
@@ -417,7 +400,7 @@ func TestRequests_R_C7_RejectedResponseLeavesRequestOpen(t *testing.T) {
 	h := newHarness(t)
 	id := h.addRequest("RQFD", "a..b", "WAITING", t0)
 	h.clk.Advance(time.Second)
-	bad := respEnvelope(1, "SCHD", "RESP", dttm(time.Second), "<SCHD><RECS>2</RECS>"+fltr(15, day23)+"</SCHD>")
+	bad := sistest.EnvelopeAt(1, "SCHD", "RESP", dttm(time.Second), "<SCHD><RECS>2</RECS>"+fltr(15, day23)+"</SCHD>")
 	h.runReceived(1, bad, h.clk.Now())
 	p := h.proc(1)
 	require.Equal(t, StateDead, p.State)

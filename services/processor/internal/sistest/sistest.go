@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"msgexchange/services/internal/sisrequest"
 )
 
 // Operation days of the FLTR records, in Asia/Shanghai.
@@ -16,11 +19,34 @@ const (
 	Day24 = "24JAN211200" // operation day 2021-01-24
 )
 
+// Zone is the airport zone of the tests (operation-day.zone).
+var Zone = func() *time.Location {
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		panic(err)
+	}
+	return zone
+}()
+
+// T0 is when the tests' clocks start: 2021-01-23 08:00:00 airport time.
+var T0 = time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
+
+// DTTM is the META/DTTM of T0+d: airport time, to the second.
+func DTTM(d time.Duration) string {
+	return T0.Add(d).In(Zone).Format(sisrequest.DTTMLayout)
+}
+
 // Envelope wraps a body in MSG/META with SNDR AODB.
 func Envelope(seqn int64, typ, styp, body string) string {
+	return EnvelopeAt(seqn, typ, styp, "20210123053000", body)
+}
+
+// EnvelopeAt is Envelope with a chosen DTTM: a response is placed after
+// the requests sent by its DTTM (C-23).
+func EnvelopeAt(seqn int64, typ, styp, dttm, body string) string {
 	return `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
 		`<MSG xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="unisysaodbsis.xsd">` +
-		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>20210123053000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, typ, styp) +
+		fmt.Sprintf("<META><SNDR>AODB</SNDR><SEQN>%d</SEQN><DTTM>%s</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>", seqn, dttm, typ, styp) +
 		body + "</MSG>"
 }
 
@@ -41,6 +67,13 @@ func SCHDRecs(seqn int64, styp, recs string, fltrs ...string) string {
 	return Envelope(seqn, "SCHD", styp, "<SCHD><RECS>"+recs+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
 }
 
+// SCHDResp is an SCHD RESP of DTTM dttm; echo (optional) is inserted into
+// the SCHD wrapper, e.g. "<STDB>a</STDB><STDE>b</STDE>".
+func SCHDResp(seqn int64, dttm, echo string, fltrs ...string) string {
+	return EnvelopeAt(seqn, "SCHD", "RESP", dttm,
+		"<SCHD>"+echo+"<RECS>"+strconv.Itoa(len(fltrs))+"</RECS>"+strings.Join(fltrs, "")+"</SCHD>")
+}
+
 // FLOPMsg is a FLOP message with the given records.
 func FLOPMsg(seqn int64, styp string, recs ...string) string {
 	return Envelope(seqn, "FLOP", styp, strings.Join(recs, ""))
@@ -54,6 +87,12 @@ func FLOPRec(flid int64, payload string) string {
 // RefMsg is a reference-data message: RECS and the records under MSG.
 func RefMsg(seqn int64, typ, styp string, recs ...string) string {
 	return Envelope(seqn, typ, styp, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
+}
+
+// RefResp is a reference RESP of type typ and DTTM dttm with the given
+// records.
+func RefResp(seqn int64, typ, dttm string, recs ...string) string {
+	return EnvelopeAt(seqn, typ, "RESP", dttm, fmt.Sprintf("<RECS>%d</RECS>", len(recs))+strings.Join(recs, ""))
 }
 
 // GLST is one gate record (key GCOD).
