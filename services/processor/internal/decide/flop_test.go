@@ -116,7 +116,7 @@ func TestFLOP_R_C4_ListReplaceAndDelayMerge(t *testing.T) {
 // broken records reject their message (DEAD(PROTOCOL)) naming the field,
 // so the message's transaction keeps nothing of it, not even an earlier
 // valid record (the rollback itself is proved against PostgreSQL by the
-// pipeline's TestFlop_R_C4_BadValueIsDeadAndWritesNothing).
+// pipeline's TestFlop_R_C4_RejectedMessageRollsBackItsEarlierRecords).
 //
 // Validation 001§6 INV-19 "整包协议拒绝"; 002§8 "整包协议拒绝".
 func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
@@ -142,6 +142,49 @@ func TestFLOP_R_C4_RejectedRecordWritesNothing(t *testing.T) {
 	require.Equal(t, before, r.flights())
 	require.Equal(t, map[string]any{"@DDES": "HKG", "@DDIR": "TO", "#text": "WX"}, r.flight(15).Doc["FDIV"])
 	require.NotContains(t, r.flight(16).Doc, "FDIV")
+}
+
+// TestFlop_R_C4_BadValueIsDeadAndWritesNothing: a FLOP whose value breaks
+// the catalogue format or domain (an empty code attribute, a bad time in a
+// list, a list entry without its key) is DEAD(PROTOCOL) naming the field,
+// and none of its records is written — also the valid record before it.
+func TestFlop_R_C4_BadValueIsDeadAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, styp, payload, why string }{
+		{"FLABEmptyARES", "FLAB", `<FLAB ARES=""></FLAB>`, "ARES"},
+		{"FRETEmptyREID", "FRET", `<FRET REID=""></FRET>`, "REID"},
+		{"DELYEmptyCode", "DELY", `<DELY CODE="" STRT="23JAN210600" DURA="0010">x</DELY>`, "without CODE"},
+		{"DELYBadDuration", "DELY", `<DELY CODE="RA" DURA="+010">x</DELY>`, "DURA"},
+		{"GTDTBadTime", "GTDT", `<GTDT GTNO="1"><GATE>G1</GATE><PGOT>23JAN21+500</PGOT></GTDT>`, "PGOT"},
+		{"PORTBadDoor", "PORT", `<PORT><POTM>23JAN210550</POTM><POID>X</POID></PORT>`, "POID"},
+		{"ERUTWithoutRTNO", "ERUT", `<ERUT><APCD>PEK</APCD></ERUT>`, "RTNO"},
+		{"VIPFWithoutVPCD", "VIPF", `<VIPF><VFES>3</VFES></VIPF>`, "VPCD"},
+	}
+	// A valid record of each subtype, for flight 16 before the bad one.
+	valid := map[string]string{
+		"FLAB": `<FLAB ARES="G">x</FLAB>`, "FRET": `<FRET REID="G">x</FRET>`, "DELY": `<DELY CODE="RA">x</DELY>`,
+		"GTDT": `<GTDT GTNO="1"><GATE>G1</GATE></GTDT>`, "PORT": `<PORT><POTM>23JAN210550</POTM><POID>O</POID></PORT>`,
+		"ERUT": `<ERUT RTNO="1"><APCD>PEK</APCD></ERUT>`, "VIPF": `<VIPF><VPCD>V1</VPCD></VIPF>`,
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRules(t)
+			r.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23)))
+			// The valid record alone is applied: the message is refused
+			// for the bad one only.
+			ok := newRules(t)
+			ok.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23)))
+			require.Equal(t, applied, ok.run(2, flopMsg(2, tc.styp, flopRec(16, valid[tc.styp]))).State)
+			before := r.flights()
+
+			v := r.run(2, flopMsg(2, tc.styp, flopRec(16, valid[tc.styp]), flopRec(15, tc.payload)))
+			require.Equal(t, dead, v.State, v.Reason)
+			require.Contains(t, v.Reason, tc.why)
+			require.Empty(t, v.Changes)
+			require.Equal(t, before, r.flights(), "nothing of the message is written")
+		})
+	}
 }
 
 // TestFlop_R_C3_SnapshotEmptyAfterFLOPClearBumpsNothing: after a FLOP
