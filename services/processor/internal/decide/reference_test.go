@@ -1,10 +1,119 @@
 package decide
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil"
+	"msgexchange/services/processor/internal/sistest"
 )
+
+// TestReference_R_C10_AddUpdUpsertDelDeletes: ADD and UPD upsert by key
+// (either way round), DEL deletes by key (unknown keys are a no-op), and an
+// empty element is stored as "no value"; other types are untouched.
+//
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
+func TestReference_R_C10_AddUpdUpsertDelDeletes(t *testing.T) {
+	t.Parallel()
+	r := newRules(t)
+	r.run(1, refMsg(1, "ABDG", "ADD", "<ABDG><ABCD>X</ABCD></ABDG>"))
+	for id, raw := range []string{
+		refMsg(2, "GLST", "ADD", glst("A", "a")),
+		refMsg(3, "GLST", "UPD", glst("B", "b")),  // UPD of a missing key inserts
+		refMsg(4, "GLST", "ADD", glst("A", "a2")), // ADD of an existing key updates
+		refMsg(5, "GLST", "UPD", "<GLST><GCOD>B</GCOD><GTNM></GTNM></GLST>"),
+	} {
+		v := r.run(int64(id+2), raw)
+		require.Equal(t, succeeded, v.State, v.Reason)
+		require.Empty(t, v.Changes, "reference data changes no flight")
+	}
+	require.Equal(t, []string{"A", "B"}, r.refKeys("GLST"))
+	require.Equal(t, glstDoc("A", "a2"), r.ref("GLST", "A"))
+	require.Equal(t, map[string]any{"GCOD": "B", "GTNM": nil}, r.ref("GLST", "B"), "an empty element means no value: JSON null")
+
+	v := r.run(6, refMsg(6, "GLST", "DEL", "<GLST><GCOD>A</GCOD></GLST>", "<GLST><GCOD>ZZ</GCOD></GLST>"))
+	require.Equal(t, succeeded, v.State, v.Reason)
+	require.Equal(t, []string{"B"}, r.refKeys("GLST"))
+	require.Equal(t, []string{"X"}, r.refKeys("ABDG"), "another type is untouched")
+}
+
+// TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument pins the
+// stored document contract (C-31, version 2): an empty element or
+// attribute is JSON null (not deleted, not ""), an empty member of a
+// repeated element is dropped, a repeatable element is an array even with
+// one member, free text is kept as sent and codes are trimmed.
+//
+// Validation 001§6 INV-26/INV-27 "参考数据覆盖、全量替换、空标签、逐类门控".
+func TestReference_R_C10_INV26_EmptyMeansNullInTheStoredDocument(t *testing.T) {
+	t.Parallel()
+	r := newRules(t)
+	v := r.run(1, refMsg(1, "ABDG", "DNLD",
+		"<ABDG><ABCD> 208 </ABCD><DESC> Bridge 8 </DESC><CDSC>八号桥</CDSC><AHGT></AHGT><ATML>T2</ATML><ATHE>Y</ATHE>"+
+			"<STND>112</STND><STND></STND><STND>111</STND><GATE/><GATE></GATE><AMNO>  </AMNO></ABDG>"))
+	require.Equal(t, succeeded, v.State, v.Reason)
+	v = r.run(2, refMsg(2, "AIRL", "ADD",
+		`<AIRL><ITOP>CA</ITOP><ONAM>Air China</ONAM><TRML MVIN="" FLIN="D">T3</TRML><TRML MVIN="A" FLIN=""></TRML>`+
+			`<SUBC><CODE>CA1</CODE><NAME></NAME><NAMC/></SUBC></AIRL>`))
+	require.Equal(t, succeeded, v.State, v.Reason)
+	require.Equal(t, []string{"208"}, r.refKeys("ABDG"), "the key is a code: trimmed")
+	require.Equal(t, map[string]any{
+		"ABCD": "208", "DESC": " Bridge 8 ", "CDSC": "八号桥", "AHGT": nil, "ATML": "T2", "ATHE": "Y",
+		"STND": []any{"112", "111"}, "GATE": nil, "AMNO": nil,
+	}, r.ref("ABDG", "208"))
+	require.Equal(t, map[string]any{
+		"ITOP": "CA", "ONAM": "Air China",
+		"TRML": []any{
+			map[string]any{"@MVIN": nil, "@FLIN": "D", "#text": "T3"},
+			map[string]any{"@MVIN": "A", "@FLIN": nil, "#text": nil},
+		},
+		"SUBC": []any{map[string]any{"CODE": "CA1", "NAME": nil, "NAMC": nil}},
+	}, r.ref("AIRL", "CA"))
+}
+
+// TestReference_R_C10_EverySampleHasOneShapePerField runs every
+// reference-data sample (the project's samples, and the shared corpus of
+// real messages read in place) through the handlers and checks every
+// stored document against the catalogue shapes: a repeatable element is
+// always an array, even with one member; an empty value is always null.
+//
+// Also names INV-26, C-31, G-REF-DATA.
+func TestReference_R_C10_EverySampleHasOneShapePerField(t *testing.T) {
+	t.Parallel()
+	dirs := map[string]string{"samples": sistest.SampleDir, "corpus": sistest.CorpusDir}
+	for name, dir := range dirs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := os.Stat(dir); err != nil {
+				testutil.Unavailable(t, "sample directory "+dir, err)
+			}
+			files := sistest.ReferenceSamples(t, dir)
+			require.NotEmpty(t, files)
+			r := newRules(t)
+			seen := map[string]bool{}
+			for i, path := range files {
+				raw, err := os.ReadFile(path)
+				require.NoError(t, err)
+				v := r.run(int64(i+1), string(raw))
+				require.Equal(t, succeeded, v.State, "%s: %s", filepath.Base(path), v.Reason)
+				typ := strings.SplitN(filepath.Base(path), "-", 2)[0]
+				for _, key := range r.refKeys(typ) {
+					for _, f := range sistest.CheckShape(t, typ, r.ref(typ, key)) {
+						seen[typ+"."+f] = true
+					}
+				}
+			}
+			// The samples exercise the repeatable fields, once and repeated.
+			for _, f := range []string{"ABDG.STND:array", "ABDG.GATE:array", "AIRL.TRML:array", "AIRL.SUBC:array",
+				"AIRL.OGRP:array", "ARPT.ABBR:array", "COUL.REGC:array", "ORGN.OCAT:array", "ABDG.AHGT:null"} {
+				require.True(t, seen[f], "no sample stored %s", f)
+			}
+		})
+	}
+}
 
 // TestReference_R_C10_DNLDReplacesTheWholeType: DNLD (and RESP) upserts every
 // record and deletes the stored records of that type it does not carry;

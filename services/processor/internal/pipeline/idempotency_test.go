@@ -4,17 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/processor/internal/sistest"
 )
 
 // sampleDir holds the project's own sample message for every catalogue
 // pair (one per TYPE/STYP, plus SCHD ADFT).
-const sampleDir = "../../../internal/sis/testdata/sis"
+const sampleDir = sistest.SampleDir
 
 // sampleOutcome is what executing a sample does, the first time and again.
 type sampleOutcome struct {
@@ -143,7 +144,7 @@ func (h *harness) replay(id int64) {
 	h.e.floor.lower(id) // as applying a replay does
 }
 
-var seqnPattern = regexp.MustCompile(`<SEQN>\s*(\d+)\s*</SEQN>`)
+var seqnPattern = sistest.SeqnPattern
 
 // TestIdempotency_INV20b_EverySampleTwice is the per-pair idempotency
 // matrix (INV-20b, G-FLOP-IDEMPOTENT, CLM-3; docs/idempotency.md): every

@@ -14,5 +14,3 @@ var (
 	nullEmpty = decide.NullEmpty
 	refKeys   = decide.RefKeys
 )
-
-const refVerbatim = decide.RefVerbatim
