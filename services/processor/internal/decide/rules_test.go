@@ -77,11 +77,12 @@ func newRules(t *testing.T) *rules {
 // at is when message id is written: id seconds after t0.
 func (r *rules) at(id int64) time.Time { return t0.Add(time.Duration(id) * time.Second) }
 
-// verdict is how one message ended: its state, the reason recorded with
-// it and the changes it wrote (none unless APPLIED).
+// verdict is how one message ended: its state, the error class of a DEAD
+// one, the reason recorded with it and the changes it wrote (none unless
+// APPLIED).
 type verdict struct {
-	State, Reason string
-	Changes       []*Change
+	State, Class, Reason string
+	Changes              []*Change
 }
 
 // run decides message id (raw SIS XML) and returns its verdict.
@@ -171,11 +172,11 @@ func (r *rules) runWith(id int64, raw string, st store) verdict {
 		v.Changes = r.st.changes[from:]
 		return v
 	case errors.As(err, &rej):
-		v = verdict{State: dead, Reason: rej.Reason}
+		v = verdict{State: dead, Class: ClassProtocol, Reason: rej.Reason}
 	case errors.As(err, &skip):
 		v = verdict{State: skipped, Reason: skip.Reason}
 	case errors.As(err, &unsup):
-		v = verdict{State: dead, Reason: unsup.Reason}
+		v = verdict{State: dead, Class: ClassUnsupported, Reason: unsup.Reason}
 	default:
 		r.t.Fatalf("message %d: %v", id, err)
 	}

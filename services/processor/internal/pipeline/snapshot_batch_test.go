@@ -165,31 +165,6 @@ func TestSnapshot_R_C6_StaleProgressOfAnEarlierRunIsIgnored(t *testing.T) {
 		"the replayed run counts only what it changed itself")
 }
 
-// TestSnapshot_R_C5_C25_DeletedMasterTakesItsChildrenAlong: a master absent
-// from the snapshot is deleted with its code-share children the snapshot
-// does not carry, also children on other (uncovered) days; a child the
-// snapshot carries stays ACTIVE.
-func TestSnapshot_R_C5_C25_DeletedMasterTakesItsChildrenAlong(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23, "<MAID>15</MAID>"), fltr(17, day23, "<MAID>15</MAID>")))
-	h.run(2, schd(2, "DNLD", fltr(18, day24, "<MAID>15</MAID>")))
-	require.Equal(t, []any{
-		map[string]any{"FLID": "16", "FLNO": "YG9016"},
-		map[string]any{"FLID": "17", "FLNO": "YG9017"},
-		map[string]any{"FLID": "18", "FLNO": "YG9018"},
-	}, h.flight(15).Doc["MAFL"])
-
-	h.run(3, schd(3, "DNLD", fltr(17, day23, "<MAID>15</MAID>")))
-	r := h.proc(3)
-	require.Equal(t, StateApplied, r.State, r.Reason)
-	require.Equal(t, "snapshot: 1 records, 0 changed, 3 deleted, 1 days", r.Reason)
-	for flid, state := range map[int64]string{15: "DELETED", 16: "DELETED", 18: "DELETED", 17: "ACTIVE"} {
-		require.Equal(t, state, h.flight(flid).State, "flight %d", flid)
-	}
-	require.Equal(t, "2021-01-24", h.flight(18).OpDay, "a child on an uncovered day goes with its master")
-}
-
 // TestSnapshot_R_C6_ManyBatchesOfOneRecordEach exercises the smallest
 // batch: every record, then every deletion, in its own transaction.
 func TestSnapshot_R_C6_ManyBatchesOfOneRecordEach(t *testing.T) {
