@@ -92,11 +92,17 @@ func (m *memStore) Ref(_ context.Context, op RefOp) error {
 	return nil
 }
 
+// Progress returns the saved progress; its request match comes back as
+// apply.Snapshot reads it: the request and the kind, stored.
 func (m *memStore) Progress(context.Context) (Progress, error) {
 	if m.progress == nil {
 		return Progress{}, nil
 	}
-	return *m.progress, nil
+	p := *m.progress
+	if p.Match != nil {
+		p.Match = &RequestMatch{ID: p.Match.ID, Kind: p.Match.Kind, Stored: true}
+	}
+	return p, nil
 }
 
 func (m *memStore) OperationDays(_ context.Context, flids []int64) ([]StoredDay, error) {

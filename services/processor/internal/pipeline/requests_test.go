@@ -1,13 +1,9 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,157 +89,32 @@ func (h *harness) sweep() SweepResult {
 	return res
 }
 
-// logCapture keeps the engine's log lines for assertions and still shows
-// them in the test log.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	t   *testing.T
-}
-
-func (c *logCapture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t.Log(strings.TrimRight(string(p), "\n"))
-	return c.buf.Write(p)
-}
-
-func (c *logCapture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
-func withLogCapture(t *testing.T) (*logCapture, func(*Options)) {
-	c := &logCapture{t: t}
-	return c, func(o *Options) {
-		o.Logger = slog.New(slog.NewTextHandler(c, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-}
-
-// TestRequests_R_C7_G_RESP_GUARD_ExactEchoMatch: an SCHD RESP echoing an
-// open RQFD request's window is applied as a snapshot (like DNLD) and
-// closes exactly that request DONE with the response, in the same
-// transaction; another open window stays open.
-func TestRequests_R_C7_G_RESP_GUARD_ExactEchoMatch(t *testing.T) {
+// TestRequests_R_C7_R_D5_OnlySentRequestsOfTheTypeAreOpen: the requests a
+// response may answer are read from req_track: a REGISTERED request (not
+// sent yet) and a request of another type are not open, and a reference
+// RESP answers only a request of its RTYP (how a response is matched to
+// an open request is decide's TestRequests_*).
+func TestRequests_R_C7_R_D5_OnlySentRequestsOfTheTypeAreOpen(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23)))
-	want := h.addRequest("RQFD", "20210123..20210123", "WAITING", t0)
-	other := h.addRequest("RQFD", "20210124..20210124", "WAITING", t0)
-	h.clk.Advance(10 * time.Second)
-
-	h.runReceived(2, schdResp(2, dttm(5*time.Second), "<STDB>20210123</STDB><STDE>20210123</STDE>", fltr(15, day23, "<STND>505</STND>")), t0.Add(6*time.Second))
-
-	p := h.proc(2)
-	require.Equal(t, StateApplied, p.State, p.Reason)
-	require.Equal(t, fmt.Sprintf("snapshot: 1 records, 1 changed, 1 deleted, 1 days; answers RQFD request %d (exact match)", want), p.Reason)
-	require.Equal(t, "505", h.flight(15).Doc["STND"])
-	require.Equal(t, "DELETED", h.flight(16).State, "applied exactly like a DNLD snapshot")
-	r := h.reqRow(want)
-	require.Equal(t, "DONE", r.State)
-	require.Equal(t, "exact", r.MatchKind)
-	require.Equal(t, int64(2), r.ResponseMsgID)
-	require.True(t, r.ClosedAt.Equal(t0.Add(10*time.Second)))
-	require.Equal(t, "answered by message 2 (exact match)", r.ClosedReason)
-	require.Equal(t, "WAITING", h.reqRow(other).State)
-}
-
-// TestRequests_R_C7_C_23_FallbackMatchIsRecordedAndLogged: without an echo
-// the RESP answers the oldest open RQFD request sent no later than its DTTM
-// (compared in the airport zone at whole seconds); the match is recorded as
-// fallback and logged for audit.
-//
-// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
-func TestRequests_R_C7_C_23_FallbackMatchIsRecordedAndLogged(t *testing.T) {
-	t.Parallel()
-	logs, capture := withLogCapture(t)
-	h := newHarness(t, capture)
-	first := h.addRequest("RQFD", "a..b", "SENT", t0.Add(500*time.Millisecond)) // same second as the DTTM
-	second := h.addRequest("RQFD", "c..d", "WAITING", t0.Add(-5*time.Second))
-	later := h.addRequest("RQFD", "e..f", "WAITING", t0.Add(2*time.Second)) // sent after the DTTM
-	h.clk.Advance(3 * time.Second)
-
-	h.runReceived(1, schdResp(1, dttm(0), "", fltr(15, day23)), t0.Add(3*time.Second))
-	p := h.proc(1)
-	require.Equal(t, StateApplied, p.State, p.Reason)
-	require.Contains(t, p.Reason, fmt.Sprintf("answers RQFD request %d (fallback match)", second), "the oldest eligible one")
-	r := h.reqRow(second)
-	require.Equal(t, "DONE", r.State)
-	require.Equal(t, "fallback", r.MatchKind)
-	require.Equal(t, int64(1), r.ResponseMsgID)
-	require.Contains(t, logs.String(), "response matched by fallback")
-	require.Contains(t, logs.String(), "audit=request-fallback-match")
-	require.Contains(t, logs.String(), fmt.Sprintf("request_id=%d", second))
-	require.Contains(t, logs.String(), "candidates=2")
-
-	h.runReceived(2, schdResp(2, dttm(0), "", fltr(15, day23)), t0.Add(3*time.Second))
-	require.Equal(t, StateSucceeded, h.state(2), "an unchanged snapshot changes no flight")
-	require.Contains(t, h.proc(2).Reason, fmt.Sprintf("answers RQFD request %d (fallback match)", first))
-	require.Equal(t, "DONE", h.reqRow(first).State, "sent in the DTTM's second: DTTM ≥ sent_at at whole seconds")
-	require.Equal(t, "WAITING", h.reqRow(later).State)
-
-	h.runReceived(3, schdResp(3, dttm(0), "", fltr(15, day23)), t0.Add(3*time.Second))
-	p = h.proc(3)
-	require.Equal(t, StateSkipped, p.State)
-	require.Equal(t, "SCHD RESP without a matching open RQFD request: every open request was sent after the response's DTTM "+dttm(0), p.Reason)
-	require.Equal(t, "WAITING", h.reqRow(later).State)
-}
-
-// TestRequests_R_C7_G_RESP_GUARD_NonMatchingRESPIsSkippedWithReason: a RESP
-// that answers no open RQFD request is SKIPPED with the reason, writes no
-// flight and changes no request.
-//
-// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
-func TestRequests_R_C7_G_RESP_GUARD_NonMatchingRESPIsSkippedWithReason(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		requests func(h *harness) []int64
-		resp     string
-		received time.Duration
-		reason   string
-	}{
-		{"NothingOpen", func(h *harness) []int64 { return nil },
-			schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), 11 * time.Second, "no RQFD request is open"},
-		{"OnlyRegisteredNotSent", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "REGISTERED", t0)} },
-			schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), 11 * time.Second, "no RQFD request is open"},
-		{"OnlyRQRDOpen", func(h *harness) []int64 { return []int64{h.addRequest("RQRD", "GLST", "WAITING", t0)} },
-			schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), 11 * time.Second, "no RQFD request is open"},
-		{"EchoOfAnotherWindow", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "WAITING", t0)} },
-			schdResp(1, dttm(10*time.Second), "<STDB>a</STDB><STDE>c</STDE>", fltr(15, day23)), 11 * time.Second,
-			"echoed window a..c matches none of the 1 open RQFD requests"},
-		{"EchoButArrivedAfterDeadline", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "WAITING", t0)} },
-			schdResp(1, dttm(10*time.Second), "<STDB>a</STDB><STDE>b</STDE>", fltr(15, day23)), 61 * time.Second,
-			"after its deadline 2021-01-23 08:01:00"},
-		{"DTTMBeforeSending", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "WAITING", t0)} },
-			schdResp(1, dttm(-time.Second), "", fltr(15, day23)), 11 * time.Second, "every open request was sent after the response's DTTM 20210123075959"},
-		{"FallbackArrivedAfterDeadline", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "WAITING", t0)} },
-			schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), 60*time.Second + time.Millisecond, "after the deadline of every open request"},
-		{"NoDTTM", func(h *harness) []int64 { return []int64{h.addRequest("RQFD", "a..b", "WAITING", t0)} },
-			schdResp(1, "", "", fltr(15, day23)), 11 * time.Second, "no echo and DTTM \"\": want yyyyMMddHHmmss"},
+	ids := []int64{h.addRequest("RQFD", "a..b", "REGISTERED", t0), h.addRequest("RQRD", "SLST", "WAITING", t0)}
+	before := map[int64]reqRow{}
+	for _, id := range ids {
+		before[id] = h.reqRow(id)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
-			ids := tc.requests(h)
-			before := map[int64]reqRow{}
-			for _, id := range ids {
-				before[id] = h.reqRow(id)
-			}
-			h.clk.Advance(tc.received)
-			h.runReceived(1, tc.resp, t0.Add(tc.received))
-			p := h.proc(1)
-			require.Equal(t, StateSkipped, p.State, p.Reason)
-			require.True(t, strings.HasPrefix(p.Reason, "SCHD RESP without a matching open RQFD request: "), p.Reason)
-			require.Contains(t, p.Reason, tc.reason)
-			require.Zero(t, h.count(`SELECT count(*) FROM flight`))
-			require.Equal(t, 1, h.mailboxRows(1), "terminal with its backfill intent")
-			for _, id := range ids {
-				require.Equal(t, before[id], h.reqRow(id), "request unchanged")
-			}
-		})
+	h.clk.Advance(11 * time.Second)
+	h.runReceived(1, schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), t0.Add(11*time.Second))
+	p := h.proc(1)
+	require.Equal(t, StateSkipped, p.State, p.Reason)
+	require.Equal(t, "SCHD RESP without a matching open RQFD request: no RQFD request is open", p.Reason)
+	require.Zero(t, h.count(`SELECT count(*) FROM flight`))
+
+	h.runReceived(2, refResp(2, "GLST", dttm(10*time.Second), glst("A", "a")), t0.Add(11*time.Second))
+	p = h.proc(2)
+	require.Equal(t, StateSucceeded, p.State, p.Reason)
+	require.Equal(t, "GLST RESP: 1 records", p.Reason, "applied, answering no request")
+	for _, id := range ids {
+		require.Equal(t, before[id], h.reqRow(id), "request unchanged")
 	}
 }
 
@@ -352,61 +223,6 @@ func TestRequests_R_D5_AnswerWaitingInTheBacklogIsNotLost(t *testing.T) {
 	require.Equal(t, StateSucceeded, h.state(1))
 	require.Equal(t, "DONE", h.reqRow(id).State)
 	require.Equal(t, int64(1), h.reqRow(id).ResponseMsgID)
-}
-
-// TestRequests_R_C10_R_D5_ReferenceRESPClosesMatchingRQRD: a reference RESP
-// is applied as R-C10 says in every case (it replaces its type), and in the
-// same transaction closes the open RQRD request of the same RTYP (fallback
-// match: the RESP carries no echo). Without a request it is applied alone.
-func TestRequests_R_C10_R_D5_ReferenceRESPClosesMatchingRQRD(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	gates := h.addRequest("RQRD", "GLST", "WAITING", t0)
-	stands := h.addRequest("RQRD", "SLST", "WAITING", t0)
-	h.clk.Advance(5 * time.Second)
-	h.runReceived(1, refResp(1, "GLST", dttm(4*time.Second), glst("A", "a"), glst("B", "b")), h.clk.Now())
-	p := h.proc(1)
-	require.Equal(t, StateSucceeded, p.State, p.Reason)
-	require.Equal(t, fmt.Sprintf("GLST RESP: 2 records; answers RQRD request %d (fallback match)", gates), p.Reason)
-	require.Equal(t, []string{"A", "B"}, h.refKeys("GLST"))
-	r := h.reqRow(gates)
-	require.Equal(t, "DONE", r.State)
-	require.Equal(t, "fallback", r.MatchKind)
-	require.Equal(t, int64(1), r.ResponseMsgID)
-	require.Equal(t, "WAITING", h.reqRow(stands).State, "another type's request stays open")
-
-	// Unsolicited: applied, nothing closed.
-	h.runReceived(2, refResp(2, "GLST", dttm(5*time.Second), glst("C", "c")), h.clk.Now())
-	p = h.proc(2)
-	require.Equal(t, StateSucceeded, p.State)
-	require.Equal(t, "GLST RESP: 1 records", p.Reason)
-	require.Equal(t, []string{"C"}, h.refKeys("GLST"))
-	require.Equal(t, int64(1), h.reqRow(gates).ResponseMsgID, "a closed request keeps its answer")
-
-	// Sent after the RESP was created: applied, the request stays open.
-	late := h.addRequest("RQRD", "ABDG", "WAITING", h.clk.Now())
-	h.runReceived(3, refResp(3, "ABDG", dttm(0), "<ABDG><ABCD>X</ABCD></ABDG>"), h.clk.Now())
-	require.Equal(t, "ABDG RESP: 1 records", h.proc(3).Reason)
-	require.Equal(t, "WAITING", h.reqRow(late).State)
-}
-
-// TestRequests_R_C7_RejectedResponseLeavesRequestOpen: a matching RESP whose
-// snapshot is refused (DEAD(PROTOCOL)) writes nothing, and its request
-// stays open: completion only follows successful processing.
-//
-// Validation 001§6 and 002§8 "请求超时、无匹配 RESP、时间单位不一致".
-func TestRequests_R_C7_RejectedResponseLeavesRequestOpen(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	id := h.addRequest("RQFD", "a..b", "WAITING", t0)
-	h.clk.Advance(time.Second)
-	bad := sistest.EnvelopeAt(1, "SCHD", "RESP", dttm(time.Second), "<SCHD><RECS>2</RECS>"+fltr(15, day23)+"</SCHD>")
-	h.runReceived(1, bad, h.clk.Now())
-	p := h.proc(1)
-	require.Equal(t, StateDead, p.State)
-	require.Equal(t, ClassProtocol, p.ErrorClass)
-	require.Equal(t, "WAITING", h.reqRow(id).State)
-	require.Zero(t, h.count(`SELECT count(*) FROM flight`))
 }
 
 // TestRequests_G_REQ_TRACK_RETENTION_PurgesClosedRequestsAfterRetention:

@@ -5,19 +5,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/services/processor/internal/sistest"
 )
 
 // batchOf2 is a harness whose snapshots write two records per transaction.
 func batchOf2(o *Options) { o.SnapshotBatch = 2 }
 
 // fltrs returns records for flights from..to of day23.
-func fltrs(from, to int64, extra ...string) []string {
-	var out []string
-	for f := from; f <= to; f++ {
-		out = append(out, fltr(f, day23, extra...))
-	}
-	return out
-}
+var fltrs = sistest.FLTRs
 
 // TestSnapshot_R_C6_US07_WritesInBatchesAndFinishesOnce: each step commits
 // one batch (flights, events, progress) and leaves the message open without

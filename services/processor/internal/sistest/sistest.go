@@ -57,6 +57,19 @@ func FLTR(flid int64, sodt string, extra ...string) string {
 		"<FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT>%s</FLTR>", flid, 9000+flid, sodt, strings.Join(extra, ""))
 }
 
+// FLTRs returns records of day Day23 for flights from..to, each with
+// extra.
+func FLTRs(from, to int64, extra ...string) []string {
+	var out []string
+	for f := from; f <= to; f++ {
+		out = append(out, FLTR(f, Day23, extra...))
+	}
+	return out
+}
+
+// Window23 is an SCHD RESP's echo of the RQFD window of 23JAN21 alone.
+const Window23 = "<STDB>23JAN21</STDB><STDE>23JAN21</STDE>"
+
 // SCHD is an SCHD message whose RECS matches its records.
 func SCHD(seqn int64, styp string, fltrs ...string) string {
 	return SCHDRecs(seqn, styp, strconv.Itoa(len(fltrs)), fltrs...)
