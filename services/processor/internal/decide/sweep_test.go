@@ -131,35 +131,42 @@ func TestSweep_R_C11_INV28_ActiveFlightGetsOneDeletion(t *testing.T) {
 
 // TestSweep_R_C8_INV22_PurgedChildRewritesItsMaster: each purged ACTIVE
 // child rewrites its master once, with the next version, the MAFL of the
-// children left, and events with reason history-sweep and no source whose
-// flight-state record names the master's last message.
+// children left, and its three records — updates, not tombstones — with
+// events of reason history-sweep and no source whose flight-state record
+// names the master's last message; the MAFL never names a purged flight.
 func TestSweep_R_C8_INV22_PurgedChildRewritesItsMaster(t *testing.T) {
 	ctx := context.Background()
 	m := sweepFixture()
-
-	out, err := Sweep(ctx, m, m, 101, sweepCutoff, sweepNow, time.UTC)
-	require.NoError(t, err)
-	require.Equal(t, SweptTombstoned, out)
-	require.Len(t, m.changes, 1)
-	c := m.changes[0]
-	require.Equal(t, int64(201), c.Row.FLID)
-	require.Equal(t, int64(4), c.Row.Version)
-	require.Equal(t, []any{map[string]any{"FLID": "102", "FLNO": "YG9102"}}, c.Row.Doc["MAFL"])
-	require.Len(t, c.Outbox, 3)
-	require.Equal(t, "7", headersOf(t, c.Outbox[0])["msgx-msg-id"], "the master's last message")
-	var ev map[string]any
-	require.NoError(t, json.Unmarshal(c.Outbox[1].Payload, &ev))
-	require.Equal(t, contract.EventUpdated, ev["event_type"])
-	require.Equal(t, HistorySweepReason, ev["reason"])
-	require.Equal(t, []any{"MAFL"}, ev["changed"])
-	require.NotContains(t, ev, "source")
-
-	out, err = Sweep(ctx, m, m, 102, sweepCutoff, sweepNow, time.UTC)
-	require.NoError(t, err)
-	require.Equal(t, SweptTombstoned, out)
-	require.Len(t, m.changes, 2)
+	var mafls []any
+	for i, child := range []int64{101, 102} {
+		out, err := Sweep(ctx, m, m, child, sweepCutoff, sweepNow, time.UTC)
+		require.NoError(t, err)
+		require.Equal(t, SweptTombstoned, out)
+		require.Len(t, m.changes, i+1, "one rewrite of the master per child that left")
+		c := m.changes[i]
+		require.Equal(t, int64(201), c.Row.FLID)
+		require.Equal(t, int64(4+i), c.Row.Version)
+		require.Equal(t, "ACTIVE", c.Row.State)
+		require.Zero(t, c.MsgID, "no message caused it")
+		require.Equal(t, []string{TargetFlightState, TargetMsg, TargetSchd}, []string{c.Outbox[0].Target, c.Outbox[1].Target, c.Outbox[2].Target})
+		for _, o := range c.Outbox {
+			require.NotNil(t, o.Payload, "an update, not a tombstone (%s)", o.Target)
+			require.Zero(t, o.MsgID)
+		}
+		require.Equal(t, "7", headersOf(t, c.Outbox[0])["msgx-msg-id"], "the master's last message")
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(c.Outbox[1].Payload, &ev))
+		require.Equal(t, contract.EventUpdated, ev["event_type"])
+		require.Equal(t, HistorySweepReason, ev["reason"])
+		require.Equal(t, []any{"MAFL"}, ev["changed"])
+		require.NotContains(t, ev, "source")
+		mafls = append(mafls, ev["flight"].(map[string]any)["MAFL"])
+	}
+	require.Equal(t, []any{[]any{map[string]any{"FLID": "102", "FLNO": "YG9102"}}, nil}, mafls,
+		"after 101 left only 102 is listed; after 102 left there is none")
 	require.NotContains(t, m.flights[201].Doc, "MAFL", "no purged child stays listed")
 	require.Equal(t, int64(5), m.flights[201].Version)
+	require.Equal(t, []int64{101, 102}, m.archived)
 }
 
 // TestSweep_R_C11_INV18_HeldFlightOrMasterWritesNothing: a flight, or the

@@ -158,4 +158,3 @@ func ReferenceSamples(t *testing.T, dir string) []string {
 	})
 	return out
 }
-
