@@ -37,9 +37,12 @@
 // one-at-a-time processing (R-J1).
 //
 // The domain rules are tested here, over in-memory views and sinks
-// (rules_test.go runs a message the way the executor does), fast and
+// (rules_test.go runs a message the way the executor does: a response
+// with the requests it may answer, a daily snapshot in steps), fast and
 // without a database; the SIS messages come from package sistest, which
 // the pipeline's tests share. Pipeline's own tests cover the head,
 // batches, crashes and transitions, with one end-to-end test per message
-// type against PostgreSQL.
+// type against PostgreSQL and a thin one where a rule depends on what
+// apply reads or writes there (the open requests, a stored match, the
+// absent flights of the covered days, a refused message rolled back).
 package decide
