@@ -1,7 +1,8 @@
 // Package sistest builds SIS messages in the documented layouts
 // (sis-catalogue §1, §3, §5, §6) for the processor's tests: the domain
 // rules' tests in decide and the pipeline's tests write the same messages
-// with the same builders.
+// with the same builders, read the same samples and hold reference-data
+// documents to the same catalogue shapes (refshape.go).
 package sistest
 
 import (
