@@ -11,10 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/progress"
 	"msgexchange/services/dispatcher/internal/relay"
 )
 
@@ -24,9 +26,10 @@ type Config struct {
 	Mailbox  MailboxConfig  `yaml:"mailbox"`
 	Schd     SchdConfig     `yaml:"schd"`
 	Shadow   bool           `yaml:"shadow"`
-	// StallLimit is how long a target's loop may stay stalled (refused by
-	// the broker, the mailbox or PostgreSQL in a way no wait cures) before
-	// the process exits for its supervisor to restart it (R-L8).
+	// StallLimit is how long a loop — a target's, the notification
+	// listener or the mailbox census — may stay stalled (refused by the
+	// broker, the mailbox or PostgreSQL in a way no wait cures) before the
+	// process exits for its supervisor to restart it (R-L8).
 	StallLimit time.Duration `yaml:"stall_limit"`
 }
 
@@ -77,7 +80,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")
-	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", relay.DefaultStallLimit, "longest a target's loop may stay stalled (the broker refuses its producer — an authorization failure, an unsupported request —, the mailbox or PostgreSQL refuses access or misses a table) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable dependency is not a stall (R-L8)")
+	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", relay.DefaultStallLimit, "longest a loop (a target's, the notification listener, the mailbox census) may stay stalled (the broker refuses its producer — an authorization failure, an unsupported request —, the mailbox or PostgreSQL refuses access or misses a table) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable dependency is not a stall (R-L8)")
 	fs.BoolVar(&c.Shadow, prefix+"shadow", false, "shadow mode, beside the predecessor (R-L6): mailbox markers and outbound requests (COUTMSGS) are settled as shadowed, never written")
 }
 
@@ -168,10 +171,20 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	census, err := relay.NewCensus(relay.CensusOptions{
 		Logger: deps.Logger.With("component", "dispatcher-census"), Clock: deps.Clock,
-		Pool: deps.Postgres, Mailbox: deps.Mailbox,
+		Pool: deps.Postgres, Mailbox: deps.Mailbox, StallLimit: cfg.StallLimit,
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The relay exports its loops' progress (the targets' and the
+	// listener's); the census runs beside it and exports its own, so that
+	// msgx_loop_stalled_seconds covers every loop of the process (R-L8).
+	meter := deps.Meter
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("dispatcher")
+	}
+	if err := progress.RegisterMetrics(meter, census.Progress()); err != nil {
+		return nil, fmt.Errorf("creating dispatcher: %w", err)
 	}
 	svc := &Service{r: r, census: census, pool: deps.Postgres, mb: deps.Mailbox, kafka: deps.Kafka.Reach}
 	svc.lease, _ = deps.Elector.(readier)
@@ -189,10 +202,11 @@ func (s *Service) Services() []*lifecycle.Service {
 type readier interface{ Ready() error }
 
 // Ready reports whether PostgreSQL and the mailbox answer, the brokers
-// answer the dispatcher's Kafka clients (kafka.Reachability), no target's
-// loop is stalled by a refusal no wait cures (R-L8), and the control plane
-// answers the lease calls: without them every target lost its term or
-// cannot take one, or cannot deliver, and nothing is delivered (R-M2).
+// answer the dispatcher's Kafka clients (kafka.Reachability), no loop —
+// a target's, the notification listener or the census — is stalled by a
+// refusal no wait cures (R-L8), and the control plane answers the lease
+// calls: without them every target lost its term or cannot take one, or
+// cannot deliver, and nothing is delivered (R-M2).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pinging postgres: %w", err)
@@ -205,8 +219,8 @@ func (s *Service) Ready(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.r.Progress(); err != nil {
-		return err // a target's loop is refused (R-L8)
+	if err := errors.Join(s.r.Progress(), s.census.Progress().Err()); err != nil {
+		return err // a loop is refused (R-L8)
 	}
 	if s.lease != nil {
 		return s.lease.Ready()

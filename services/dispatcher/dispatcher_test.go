@@ -106,7 +106,7 @@ type testBundle struct {
 	ended bool
 }
 
-func setup(t *testing.T, adjust func(*dispatcher.Config)) *testBundle {
+func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*dispatcher.Deps)) *testBundle {
 	t.Helper()
 	log := testLogger(t)
 	b := &testBundle{}
@@ -130,9 +130,13 @@ func setup(t *testing.T, adjust func(*dispatcher.Config)) *testBundle {
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	b.svc, err = dispatcher.New(cfg, dispatcher.Deps{
+	deps := dispatcher.Deps{
 		Logger: log, Clock: clock.Real{}, Postgres: b.pool, Mailbox: b.mailbox, Kafka: b.kcfg,
-	})
+	}
+	for _, a := range adjustDeps {
+		a(&deps)
+	}
+	b.svc, err = dispatcher.New(cfg, deps)
 	require.NoError(t, err)
 	m := lifecycle.NewManager(log, b.svc.Services()...)
 	rctx, rcancel := context.WithCancel(context.Background())

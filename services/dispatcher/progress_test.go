@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"msgexchange/libs/progress"
 	"msgexchange/services/dispatcher"
@@ -72,6 +74,71 @@ func TestDispatcher_R_L8_StalledTargetEndsTheProcessAfterTheLimit(t *testing.T) 
 	case <-time.After(30 * time.Second):
 		t.Fatal("a target stalled past dispatcher.stall-limit did not end the dispatcher")
 	}
+}
+
+// stalledSeconds reads msgx_loop_stalled_seconds by loop from reader.
+func stalledSeconds(t *testing.T, reader *sdkmetric.ManualReader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			g, ok := m.Data.(metricdata.Gauge[float64])
+			if !ok || m.Name != "msgx_loop_stalled_seconds" {
+				continue
+			}
+			for _, dp := range g.DataPoints {
+				loop, _ := dp.Attributes.Value("loop")
+				out[loop.AsString()] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain: the mailbox
+// census loop and the notification listener report their progress like
+// the targets' loops: both are exported in msgx_loop_stalled_seconds from
+// the first scrape, at 0. The mailbox's census table missing (an unknown
+// table, which no wait cures) stalls the census loop at the next census:
+// the dispatcher is not ready within 10 s, naming the loop and the
+// refusal, and the metric counts the stall. The table back, the loop's
+// next look at the mailbox makes it progress and the dispatcher ready
+// again.
+func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	b := setup(t, nil, func(d *dispatcher.Deps) { d.Meter = mp.Meter("dispatcher") })
+	stalled := stalledSeconds(t, reader)
+	require.Contains(t, stalled, "dispatcher-census")
+	require.Contains(t, stalled, "dispatcher-listen")
+	require.Zero(t, stalled["dispatcher-census"])
+
+	ctx := t.Context()
+	_, err := b.mailbox.ExecContext(ctx, "RENAME TABLE CMINMSGS TO CMINMSGS_AWAY")
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO mailbox_census (operator, requested_at) VALUES ('alice', now()) RETURNING id`).Scan(&id))
+	start := time.Now()
+	require.Eventually(t, func() bool { return errors.Is(b.ready(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
+		"a refused census makes the dispatcher not ready within 10 s")
+	t.Logf("not ready %s after the census was asked: %v", time.Since(start).Round(time.Millisecond), b.ready())
+	require.ErrorContains(t, b.ready(), "dispatcher-census")
+	require.ErrorContains(t, b.ready(), "1146")
+	require.Eventually(t, func() bool { return stalledSeconds(t, reader)["dispatcher-census"] > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the census loop's stall is exported")
+	var state string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM mailbox_census WHERE id = $1`, id).Scan(&state))
+	require.Equal(t, "FAILED", state, "the refused census is FAILED with its cause")
+
+	_, err = b.mailbox.ExecContext(ctx, "RENAME TABLE CMINMSGS_AWAY TO CMINMSGS")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
+		"the census loop progresses again: the dispatcher is ready")
+	require.Zero(t, stalledSeconds(t, reader)["dispatcher-census"])
 }
 
 // TestConfig_R_L8_StallLimit: dispatcher.stall-limit is 1m by default and

@@ -14,6 +14,8 @@ import (
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/lifecycle"
+	"msgexchange/libs/mysqlutil"
+	"msgexchange/libs/progress"
 )
 
 // Census answers the control plane's mailbox census requests (R-L6,
@@ -30,7 +32,14 @@ import (
 // which no lease guards.
 type Census struct {
 	opt CensusOptions
+	// progress tracks the loop (R-L8): stalled while PostgreSQL refuses
+	// the census table or the mailbox refuses the census's reads.
+	progress *progress.Tracker
 }
+
+// CensusLoop names the census loop in readiness answers and in the loop
+// metrics.
+const CensusLoop = "dispatcher-census"
 
 // CensusOptions configure a Census.
 type CensusOptions struct {
@@ -49,6 +58,11 @@ type CensusOptions struct {
 	// Rand is the jitter source of the retry after a failed claim; nil is
 	// math/rand.
 	Rand func() float64
+	// StallLimit is how long the loop may stay stalled — refused by
+	// PostgreSQL or the mailbox in a way no wait cures — before its
+	// service ends, so that the supervisor restarts the process (R-L8);
+	// 0 means DefaultStallLimit.
+	StallLimit time.Duration
 }
 
 // NewCensus returns a Census.
@@ -62,25 +76,38 @@ func NewCensus(opt CensusOptions) (*Census, error) {
 	if opt.QueryTimeout <= 0 {
 		opt.QueryTimeout = 30 * time.Second
 	}
-	return &Census{opt: opt}, nil
+	if opt.StallLimit <= 0 {
+		opt.StallLimit = DefaultStallLimit
+	}
+	return &Census{opt: opt, progress: progress.New(CensusLoop, opt.Clock)}, nil
 }
 
 // Service returns the loop that answers census requests.
 func (c *Census) Service() *lifecycle.Service {
-	return lifecycle.NewService("dispatcher-census", nil, c.run, nil)
+	return lifecycle.NewService(CensusLoop, nil, c.run, nil)
 }
+
+// Progress is the loop's tracker: the dispatcher is not ready while it is
+// stalled (R-L8).
+func (c *Census) Progress() *progress.Tracker { return c.progress }
 
 // run answers requests until ctx ends: every PENDING one at once, then one
 // look every Poll. A failed claim (PostgreSQL unreachable) is retried on
-// libs/backoff's schedule up to 30 s.
+// libs/backoff's schedule up to 30 s. Each round reports to the loop's
+// progress (answered); a loop stalled past the stall limit returns the
+// stall, which ends its service and the process (R-L8).
 func (c *Census) run(ctx context.Context) error {
 	retry := backoff.Schedule{First: c.opt.Poll, Max: 30 * time.Second, Jitter: backoff.DefaultJitter, Rand: c.opt.Rand}.Start()
 	for ctx.Err() == nil {
-		took, err := c.AnswerOne(ctx)
+		took, countErr, err := c.answerOne(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if serr := c.answered(ctx, took, countErr, err); serr != nil {
+			return serr // stalled past the limit: the process ends (R-L8)
+		}
 		wait := c.opt.Poll
 		switch {
-		case ctx.Err() != nil:
-			return nil
 		case err != nil:
 			wait = retry.Next()
 			c.opt.Logger.Warn("answering mailbox census", "err", err, "retry_in", wait)
@@ -106,10 +133,66 @@ WHERE id = (SELECT id FROM mailbox_census
 	ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING id, COALESCE(start_id, 0)`
 
+// answered reports one round of the loop to its tracker and returns an
+// error wrapping progress.ErrStalled once the loop has been stalled for
+// the stall limit. A refusal no wait cures stalls the loop: PostgreSQL
+// refusing the census table (pgRefused) or the mailbox refusing the
+// census's reads (mysqlutil.AccessRefused; the request is FAILED with it
+// all the same). A count the mailbox answered clears any stall, and a
+// round PostgreSQL answered clears one that PostgreSQL caused. A stall the
+// mailbox caused is looked at again every round without a request (a
+// probe of the census's first read), so that a restored grant clears it
+// without waiting for the next census. An unreachable dependency is an
+// outage (R-L2): it neither stalls the loop nor clears a stall.
+func (c *Census) answered(ctx context.Context, took bool, countErr, err error) error {
+	t := c.progress
+	switch {
+	case pgRefused(err):
+		t.Stalled(err)
+	case mysqlutil.AccessRefused(countErr):
+		t.Stalled(countErr)
+	case err != nil:
+	case took && countErr == nil:
+		t.Progressed()
+	default:
+		_, cause := t.StalledFor()
+		switch {
+		case pgRefused(cause):
+			t.Progressed()
+		case mysqlutil.AccessRefused(cause) && !took:
+			if perr := c.probe(ctx); perr == nil {
+				t.Progressed()
+			} else if mysqlutil.AccessRefused(perr) {
+				t.Stalled(perr)
+			}
+		}
+	}
+	return t.Exceeded(c.opt.StallLimit)
+}
+
+// probe asks the mailbox the census's first question, bounded by
+// QueryTimeout, and returns its error.
+func (c *Census) probe(ctx context.Context) error {
+	var next int64
+	qctx, cancel := context.WithTimeout(ctx, c.opt.QueryTimeout)
+	defer cancel()
+	if err := c.opt.Mailbox.QueryRowContext(qctx, censusNextID).Scan(&next); err != nil {
+		return fmt.Errorf("counting the next ID in the mailbox: %w", err)
+	}
+	return nil
+}
+
 // AnswerOne claims one PENDING request, counts it and records its figures
 // or, when the mailbox did not answer, FAILED with the error. took is false
 // when no request was waiting; err is a PostgreSQL failure.
 func (c *Census) AnswerOne(ctx context.Context) (took bool, err error) {
+	took, _, err = c.answerOne(ctx)
+	return took, err
+}
+
+// answerOne is AnswerOne that also returns the mailbox's error of a
+// request it recorded FAILED, for the loop's progress.
+func (c *Census) answerOne(ctx context.Context) (took bool, countErr, err error) {
 	now := c.opt.Clock.Now()
 	var id, start int64
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -117,15 +200,15 @@ func (c *Census) AnswerOne(ctx context.Context) (took bool, err error) {
 	cancel()
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
+		return false, nil, nil
 	case err != nil:
-		return false, fmt.Errorf("claiming mailbox census: %w", err)
+		return false, nil, fmt.Errorf("claiming mailbox census: %w", err)
 	}
 	f, countErr := c.count(ctx, start)
 	if ctx.Err() != nil {
 		// Shutting down: the request stays PENDING and is taken again
 		// once its claim is stale.
-		return true, nil
+		return true, nil, nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -142,9 +225,9 @@ func (c *Census) AnswerOne(ctx context.Context) (took bool, err error) {
 			id, c.opt.Clock.Now(), f.nextID, f.rowsFromStart, f.afterLastMarked, f.unmarkedFromStart, f.unmarkedBelowStart)
 	}
 	if err != nil {
-		return true, fmt.Errorf("recording mailbox census %d: %w", id, err)
+		return true, countErr, fmt.Errorf("recording mailbox census %d: %w", id, err)
 	}
-	return true, nil
+	return true, countErr, nil
 }
 
 // censusFigures are one census's answers; the three counts at a start are

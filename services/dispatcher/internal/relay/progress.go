@@ -57,18 +57,24 @@ func newProgress(clk clock.Clock) map[string]*progress.Tracker {
 	return out
 }
 
-// Progress is nil while every target's loop can make progress, and
-// otherwise an error wrapping progress.ErrStalled that names the loop, how
-// long and why: the dispatcher is then not ready (R-L8).
+// ListenLoop names the notification listener's loop (listenService) in
+// readiness answers and in the loop metrics.
+const ListenLoop = "dispatcher-listen"
+
+// Progress is nil while every target's loop and the notification
+// listener can make progress, and otherwise an error wrapping
+// progress.ErrStalled that names the loop, how long and why: the
+// dispatcher is then not ready (R-L8).
 func (r *Relay) Progress() error { return progress.Check(r.trackers()...) }
 
-// trackers returns the loops' trackers in target order.
+// trackers returns the loops' trackers in target order, then the
+// listener's.
 func (r *Relay) trackers() []*progress.Tracker {
-	out := make([]*progress.Tracker, 0, len(targets))
+	out := make([]*progress.Tracker, 0, len(targets)+1)
 	for _, t := range targets {
 		out = append(out, r.progress[t])
 	}
-	return out
+	return append(out, r.listenProgress)
 }
 
 // delivered records that target accepted what its loop sent (a record
@@ -91,6 +97,26 @@ func (r *Relay) drained(target string, err error) error {
 		if _, cause := t.StalledFor(); pgRefused(cause) {
 			t.Progressed()
 		}
+	}
+	return t.Exceeded(r.opt.StallLimit)
+}
+
+// listened reports one try of the notification listener to its tracker
+// and returns an error wrapping progress.ErrStalled once the listener has
+// been stalled for the stall limit: its service then ends, and the
+// process with it (R-L8). A try that got as far as LISTEN progressed
+// (err is then the later loss of its connection, an outage); one that
+// PostgreSQL refused (pgRefused: the role may not log in or connect, the
+// database is unknown) stalls, since no reconnection cures it; one that
+// could not reach PostgreSQL is an outage, neither (R-L2), and leaves a
+// stall as it was.
+func (r *Relay) listened(listening bool, err error) error {
+	t := r.listenProgress
+	switch {
+	case listening:
+		t.Progressed()
+	case pgRefused(err):
+		t.Stalled(err)
 	}
 	return t.Exceeded(r.opt.StallLimit)
 }

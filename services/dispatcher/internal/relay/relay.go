@@ -110,6 +110,9 @@ type Relay struct {
 	// target, the mailbox or PostgreSQL refuses it, which makes the
 	// dispatcher not ready.
 	progress map[string]*progress.Tracker
+	// listenProgress tracks the notification listener (ListenLoop):
+	// stalled while PostgreSQL refuses its connection (R-L8).
+	listenProgress *progress.Tracker
 
 	holderOnce sync.Once
 	holderName string
@@ -146,6 +149,7 @@ func New(opt Options) (*Relay, error) {
 		opt.StallLimit = DefaultStallLimit
 	}
 	r.progress = newProgress(opt.Clock)
+	r.listenProgress = progress.New(ListenLoop, opt.Clock)
 	if opt.BackfillOutageRetryMax <= 0 {
 		opt.BackfillOutageRetryMax = opt.BackfillBackoffMax
 	}
@@ -233,14 +237,24 @@ func (r *Relay) wakeAll() {
 // listenService LISTENs on msgx_outbox and wakes every loop on each
 // notification. After a lost connection it reconnects and wakes the loops
 // once, since notifications may have been missed meanwhile; reconnections
-// back off from 100 ms to 5 s on libs/backoff's schedule with jitter.
+// back off from 100 ms to 5 s on libs/backoff's schedule with jitter,
+// afresh after each connection that got as far as LISTEN. Each try
+// reports to the listener's progress (listened): a connection PostgreSQL
+// refuses stalls it, and a stall past the stall limit ends the service
+// with the stall, so that the supervisor restarts the process (R-L8).
 func (r *Relay) listenService() *lifecycle.Service {
-	return lifecycle.NewService("dispatcher-listen", nil, func(ctx context.Context) error {
+	return lifecycle.NewService(ListenLoop, nil, func(ctx context.Context) error {
 		retry := backoff.Schedule{First: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.DefaultJitter, Rand: r.opt.Rand}.Start()
 		for ctx.Err() == nil {
-			err := r.listen(ctx)
+			listening, err := r.listen(ctx)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if serr := r.listened(listening, err); serr != nil {
+				return serr // stalled past the limit: the process ends (R-L8)
+			}
+			if listening {
+				retry.Reset()
 			}
 			wait := retry.Next()
 			r.log.Warn("listening for outbox notifications; reconnecting", "err", err, "retry_in", wait)
@@ -253,15 +267,19 @@ func (r *Relay) listenService() *lifecycle.Service {
 	}, nil)
 }
 
-func (r *Relay) listen(ctx context.Context) error {
+// listen holds one listening connection until it fails or ctx ends.
+// listening reports whether LISTEN succeeded on it: PostgreSQL admitted
+// the listener, whatever ended the connection later.
+func (r *Relay) listen(ctx context.Context) (listening bool, err error) {
 	conn, err := r.listenConn(ctx)
 	if err != nil {
-		return fmt.Errorf("acquiring listen connection: %w", err)
+		return false, fmt.Errorf("acquiring listen connection: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "LISTEN msgx_outbox"); err != nil {
-		return fmt.Errorf("listening: %w", err)
+		return false, fmt.Errorf("listening: %w", err)
 	}
+	r.listenProgress.Progressed()
 	defer func() {
 		// The connection goes back to the pool: stop listening on it.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -277,7 +295,7 @@ func (r *Relay) listen(ctx context.Context) error {
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
-			return fmt.Errorf("waiting for notification: %w", err)
+			return true, fmt.Errorf("waiting for notification: %w", err)
 		}
 		if below, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
 			r.floors.lower(below)
