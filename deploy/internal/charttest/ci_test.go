@@ -30,14 +30,23 @@ const benchTest = "TestBench_R_J1_R_J2_R_J3_R_J4_R_J5"
 // timedSkip is make test's skip of the timed tests: -skip '^(A|B)$'.
 var timedSkip = regexp.MustCompile(`-skip '\^\(([A-Za-z0-9_|]+)\)\$'`)
 
+// e2ePkg is the end-to-end package, which make test runs without the race
+// detector: its services run as their own non-race processes.
+const e2ePkg = "msgexchange/services/e2e"
+
+// raceExcept is the race run's package list: every package of the
+// workspace but one, $(go list work | grep -vxF 'P').
+var raceExcept = regexp.MustCompile(`\$\(go list work \| grep -vxF '([^']+)'\)$`)
+
 // raceTagged are files that only choose between race and non-race
 // variants of the same test: one of each pair always builds.
 var raceTagged = regexp.MustCompile(`^//go:build !?race$`)
 
 // TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest checks R-G2's wiring: CI's
 // entry point runs make test, the README gives make test as the test
-// command, make test runs go test over every module of the workspace with
-// the race detector and no filter, lints the chart and scans for
+// command, make test runs go test over every package of the workspace with
+// no filter — with the race detector, but for the end-to-end package, whose
+// services run as their own non-race processes — lints the chart and scans for
 // vulnerabilities, and no test file is kept out of it by a build constraint
 // unless a make target of its own runs it.
 func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
@@ -58,39 +67,42 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "make -n test:\n%s", out)
 	recipe := commandLines(string(out))
-	var goTest string
-	for _, l := range recipe {
-		if strings.Contains(l, " test ") && strings.HasSuffix(l, " work") && strings.Contains(l, "go") {
-			goTest = l
-		}
-	}
-	require.NotEmpty(t, goTest, "make test runs no go test over the workspace:\n%s", out)
-	require.Contains(t, goTest, "-race", "make test runs without the race detector: %s", goTest)
-	// The tests left out of the workspace run are the timed ones (the
-	// benchmark suite among them), which make test runs by themselves
-	// afterwards so that their timings are not measured beside the other
-	// packages' race-detecting tests; the later run names exactly the
-	// skipped tests.
-	m := timedSkip.FindStringSubmatch(goTest)
-	require.NotNil(t, m, "make test must skip exactly the timed tests and run them afterwards: %s", goTest)
-	timed := strings.Split(m[1], "|")
-	require.Contains(t, timed, benchTest, "the benchmark suite is not among the timed tests: %s", goTest)
-	for _, name := range timed {
-		require.Regexp(t, `^Test\w+$`, name, "the timed tests are test names, not patterns: %s", goTest)
-	}
-	benchSkip := m[0]
-	later := slices.IndexFunc(recipe, func(l string) bool {
-		return strings.Contains(l, "-run '^("+m[1]+")$'") && strings.Contains(l, "MSGX_BENCH=short")
+	// The race run: go test -race over the workspace's package list less
+	// exactly the end-to-end package, with no filter.
+	raceAt := slices.IndexFunc(recipe, func(l string) bool {
+		return strings.Contains(l, "go test ") && strings.Contains(l, "-race") && strings.Contains(l, "go list work")
 	})
-	require.Greater(t, later, slices.Index(recipe, goTest),
-		"make test must run the timed tests it skips after the other tests, with the short benchmark sizes: %s", goTest)
-	rest := strings.Replace(goTest, benchSkip, "", 1)
-	for _, f := range []string{"-short", "-run", "-skip", "-tags"} {
-		require.NotContains(t, strings.Fields(rest), f, "make test filters the tests: %s", goTest)
-		for _, field := range strings.Fields(rest) {
-			require.False(t, strings.HasPrefix(field, f+"="), "make test filters the tests: %s", goTest)
-		}
+	require.GreaterOrEqual(t, raceAt, 0, "make test runs no go test -race over the workspace's packages:\n%s", out)
+	goTest := recipe[raceAt]
+	m := raceExcept.FindStringSubmatch(goTest)
+	require.NotNil(t, m, "make test's race run must list the workspace and leave out only the end-to-end package: %s", goTest)
+	require.Equal(t, e2ePkg, m[1], "the race run leaves out a package other than the end-to-end one: %s", goTest)
+	requireNoFilter(t, goTest)
+	// The end-to-end package, without the race detector (its services run
+	// as their own non-race processes), all but the timed tests.
+	e2eAt := slices.IndexFunc(recipe, func(l string) bool {
+		return strings.Contains(l, "go test ") && strings.HasSuffix(l, " ./e2e/") && !strings.Contains(l, "MSGX_BENCH=")
+	})
+	require.GreaterOrEqual(t, e2eAt, 0, "make test does not run the end-to-end package:\n%s", out)
+	e2eTest := recipe[e2eAt]
+	require.True(t, strings.HasPrefix(e2eTest, "cd services && "), "the end-to-end run must run in the services module: %s", e2eTest)
+	// The tests left out of it are the timed ones (the benchmark suite
+	// among them), which make test runs by themselves afterwards so that
+	// their timings are not measured beside the other packages' tests; the
+	// later run names exactly the skipped tests.
+	ts := timedSkip.FindStringSubmatch(e2eTest)
+	require.NotNil(t, ts, "make test must skip exactly the timed tests and run them afterwards: %s", e2eTest)
+	timed := strings.Split(ts[1], "|")
+	require.Contains(t, timed, benchTest, "the benchmark suite is not among the timed tests: %s", e2eTest)
+	for _, name := range timed {
+		require.Regexp(t, `^Test\w+$`, name, "the timed tests are test names, not patterns: %s", e2eTest)
 	}
+	later := slices.IndexFunc(recipe, func(l string) bool {
+		return strings.Contains(l, "-run '^("+ts[1]+")$'") && strings.Contains(l, "MSGX_BENCH=short")
+	})
+	require.Greater(t, later, max(raceAt, e2eAt),
+		"make test must run the timed tests it skips after the other tests, with the short benchmark sizes: %s", e2eTest)
+	requireNoFilter(t, strings.Replace(e2eTest, ts[0], "", 1))
 	require.Contains(t, recipe, "bash scripts/helm-lint.sh", "make test does not lint and render the chart (R-G3)")
 	require.Contains(t, recipe, "bash scripts/vuln.sh", "make test does not scan for vulnerabilities (R-K8)")
 
@@ -117,6 +129,18 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// requireNoFilter fails when a go test command line narrows the tests it
+// runs (-short, -run, -skip, -tags).
+func requireNoFilter(t *testing.T, line string) {
+	t.Helper()
+	for _, f := range []string{"-short", "-run", "-skip", "-tags"} {
+		require.NotContains(t, strings.Fields(line), f, "make test filters the tests: %s", line)
+		for _, field := range strings.Fields(line) {
+			require.False(t, strings.HasPrefix(field, f+"="), "make test filters the tests: %s", line)
+		}
+	}
 }
 
 // commandLines are a shell script's lines without comments and blanks.
