@@ -104,6 +104,7 @@ GRANT SELECT                         ON maintenance_request TO msgx_processor; -
 GRANT UPDATE (state, started_at, finished_at, run_id, result, error)
                                      ON maintenance_request TO msgx_processor; -- recording only the outcome (R-N9)
 GRANT SELECT, INSERT, UPDATE         ON mailbox_reuse      TO msgx_processor; -- reused mailbox IDs held (R-L5)
+GRANT SELECT, INSERT, UPDATE         ON shadow_cleanup     TO msgx_processor; -- IDs of cleaned shadowed records, never executed again (R-L6)
 GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq,
     snapshot_log_id_seq TO msgx_processor;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;

@@ -517,11 +517,12 @@ func TestRegister_R_B2_INV9_OncePerMailboxIDInOneStatement(t *testing.T) {
 		for _, id := range msgs {
 			rows = append(rows, Register{MsgID: id, Raw: fmt.Sprintf("<MSG n=%d/>", id), ReceivedAt: &t0, Offset: 100 + id, TraceParent: "00-tp"})
 		}
-		var got []int64
+		var got, cleaned []int64
 		b := &pgx.Batch{}
-		QueueRegister(b, rows, t1, func(ids []int64) error { got = ids; return nil })
+		QueueRegister(b, rows, t1, func(ids, gone []int64) error { got, cleaned = ids, gone; return nil })
 		require.NoError(t, send(ctx, db, b))
 		require.ElementsMatch(t, msgs, got, "only the new IDs are registered")
+		require.Empty(t, cleaned, "no record was cleaned up")
 		for _, id := range msgs {
 			var (
 				raw, state, tp string

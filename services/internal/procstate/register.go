@@ -21,27 +21,60 @@ type Register struct {
 	TraceState  string
 }
 
-const registerSQL = `INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, trace_parent, trace_state)
-	SELECT id, raw, rcv, off, $5, $5, NULLIF(tp, ''), NULLIF(ts, '')
-	FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[], $6::text[], $7::text[]) AS r(id, raw, rcv, off, tp, ts)
-	ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id`
+// CleanedRepublishReason is the reason of a record finished SKIPPED at
+// its registration because the record cleanup deleted the shadowed record
+// of its mailbox ID (R-L6, shadow_cleanup).
+const CleanedRepublishReason = "republished after the record cleanup deleted its shadowed record: processed before, not executed again (R-L6)"
+
+// registerSQL registers each record once (ON CONFLICT DO NOTHING, INV-9).
+// A mailbox ID in the range of shadow_cleanup is not a new message: the
+// cleanup deleted its shadowed record, so the row comes again only
+// because shadow mode never marked it (R-L6). It is registered SKIPPED,
+// finished with its mailbox intent in the same statement (INV-8), so it
+// is never executed a second time and the row still gets its marker once
+// the gateway marks. The second column says which of the two it was.
+var registerSQL = `WITH c AS (SELECT min_msg_id, max_msg_id FROM shadow_cleanup WHERE id = 1),
+	r AS (
+		SELECT r.*, EXISTS (SELECT 1 FROM c WHERE r.id BETWEEN c.min_msg_id AND c.max_msg_id) AS cleaned
+		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[], $6::text[], $7::text[]) AS r(id, raw, rcv, off, tp, ts)),
+	fresh AS (
+		INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, trace_parent, trace_state)
+		SELECT id, raw, rcv, off, $5, $5, NULLIF(tp, ''), NULLIF(ts, '') FROM r WHERE NOT cleaned
+		ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id),
+	gone AS (
+		INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at, state, reason, finished_at)
+		SELECT id, raw, rcv, off, $5, $5, 'SKIPPED', $8, $5 FROM r WHERE cleaned
+		ON CONFLICT (msg_id) DO NOTHING RETURNING msg_id),
+	intents AS (` + outbox.InsertMailboxIntent("gone", 5) + `)
+	SELECT msg_id, false FROM fresh UNION ALL SELECT msg_id, true FROM gone`
 
 // QueueRegister queues the registration of rows at at on b as one
-// statement; done receives the mailbox IDs it inserted. An ID registered
-// before (a republished record) inserts nothing (INV-9): the caller tells
-// a republish from a reused ID by the text.
-func QueueRegister(b *pgx.Batch, rows []Register, at time.Time, done func(inserted []int64) error) {
+// statement; done receives the mailbox IDs it inserted as PENDING
+// messages and those it finished SKIPPED because the cleanup deleted
+// their shadowed record (registerSQL). An ID registered before (a
+// republished record) inserts nothing (INV-9): the caller tells a
+// republish from a reused ID by the text.
+func QueueRegister(b *pgx.Batch, rows []Register, at time.Time, done func(inserted, cleaned []int64) error) {
 	n := len(rows)
 	ids, raws, rcvs, offsets, parents, states := make([]int64, n), make([]string, n), make([]*time.Time, n), make([]int64, n), make([]string, n), make([]string, n)
 	for i, r := range rows {
 		ids[i], raws[i], rcvs[i], offsets[i], parents[i], states[i] = r.MsgID, r.Raw, r.ReceivedAt, r.Offset, r.TraceParent, r.TraceState
 	}
-	b.Queue(registerSQL, ids, raws, rcvs, offsets, at, parents, states).Query(func(rs pgx.Rows) error {
-		inserted, err := pgx.CollectRows(rs, pgx.RowTo[int64])
-		if err != nil {
+	b.Queue(registerSQL, ids, raws, rcvs, offsets, at, parents, states, CleanedRepublishReason).Query(func(rs pgx.Rows) error {
+		var inserted, cleaned []int64
+		var id int64
+		var gone bool
+		if _, err := pgx.ForEachRow(rs, []any{&id, &gone}, func() error {
+			if gone {
+				cleaned = append(cleaned, id)
+			} else {
+				inserted = append(inserted, id)
+			}
+			return nil
+		}); err != nil {
 			return fmt.Errorf("registering inbox records: %w", err)
 		}
-		return done(inserted)
+		return done(inserted, cleaned)
 	})
 }
 

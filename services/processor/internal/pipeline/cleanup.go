@@ -41,6 +41,20 @@ const (
 				  AND target IN ('` + TargetFlightState + `', '` + TargetMsg + `', '` + TargetSchd + `')`
 )
 
+// The cleanup lock serialises the record cleanup with registration
+// (R-L6): a registration holds it shared for its transaction, each
+// cleanup batch exclusively. Without it a registration whose statement
+// began before a cleanup batch committed could read the shadow_cleanup
+// range without the IDs that batch deletes, wait on a deleted row and
+// then insert the ID as a new message — executed a second time. An
+// advisory lock, not a row lock, so that registration writes nothing for
+// it; the cleanup runs once a day in batches of cleanupBatch.
+const (
+	cleanupLockKey       = "proc_state_cleanup"
+	cleanupLockShared    = `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`
+	cleanupLockExclusive = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+)
+
 func (e *Engine) recordRetention() time.Duration {
 	if e.opt.RecordRetention > 0 {
 		return e.opt.RecordRetention
@@ -64,6 +78,14 @@ func (e *Engine) cleanupBatch() int {
 // forgets its identity key, so the duplicate memory equals the retention.
 // Delivered deletions of swept flights (no message) older than the same
 // cutoff go too.
+//
+// A record whose backfill shadow mode settled unwritten (outcome
+// shadowed, R-L6) is deleted like any other, so a shadow run piles up
+// nothing; but its mailbox row may still be unmarked and published again
+// (the predecessor's straggler, a row of the cutover's START on). The
+// batch that deletes it widens the shadow_cleanup range to its ID, and
+// registration finishes a record of an unregistered ID in that range
+// SKIPPED instead of executing it again (procstate.QueueRegister).
 func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 	now := e.clock.Now()
 	res := CleanupResult{Cutoff: now.Add(-e.recordRetention())}
@@ -71,9 +93,12 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 	for {
 		var records, outbox int64
 		err := e.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, cleanupLockExclusive, cleanupLockKey); err != nil {
+				return fmt.Errorf("taking the cleanup lock: %w", err)
+			}
 			return tx.QueryRow(ctx, `
 			WITH victims AS (
-				SELECT p.msg_id FROM proc_state p
+				SELECT p.msg_id, p.backfill_outcome = 'shadowed' AS shadowed FROM proc_state p
 				WHERE `+cleanupDue+`
 				ORDER BY p.finished_at, p.msg_id
 				LIMIT $2
@@ -82,8 +107,14 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 				DELETE FROM outbox o USING victims v WHERE o.msg_id = v.msg_id AND o.state = 'SENT' RETURNING o.id
 			), del AS (
 				DELETE FROM proc_state p USING victims v WHERE p.msg_id = v.msg_id RETURNING p.msg_id
+			), shadow AS (
+				INSERT INTO shadow_cleanup AS s (id, min_msg_id, max_msg_id, records, updated_at)
+				SELECT 1, min(msg_id), max(msg_id), count(*), $3 FROM victims WHERE shadowed HAVING count(*) > 0
+				ON CONFLICT (id) DO UPDATE SET min_msg_id = least(s.min_msg_id, EXCLUDED.min_msg_id),
+					max_msg_id = greatest(s.max_msg_id, EXCLUDED.max_msg_id),
+					records = s.records + EXCLUDED.records, updated_at = EXCLUDED.updated_at
 			)
-			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, res.Cutoff, batch).Scan(&records, &outbox)
+			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, res.Cutoff, batch, now).Scan(&records, &outbox)
 		})
 		if err != nil {
 			return res, fmt.Errorf("deleting finished records: %w", err)

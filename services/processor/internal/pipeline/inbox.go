@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +98,11 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 // register stores each record once (INV-9) and the consumer position in one
 // transaction (R-B2). A mailbox ID seen before with the same text (a
 // republish) is ignored; with a different text (the mailbox reused the ID,
-// R-L5) that text is held for an operator (holdReused).
+// R-L5) that text is held for an operator (holdReused). An ID whose
+// shadowed record the cleanup deleted is finished SKIPPED, not executed
+// again (R-L6, procstate.QueueRegister); the transaction holds the cleanup
+// lock shared, so a cleanup deleting that record meanwhile cannot make it
+// look new (cleanupLock).
 // The records of a fetch are inserted by one multi-row statement, not one
 // statement each: a fetch holds hundreds of records, and PostgreSQL's cost
 // per statement was the larger part of registering them.
@@ -107,12 +112,16 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 	var arrivals []*time.Time // receive times of the records this transaction registered
 	var dead []int64          // records registered DEAD(MALFORMED): not storable text
 	var reused []reusedText   // mailbox IDs seen again with a different text
+	var cleaned []int64       // IDs of cleaned shadowed records, finished SKIPPED (R-L6)
 	spans := e.traceRegistration(ctx, recs)
 	var lowest int64 // the smallest mailbox ID of the records, 0 for none
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		lowest, n = 0, 0
-		arrivals, dead, reused = arrivals[:0], dead[:0], reused[:0] // a retried transaction starts over
+		arrivals, dead, reused, cleaned = arrivals[:0], dead[:0], reused[:0], cleaned[:0] // a retried transaction starts over
 		b := &pgx.Batch{}
+		// First, so that every later statement's snapshot sees a cleanup
+		// that committed before it and none runs until this commits.
+		b.Queue(cleanupLockShared, cleanupLockKey)
 		// Rows of the multi-row insert; a mailbox ID twice in one fetch is
 		// registered from its first record, as a later fetch's would be.
 		var rows []procstate.Register
@@ -165,11 +174,15 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		inserted := map[int64]bool{}
 		if len(rows) > 0 {
 			// A republished mailbox ID inserts nothing: not a registration.
-			procstate.QueueRegister(b, rows, now, func(ids []int64) error {
+			procstate.QueueRegister(b, rows, now, func(ids, gone []int64) error {
 				for _, id := range ids {
 					arrivals = append(arrivals, received[id])
 					inserted[id] = true
 				}
+				for _, id := range gone {
+					inserted[id] = true // finished, not a republish of a registered record
+				}
+				cleaned = append(cleaned, gone...)
 				return nil
 			})
 		}
@@ -210,8 +223,23 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 			e.reportDead(ctx, id, ClassMalformed, unstorableReason, "stage", "registration")
 		}
 		e.reportReused(ctx, reused)
+		e.reportCleanedRepublished(ctx, cleaned)
 	}
 	return err
+}
+
+// reportCleanedRepublished counts and logs, after their registration
+// committed, the records finished SKIPPED because the cleanup had deleted
+// their shadowed record (R-L6): one line per fetch, since leaving shadow
+// mode after a long run may bring many at once.
+func (e *Engine) reportCleanedRepublished(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	e.metrics.finished.Add(ctx, int64(len(ids)), stateAttr(StateSkipped))
+	e.metrics.cleanedRepublished.Add(ctx, int64(len(ids)))
+	e.log.WarnContext(ctx, "mailbox rows published again after the record cleanup deleted their shadowed records; finished SKIPPED without executing them again",
+		"count", len(ids), "first_msg_id", slices.Min(ids), "last_msg_id", slices.Max(ids))
 }
 
 // unstorableReason is the reason of a record registered DEAD(MALFORMED)

@@ -35,6 +35,10 @@ type metrics struct {
 	// reused counts mailbox IDs that came again with a different text,
 	// once per distinct text (R-L5).
 	reused metric.Int64Counter
+	// cleanedRepublished counts records finished SKIPPED at their
+	// registration because the cleanup had deleted the shadowed record of
+	// their mailbox ID: republished, never executed again (R-L6).
+	cleanedRepublished metric.Int64Counter
 	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
 	// message took from the previous stage to this one (R-I4).
 	stages metric.Float64Histogram
@@ -105,6 +109,10 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("mailbox IDs that came again with a different text, once per distinct text: the text is held in mailbox_reuse for an operator, not executed")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.cleanedRepublished, err = m.Int64Counter("msgx_processor_cleaned_republished_total",
+		metric.WithDescription("mailbox rows published again after the record cleanup deleted their shadowed record (R-L6): finished SKIPPED at registration, not executed again")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	// Exported at zero from the start, so an alert on any increase works
 	// from the first scrape.
 	ctx := context.Background()
@@ -126,7 +134,7 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	for _, o := range []lease.Outcome{lease.Committed, lease.RolledBack, lease.Refused} {
 		out.transactions.Add(ctx, 0, outcomeAttr(o))
 	}
-	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused} {
+	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused, out.cleanedRepublished} {
 		c.Add(ctx, 0)
 	}
 	return &out, nil
