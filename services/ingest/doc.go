@@ -63,6 +63,16 @@
 // it is published all the same; the republish check and the
 // reconciliation pass keep the marker, so a published row the predecessor
 // marked is forgotten and the marked history is never published again.
+// Why a shadow run resumes (shadow.go): its first round, which outside
+// shadow mode reads every unmarked row, would read every row from
+// start-id, and a restart after weeks would publish the whole run again.
+// Each shadow record carries the run's start-id and the highest ID it
+// published (msgx-shadow-start, msgx-shadow-published); a starting
+// scanner reads the inbox's last record and publishes the unmarked rows
+// up to that position and every row above it. When the topic's retention
+// removed every record and the rows from start-id are older than that
+// retention, the start is refused (ErrShadowPositionLost) instead of
+// republishing them all.
 //
 // Why errors stop the round (R-A6). A failed query or produce abandons the
 // round: the high-water mark, the gaps, the reconciliation pass and the

@@ -276,9 +276,16 @@ func (s *Service) starting(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	)
 	s.metrics.Init(ctx)
-	maxBytes, err := topicMaxMessageBytes(ctx, opts, topic)
+	limits, err := describeInbox(ctx, opts, topic)
 	if err != nil {
 		return err
+	}
+	maxBytes := limits.maxMessageBytes
+	var shadow *scanner.Shadow
+	if s.cfg.Shadow {
+		if shadow, err = s.shadowResume(ctx, opts, topic, limits.retention); err != nil {
+			return err
+		}
 	}
 	client, err := kgo.NewClient(append(opts, kgo.ProducerBatchMaxBytes(maxBytes))...)
 	if err != nil {
@@ -293,6 +300,7 @@ func (s *Service) starting(ctx context.Context) error {
 		Tracer:             s.deps.Kafka.Tracer("ingest"),
 		Progress:           s.progress,
 		StallLimit:         s.cfg.StallLimit,
+		Shadow:             shadow,
 	}
 	s.mu.Lock()
 	if s.term != nil {
@@ -334,37 +342,57 @@ func (s *Service) stopping(error) error {
 	return nil
 }
 
-// topicMaxMessageBytes reads the inbox topic's max.message.bytes, so that
-// the producer's batches never exceed what the broker accepts and messages
-// up to that size (the mailbox allows 16 MiB) can be published.
-func topicMaxMessageBytes(ctx context.Context, opts []kgo.Opt, topic string) (int32, error) {
+// inboxLimits are the inbox topic's settings the scanner depends on.
+type inboxLimits struct {
+	// maxMessageBytes is max.message.bytes, so that the producer's batches
+	// never exceed what the broker accepts and messages up to that size
+	// (the mailbox allows 16 MiB) can be published.
+	maxMessageBytes int32
+	// retention is retention.ms, 0 when unknown or unlimited: how long a
+	// shadow run's position outlives its last publication (shadowResume).
+	retention time.Duration
+}
+
+// describeInbox reads the inbox topic's limits.
+func describeInbox(ctx context.Context, opts []kgo.Opt, topic string) (inboxLimits, error) {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, fmt.Errorf("creating kafka admin client: %w", err)
+		return inboxLimits{}, fmt.Errorf("creating kafka admin client: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
 	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
+		return inboxLimits{}, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
 	}
 	rc, err := rcs.On(topic, nil)
 	if err != nil {
-		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
+		return inboxLimits{}, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, err)
 	}
 	if rc.Err != nil {
-		return 0, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, rc.Err)
+		return inboxLimits{}, fmt.Errorf("%w: describing %s: %w", ErrInboxTopic, topic, rc.Err)
 	}
+	var out inboxLimits
 	for _, c := range rc.Configs {
-		if c.Key != "max.message.bytes" || c.Value == nil {
+		if c.Value == nil {
 			continue
 		}
-		n, err := strconv.ParseInt(*c.Value, 10, 32)
-		if err != nil || n < 512 {
-			return 0, fmt.Errorf("%w: %s has max.message.bytes %q", ErrInboxTopic, topic, *c.Value)
+		switch c.Key {
+		case "max.message.bytes":
+			n, err := strconv.ParseInt(*c.Value, 10, 32)
+			if err != nil || n < 512 {
+				return inboxLimits{}, fmt.Errorf("%w: %s has max.message.bytes %q", ErrInboxTopic, topic, *c.Value)
+			}
+			out.maxMessageBytes = int32(n)
+		case "retention.ms":
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
+				out.retention = time.Duration(ms) * time.Millisecond
+			}
 		}
-		return int32(n), nil
 	}
-	return 0, fmt.Errorf("%w: %s reports no max.message.bytes", ErrInboxTopic, topic)
+	if out.maxMessageBytes == 0 {
+		return inboxLimits{}, fmt.Errorf("%w: %s reports no max.message.bytes", ErrInboxTopic, topic)
+	}
+	return out, nil
 }

@@ -294,6 +294,31 @@ func (m *Mailbox) MaxID(ctx context.Context) (int64, error) {
 	return id.Int64, nil
 }
 
+// First returns the ID and receive time (zero when NULL) of the first row
+// with an ID of from or more, marked or not and of any status, and false
+// when there is none: one primary-key probe. A shadow run that lost its
+// position asks it whether the rows from its starting ID can have been
+// published before (services/ingest, shadowResume).
+func (m *Mailbox) First(ctx context.Context, from int64) (id int64, receivedAt time.Time, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	var received sql.NullString
+	err = m.db.QueryRowContext(ctx, "SELECT CMINMSGS_ID, DATE_FORMAT(CMINMSGS_DATE_RECEIVED, '%Y-%m-%d %H:%i:%s.%f') FROM CMINMSGS WHERE CMINMSGS_ID >= ? ORDER BY CMINMSGS_ID LIMIT 1", from).
+		Scan(&id, &received)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("querying the first mailbox row from %d: %w", from, err)
+	}
+	if received.Valid {
+		if receivedAt, err = time.ParseInLocation(datetimeReadLayout, received.String, m.loc); err != nil {
+			return 0, time.Time{}, false, fmt.Errorf("parsing CMINMSGS_DATE_RECEIVED of row %d: %w", id, err)
+		}
+	}
+	return id, receivedAt, true, nil
+}
+
 // Fetch reads the rows of ids (ascending) that are still unmarked, in ID
 // order. It stops after the row that brings the total message size to at
 // least budget bytes, so that a page of very large messages is published in

@@ -33,6 +33,13 @@ const (
 	HeaderReceivedAt = "msgx-received-at"
 	// HeaderPublishedAt carries the time of this publication, RFC 3339.
 	HeaderPublishedAt = "msgx-published-at"
+	// HeaderShadowStart and HeaderShadowPublished are written in shadow
+	// mode only (Config.Shadow, R-L6): the run's ingest.mailbox.start-id and
+	// the highest mailbox ID the run had published with this record, both
+	// in decimal. The inbox's last record is thus where a restarted shadow
+	// run resumes (services/ingest, shadowResume).
+	HeaderShadowStart     = "msgx-shadow-start"
+	HeaderShadowPublished = "msgx-shadow-published"
 )
 
 // Defaults of the Config fields that have one.
@@ -134,6 +141,29 @@ type Config struct {
 	// the stall, so that the process ends for its supervisor to restart it
 	// (R-L8); DefaultStallLimit when zero.
 	StallLimit time.Duration
+	// Shadow, when set, is the shadow run (R-L6) the scanner continues:
+	// its records carry the run's position (HeaderShadowStart,
+	// HeaderShadowPublished), and its first round resumes from
+	// Shadow.Published.
+	Shadow *Shadow
+}
+
+// Shadow is where a shadow run stands (R-L6). In shadow mode the mailbox
+// reads rows to publish whatever their marker, so a first round that read
+// "every unmarked row" would publish every row from the starting ID once
+// more: after weeks of shadow mode the whole history, through Kafka and
+// registration, at every restart. A scanner that knows what the run
+// published already resumes instead.
+type Shadow struct {
+	// Start is the run's first mailbox ID, ingest.mailbox.start-id.
+	Start int64
+	// Published is the highest mailbox ID the run published from Start
+	// on, 0 when nothing is known to be published. The first round
+	// publishes the rows above it whatever their marker, and at or below it
+	// only the unmarked ones — the predecessor's stragglers, published
+	// again once as outside shadow mode (R-A5) — not the rows the
+	// predecessor marked, which were published before.
+	Published int64
 }
 
 // Round reports what one ScanOnce did.
@@ -205,6 +235,9 @@ type Scanner struct {
 	passes    uint64
 	lastPass  time.Time
 	gapsShed  bool
+	// shadowHigh is the highest mailbox ID published in the shadow run
+	// (Config.Shadow), written on every record.
+	shadowHigh int64
 	// busy says the last round published rows: the next round is likely
 	// to publish too, so it asks Confirm at its start (early).
 	busy bool
@@ -287,10 +320,14 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	if cfg.StallLimit <= 0 {
 		cfg.StallLimit = DefaultStallLimit
 	}
-	return &Scanner{
+	s := &Scanner{
 		cfg: cfg, mb: mb, pub: pub, clock: clk, metrics: m, logger: logger,
 		published: make(map[int64]*entry),
 	}
+	if sh := cfg.Shadow; sh != nil && sh.Published >= sh.Start {
+		s.shadowHigh = sh.Published
+	}
+	return s
 }
 
 // High returns the high-water mark: the highest ID a completed read saw.
@@ -446,6 +483,11 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 // nothing across restarts, so each of them may be unpublished (a repeat is
 // harmless, R-A5). The high-water mark becomes the highest ID before the
 // pass; later rounds read above it.
+//
+// In shadow mode, where the rows to publish are read whatever their
+// marker, a run that resumes (Config.Shadow.Published) first publishes
+// the unmarked rows up to its position, then every row above it: the
+// rows the predecessor marked were published before and are not again.
 func (s *Scanner) startup(ctx context.Context, now time.Time, r *Round) error {
 	maxBefore, err := s.mb.MaxID(ctx)
 	r.Queries++
@@ -453,6 +495,27 @@ func (s *Scanner) startup(ctx context.Context, now time.Time, r *Round) error {
 		return s.scanFailed(ctx, err)
 	}
 	var after int64
+	if sh := s.cfg.Shadow; sh != nil && sh.Published >= sh.Start {
+		for {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("scanning mailbox: %w", err)
+			}
+			ids, err := s.mb.UnmarkedIDsUpTo(ctx, after, sh.Published, s.cfg.ClaimBatch)
+			r.Queries++
+			if err != nil {
+				return s.scanFailed(ctx, err)
+			}
+			r.Unmarked += len(ids)
+			if err := s.publish(ctx, now, s.unpublished(ids), false, r); err != nil {
+				return err
+			}
+			if len(ids) < s.cfg.ClaimBatch {
+				break
+			}
+			after = ids[len(ids)-1]
+		}
+		after = sh.Published
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scanning mailbox: %w", err)
@@ -845,6 +908,7 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 // markPublished records one successful publication.
 func (s *Scanner) markPublished(ctx context.Context, id int64, now time.Time, late bool, r *Round) {
 	s.metrics.published.Add(ctx, 1)
+	s.shadowHigh = max(s.shadowHigh, id)
 	s.checks.push(check{id: id, publishedAt: now, at: now.Add(min(s.cfg.CheckAfter, s.cfg.RepublishAfter))})
 	if e, ok := s.published[id]; ok {
 		r.Republished++
@@ -870,12 +934,19 @@ func (s *Scanner) record(row mailbox.Row, now time.Time) *kgo.Record {
 	if value == nil {
 		value = []byte{} // an empty message is not a tombstone
 	}
-	headers := make([]kgo.RecordHeader, 0, 3)
+	headers := make([]kgo.RecordHeader, 0, 5)
 	headers = append(headers, kgo.RecordHeader{Key: HeaderMailboxID, Value: []byte(id)})
 	if !row.ReceivedAt.IsZero() {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderReceivedAt, Value: []byte(row.ReceivedAt.In(s.cfg.Location).Format(time.RFC3339))})
 	}
 	headers = append(headers, kgo.RecordHeader{Key: HeaderPublishedAt, Value: []byte(now.In(s.cfg.Location).Format(time.RFC3339Nano))})
+	if sh := s.cfg.Shadow; sh != nil {
+		// The rows of a produce are in ID order, so each record's value
+		// holds once the records before it are on the topic.
+		headers = append(headers,
+			kgo.RecordHeader{Key: HeaderShadowStart, Value: strconv.AppendInt(nil, sh.Start, 10)},
+			kgo.RecordHeader{Key: HeaderShadowPublished, Value: strconv.AppendInt(nil, max(s.shadowHigh, row.ID), 10)})
+	}
 	// Partition 0 explicitly: the producer uses a manual partitioner so that
 	// the inbox stays one ordered log even on a mis-created topic.
 	return &kgo.Record{Key: []byte(id), Value: value, Headers: headers, Partition: 0}
