@@ -31,7 +31,9 @@ type Config struct {
 	// Shadow runs beside the predecessor, which marks the rows it
 	// processes (R-L6): the rows at or above mailbox.start-id are read and
 	// published whether marked or not, so the gateway processes every one
-	// of them. Set with dispatcher.shadow, which writes no marker.
+	// of them. Set with dispatcher.shadow, which writes no marker. A
+	// restart resumes from the run's position on the inbox topic
+	// (shadowResume) rather than publishing the run again.
 	Shadow bool `yaml:"shadow"`
 	// StallLimit is how long the scanner may stay stalled — refused by the
 	// broker or the mailbox in a way no wait cures — before the process
@@ -173,7 +175,7 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.Int64Var(&c.Mailbox.StartID, prefix+"mailbox.start-id", 0,
 		"first CMINMSGS_ID read: rows below it are left to the predecessor, never read, published nor marked (R-L6 cutover); 0 reads every row")
 	fs.BoolVar(&c.Shadow, prefix+"shadow", false,
-		"shadow mode beside the predecessor (R-L6, with dispatcher.shadow): publish the rows at or above mailbox.start-id whether the predecessor marked them or not; needs mailbox.start-id")
+		"shadow mode beside the predecessor (R-L6, with dispatcher.shadow): publish the rows at or above mailbox.start-id whether the predecessor marked them or not; needs mailbox.start-id. A restart resumes after the last row published, read from the inbox topic's last record; if that topic's retention removed every record and the rows from mailbox.start-id are older than it, the start is refused")
 	fs.DurationVar(&c.StallLimit, prefix+"stall-limit", scanner.DefaultStallLimit,
 		"longest the mailbox scanner may stay stalled (the broker refuses its producer — an authorization failure, an unsupported request —, or the mailbox refuses access or misses CMINMSGS) before the process exits for its supervisor to restart it; it reports not ready from the first refusal, and an unreachable broker or mailbox is not a stall (R-L8)")
 	c.Compat.MaxBody = DefaultMaxBody
