@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
@@ -36,6 +38,22 @@ func (s *stack) census(t *testing.T, start int64) *controlv1.MailboxCensus {
 	})
 	require.Equal(t, controlv1.MailboxCensusState_MAILBOX_CENSUS_STATE_DONE, c.GetState(), c.GetError())
 	return c
+}
+
+// inboxEnd returns the number of records on msgx.inbox.
+func (s *stack) inboxEnd(t *testing.T) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(s.kafkaOpts()...)
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, s.kafka.Topics.Inbox)
+	require.NoError(t, err)
+	o, ok := ends.Lookup(s.kafka.Topics.Inbox, 0)
+	require.True(t, ok)
+	require.NoError(t, o.Err)
+	return o.Offset
 }
 
 // predecessor stands for the system msgexchange takes over from: it
@@ -89,7 +107,8 @@ func (s *stack) markers(first int64) map[int64]string {
 //     while the predecessor keeps marking — every row from S on is
 //     processed, also those the predecessor marked before ingest read them,
 //     and nothing is written to the mailbox (no marker, no COUTMSGS) nor
-//     left pending (every intent settled shadowed);
+//     left pending (every intent settled shadowed); a restart of ingest
+//     publishes only the row that arrived meanwhile, not the run again;
 //  2. compare: every mailbox row from S on is registered and terminal,
 //     Redis equals PostgreSQL;
 //  3. cut: the predecessor stops taking rows; START is the row after the
@@ -150,6 +169,22 @@ func TestCutover_R_L6_PRE_1_FollowsTheRunbook(t *testing.T) {
 			pred.mark(id) // the predecessor catches up
 		}
 	}
+
+	// A restart in shadow mode resumes where the run stands: the rows the
+	// predecessor marked are not published again, the row that arrived
+	// meanwhile is, marked or not.
+	published := s.inboxEnd(t)
+	s.stop("ingest")
+	during := s.insert(next(15))
+	pred.mark(during)
+	shadowRows = append(shadowRows, during)
+	s.start("ingest", shadow...)
+	waitFor(t, 60*time.Second, "the row that arrived during the restart processed in shadow", func() (bool, error) {
+		var n int
+		err := s.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND backfill_outcome = 'shadowed'`, during).Scan(&n)
+		return n == 1, err
+	})
+	require.Equal(t, published+1, s.inboxEnd(t), "the restart publishes the row that arrived, not the shadow run again")
 
 	// Step 2: compare.
 	var registered, pending, below int
