@@ -44,7 +44,11 @@ const (
 
 // Defaults of the Config fields that have one.
 const (
-	// DefaultPublishTimeout bounds one synchronous produce.
+	// DefaultPublishTimeout bounds one synchronous produce while the
+	// broker answers. A batch the idempotent producer has begun to send
+	// is not given up before the broker answers for it, so during a
+	// broker outage the produce waits out the outage instead (R-L2, the
+	// outage table of docs/reliability.md).
 	DefaultPublishTimeout = 60 * time.Second
 	// DefaultFetchBudget bounds the message bytes fetched and produced in
 	// one step.
