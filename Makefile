@@ -58,11 +58,10 @@ E2E_PKG := msgexchange/services/e2e
 # test binaries at a time on two cores: many integration tests mostly wait
 # (an outage held for a minute, a lease's expiry, a server's restart), and
 # with two the cores stood a third of the run idle (user+sys 24 of 36
-# core-minutes). The longest packages go first (scripts/slow-first.sh), so
-# that they do not end the run alone.
+# core-minutes).
 RACE_PARALLEL ?= 3
 test-race:
-	$(GO) test -race -vet=all -count=1 -p $(RACE_PARALLEL) -timeout $(TEST_TIMEOUT) $$($(GO) list work | grep -vxF '$(E2E_PKG)' | bash scripts/slow-first.sh)
+	$(GO) test -race -vet=all -count=1 -p $(RACE_PARALLEL) -timeout $(TEST_TIMEOUT) $$($(GO) list work | grep -vxF '$(E2E_PKG)')
 
 test-e2e: ## the end-to-end tests without the race detector (every service its own process), all but the timed ones; make test runs them beside the race-detecting tests
 	cd services && $(GO) test -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' ./e2e/

@@ -36,8 +36,7 @@ const e2ePkg = "msgexchange/services/e2e"
 
 // raceExcept is the race run's package list: every package of the
 // workspace but one, $(go list work | grep -vxF 'P').
-// Its order may be changed by scripts/slow-first.sh, which only reorders.
-var raceExcept = regexp.MustCompile(`\$\(go list work \| grep -vxF '([^']+)'(?: \| bash scripts/slow-first\.sh)?\)$`)
+var raceExcept = regexp.MustCompile(`\$\(go list work \| grep -vxF '([^']+)'\)$`)
 
 // raceTagged are files that only choose between race and non-race
 // variants of the same test: one of each pair always builds.
@@ -79,21 +78,6 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 	require.NotNil(t, m, "make test's race run must list the workspace and leave out only the end-to-end package: %s", goTest)
 	require.Equal(t, e2ePkg, m[1], "the race run leaves out a package other than the end-to-end one: %s", goTest)
 	requireNoFilter(t, goTest)
-	if strings.Contains(goTest, "slow-first.sh") {
-		// The script reorders the workspace's packages and drops none.
-		list := exec.Command("go", "list", "work")
-		list.Dir = root
-		pkgs, err := list.Output()
-		require.NoError(t, err)
-		order := exec.Command("bash", "scripts/slow-first.sh")
-		order.Dir, order.Stdin = root, strings.NewReader(string(pkgs))
-		reordered, err := order.Output()
-		require.NoError(t, err)
-		want, got := strings.Fields(string(pkgs)), strings.Fields(string(reordered))
-		slices.Sort(want)
-		slices.Sort(got)
-		require.Equal(t, want, got, "scripts/slow-first.sh must print every package it reads, once")
-	}
 	// The end-to-end package, without the race detector (its services run
 	// as their own non-race processes), all but the timed tests.
 	e2eAt := slices.IndexFunc(recipe, func(l string) bool {
