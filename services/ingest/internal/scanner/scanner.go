@@ -500,31 +500,33 @@ func (s *Scanner) startup(ctx context.Context, now time.Time, r *Round) error {
 	}
 	var after int64
 	if sh := s.cfg.Shadow; sh != nil && sh.Published >= sh.Start {
-		for {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("scanning mailbox: %w", err)
-			}
-			ids, err := s.mb.UnmarkedIDsUpTo(ctx, after, sh.Published, s.cfg.ClaimBatch)
-			r.Queries++
-			if err != nil {
-				return s.scanFailed(ctx, err)
-			}
-			r.Unmarked += len(ids)
-			if err := s.publish(ctx, now, s.unpublished(ids), false, r); err != nil {
-				return err
-			}
-			if len(ids) < s.cfg.ClaimBatch {
-				break
-			}
-			after = ids[len(ids)-1]
+		upTo := func(ctx context.Context, after int64) ([]int64, error) {
+			return s.mb.UnmarkedIDsUpTo(ctx, after, sh.Published, s.cfg.ClaimBatch)
+		}
+		if err := s.publishPages(ctx, now, after, upTo, r); err != nil {
+			return err
 		}
 		after = sh.Published
 	}
+	all := func(ctx context.Context, after int64) ([]int64, error) {
+		return s.mb.UnmarkedIDs(ctx, after, s.cfg.ClaimBatch)
+	}
+	if err := s.publishPages(ctx, now, after, all, r); err != nil {
+		return err
+	}
+	s.high, s.started, s.lastPass = maxBefore, true, now
+	return nil
+}
+
+// publishPages publishes the unpublished rows of each page of IDs that
+// read returns above after, page after page, until a page is short. A
+// failed read abandons the round (scanFailed).
+func (s *Scanner) publishPages(ctx context.Context, now time.Time, after int64, read func(context.Context, int64) ([]int64, error), r *Round) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scanning mailbox: %w", err)
 		}
-		ids, err := s.mb.UnmarkedIDs(ctx, after, s.cfg.ClaimBatch)
+		ids, err := read(ctx, after)
 		r.Queries++
 		if err != nil {
 			return s.scanFailed(ctx, err)
@@ -534,12 +536,10 @@ func (s *Scanner) startup(ctx context.Context, now time.Time, r *Round) error {
 			return err
 		}
 		if len(ids) < s.cfg.ClaimBatch {
-			break
+			return nil
 		}
 		after = ids[len(ids)-1]
 	}
-	s.high, s.started, s.lastPass = maxBefore, true, now
-	return nil
 }
 
 func (s *Scanner) round(ctx context.Context, now time.Time, r *Round) error {
