@@ -47,7 +47,9 @@ func TestFence_R_B8_CLM_6_ChecksTokenAndExpiry(t *testing.T) {
 	c := e.client(t)
 	ctx := callCtx(t)
 
-	g1, err := c.Acquire(ctx, "processor", "host-a/1/aa", 200*time.Millisecond)
+	// Two seconds: the first fenced write must land inside the term even
+	// on a loaded machine; the test then waits the term out.
+	g1, err := c.Acquire(ctx, "processor", "host-a/1/aa", 2*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, leaseapi.InFencedTx(ctx, e.pool, "processor", g1.Token, insertWork(g1.Token, "current")))
 	require.Equal(t, 1, e.countWork(t, "current"))
