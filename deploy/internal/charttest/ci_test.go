@@ -2,6 +2,9 @@ package charttest
 
 import (
 	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,8 +38,11 @@ var timedSkip = regexp.MustCompile(`-skip '\^\(([A-Za-z0-9_|]+)\)\$'`)
 const e2ePkg = "msgexchange/services/e2e"
 
 // raceExcept is the race run's package list: every package of the
-// workspace but one, $(go list work | grep -vxF 'P').
-var raceExcept = regexp.MustCompile(`\$\(go list work \| grep -vxF '([^']+)'\)$`)
+// workspace but those named, $(go list work | grep -vxF -e 'P' -e 'Q').
+var raceExcept = regexp.MustCompile(`\$\(go list work \| grep -vxF((?: -e '[^']+')+)\)$`)
+
+// raceExceptPkg is one package named in raceExcept's list.
+var raceExceptPkg = regexp.MustCompile(`-e '([^']+)'`)
 
 // raceTagged are files that only choose between race and non-race
 // variants of the same test: one of each pair always builds.
@@ -46,7 +52,8 @@ var raceTagged = regexp.MustCompile(`^//go:build !?race$`)
 // entry point runs make test, the README gives make test as the test
 // command, make test runs go test over every package of the workspace with
 // no filter — with the race detector, but for the end-to-end package, whose
-// services run as their own non-race processes — lints the chart and scans for
+// services run as their own non-race processes, and packages that start no
+// goroutine, which run without it — lints the chart and scans for
 // vulnerabilities, and no test file is kept out of it by a build constraint
 // unless a make target of its own runs it.
 func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
@@ -75,9 +82,21 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 	require.GreaterOrEqual(t, raceAt, 0, "make test runs no go test -race over the workspace's packages:\n%s", out)
 	goTest := recipe[raceAt]
 	m := raceExcept.FindStringSubmatch(goTest)
-	require.NotNil(t, m, "make test's race run must list the workspace and leave out only the end-to-end package: %s", goTest)
-	require.Equal(t, e2ePkg, m[1], "the race run leaves out a package other than the end-to-end one: %s", goTest)
+	require.NotNil(t, m, "make test's race run must list the workspace and leave out only named packages: %s", goTest)
+	var left []string
+	for _, p := range raceExceptPkg.FindAllStringSubmatch(m[1], -1) {
+		left = append(left, p[1])
+	}
+	require.Contains(t, left, e2ePkg, "the race run must leave out the end-to-end package: %s", goTest)
 	requireNoFilter(t, goTest)
+	// Every other package left out runs by itself without the detector,
+	// and only if its own code starts no goroutine: then its code is
+	// race-checked in its callers' race-detecting binaries.
+	for _, p := range left {
+		if p != e2ePkg {
+			requireNoRaceRun(t, root, recipe, p)
+		}
+	}
 	// The end-to-end package, without the race detector (its services run
 	// as their own non-race processes), all but the timed tests.
 	e2eAt := slices.IndexFunc(recipe, func(l string) bool {
@@ -129,6 +148,39 @@ func TestCI_R_G2_CIRunsMakeTestWhichRunsEveryTest(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// requireNoRaceRun fails unless make test's recipe runs package pkg
+// (msgexchange/MODULE/DIR) with go test in its module, without the race
+// detector and without a filter, and unless pkg's non-test code starts no
+// goroutine.
+func requireNoRaceRun(t *testing.T, root string, recipe []string, pkg string) {
+	t.Helper()
+	module, dir, ok := strings.Cut(strings.TrimPrefix(pkg, "msgexchange/"), "/")
+	require.True(t, ok, "%s is not a package of a workspace module", pkg)
+	at := slices.IndexFunc(recipe, func(l string) bool {
+		return strings.HasPrefix(l, "cd "+module+" && ") && strings.Contains(l, "go test ") && strings.HasSuffix(l, " ./"+dir+"/")
+	})
+	require.GreaterOrEqual(t, at, 0, "make test leaves %s out of the race run but does not run it otherwise", pkg)
+	require.NotContains(t, strings.Fields(recipe[at]), "-race", "%s", recipe[at])
+	requireNoFilter(t, recipe[at])
+
+	files, err := filepath.Glob(filepath.Join(root, module, dir, "*.go"))
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				require.Fail(t, "a package outside the race run starts a goroutine", "%s: %s runs its tests without the race detector (Makefile NORACE_PKG)", fset.Position(g.Pos()), pkg)
+			}
+			return true
+		})
+	}
 }
 
 // requireNoFilter fails when a go test command line narrows the tests it
