@@ -79,8 +79,13 @@ func TestHead_R_J5_LookupCostIndependentOfFinishedHistory(t *testing.T) {
 
 	h := newHarness(t, func(o *Options) { o.Batch = DefaultBatch })
 	h.exec(`ALTER TABLE proc_state SET (autovacuum_enabled = false)`)
-	// The history: 50,000 messages registered, then finished.
-	h.registerMany(1, history, func(id int64) string { return envelope(id, "LDM", "ADD", "<LDM/>") })
+	// The history: 50,000 messages registered PENDING, then finished — by
+	// SQL, since registration is not what is measured: a row inserted
+	// open and then finished leaves its dead entry in the index of open
+	// messages all the same.
+	h.exec(`INSERT INTO proc_state (msg_id, raw, received_at, kafka_offset, registered_at, updated_at)
+		SELECT g, $1, $2, g, $2, $2 FROM generate_series(1, $3::bigint) AS g`, envelope(1, "LDM", "ADD", "<LDM/>"), t0, history)
+	h.offset = history + 1
 	h.exec(`UPDATE proc_state SET state='SKIPPED', finished_at=$1, backfilled_at=$1 WHERE msg_id <= $2`, t0, history)
 	// The executor's own work on top: batches and single messages.
 	h.registerMany(history+1, 600, func(id int64) string { return envelope(id, "LDM", "ADD", "<LDM/>") })

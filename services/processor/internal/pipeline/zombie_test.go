@@ -189,14 +189,33 @@ func TestZombie_R_H6_ProcessorFencedMidStreamStopsAndCommitsNothing(t *testing.T
 	require.NoError(t, err)
 	t.Cleanup(producer.Close)
 
-	// The stream: records as fast as the broker takes them, until stopped;
-	// the processors stay behind it, so A is mid-stream when it is fenced.
+	// The stream: records kept up to ahead beyond the finished messages,
+	// until stopped; the processors stay behind it, so A is mid-stream when
+	// it is fenced, and what is left to process at the end stays small.
+	const ahead = 300
 	var produced atomic.Int64
 	stopFeed := make(chan struct{})
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
 		for id := int64(1); id <= 1500; id++ {
+			for id > ahead {
+				var finished int64
+				if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE finished_at IS NOT NULL`).Scan(&finished); err != nil {
+					t.Errorf("counting finished messages: %v", err)
+					return
+				}
+				if id <= finished+ahead {
+					break
+				}
+				select {
+				case <-stopFeed:
+					return
+				case <-tick.C:
+				}
+			}
 			select {
 			case <-stopFeed:
 				return
