@@ -6,6 +6,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/mysqlutil"
 )
 
 // class is what a failed delivery says about the next try (R-L2). It is
@@ -29,7 +30,21 @@ const (
 	// the row is dead-lettered when they run out (delivery.max-attempts,
 	// pipeline.backfill-max-attempts).
 	refused
+	// stalled: the mailbox refuses the loop rather than the row — access
+	// denied, an unknown database, table or column (mysqlutil.AccessRefused)
+	// — alike for every row until an operator restores the grant or the
+	// table. The row is not at fault, so it waits like an outage's (the
+	// target's outage schedule, the try not counted: R-L2) instead of
+	// burning its attempts towards a dead letter, while the loop reports
+	// itself stalled: not ready at once, and past the stall limit the
+	// process ends for its supervisor to restart it (R-L8).
+	stalled
 )
+
+// waits reports whether a row that failed with class c waits without its
+// try counted, on the target's outage schedule: the failure was the
+// dependency's, not the row's (R-L2).
+func (c class) waits() bool { return c == transient || c == stalled }
 
 func (c class) String() string {
 	switch c {
@@ -37,6 +52,8 @@ func (c class) String() string {
 		return "transient"
 	case permanent:
 		return "permanent"
+	case stalled:
+		return "stalled"
 	default:
 		return "refused"
 	}
@@ -83,8 +100,10 @@ const erSignalException = 1644
 
 // classifyMySQL classifies a failed mailbox statement (a marker or a
 // COUTMSGS insert). The server's own error numbers decide: those of an
-// unavailable server are transient, any other (a missing table, a refused
-// grant, a value the column refuses) is refused — an operator must act,
+// unavailable server are transient; those that refuse the account or
+// miss a table or column (mysqlutil.AccessRefused) are stalled — they
+// refuse every row alike, so no row's attempts are spent on them; any
+// other (a value the column refuses) is refused — an operator must act,
 // and the row's attempts bound the tries. An error without a number (a
 // dropped or refused connection, a timeout, the driver's bad connection)
 // means the server did not answer: transient. A write refused by a guard
@@ -99,6 +118,9 @@ func classifyMySQL(err error) class {
 	if me, ok := errors.AsType[*mysql.MySQLError](err); ok {
 		if transientMySQL[me.Number] {
 			return transient
+		}
+		if mysqlutil.AccessRefused(err) {
+			return stalled
 		}
 		if me.Number == erSignalException {
 			return permanent

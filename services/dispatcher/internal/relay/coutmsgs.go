@@ -123,7 +123,7 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 		}
 	}
 	var lastErr error
-	var outage error // the mailbox is unreachable: the rest of the batch waits with it
+	var outage error // the mailbox is unreachable or refuses every row: the rest of the batch waits with it
 	for _, c := range batch {
 		if outage != nil {
 			if ferr := r.coutmsgsFailed(ctx, c, outage); ferr != nil {
@@ -139,7 +139,7 @@ func (r *Relay) DrainCoutmsgs(ctx context.Context) (bool, error) {
 				return false, err // never recorded as a failure: the term is over
 			}
 			lastErr = err
-			if classifyMySQL(err) == transient {
+			if classifyMySQL(err).waits() {
 				outage = err
 			}
 			if ferr := r.coutmsgsFailed(ctx, c, err); ferr != nil {
@@ -317,8 +317,10 @@ func (r *Relay) coutmsgsSettled(ctx context.Context, id int64, state, outcome st
 }
 
 // coutmsgsFailed settles a failed row by its class (R-L2): a transient
-// failure (the mailbox or PostgreSQL unreachable) waits the target's outage
-// schedule without counting; any other backs off by the row's attempts, and
+// failure (the mailbox or PostgreSQL unreachable) or a stalled one (the
+// mailbox refusing the account or missing COUTMSGS, the loop's stall,
+// R-L8) waits the target's outage schedule without counting; any other
+// backs off by the row's attempts, and
 // after max-attempts the row is DEAD (kept as the dead-letter queue) and
 // its request expired as undeliverable, so that the scope is free for a
 // new request.
@@ -327,7 +329,7 @@ func (r *Relay) coutmsgsFailed(ctx context.Context, c coutmsgsRow, cause error) 
 	now := r.opt.Clock.Now()
 	cl := classifyMySQL(cause)
 	r.failed.Add(ctx, 1, classAttrs(TargetCoutmsgs, cl))
-	if cl == transient {
+	if cl.waits() {
 		next := now.Add(r.transientWait(TargetCoutmsgs, r.outages.fail(TargetCoutmsgs)))
 		if _, err := r.db(TargetCoutmsgs).Exec(ctx, `UPDATE outbox SET last_error=$2, next_attempt_at=$3, retry=true WHERE id=$1`, c.id, cause.Error(), next); err != nil {
 			return fmt.Errorf("recording outbound request failure: %w", err)

@@ -205,8 +205,10 @@ func TestCoutmsgs_C_24_NoDuplicateAfterCrashBetweenInsertAndMarking(t *testing.T
 	require.NotEqual(t, crashedID, *b.request(t, other).OutboundID)
 }
 
-// TestCoutmsgs_R_D2_FailureBacksOffThenDeadExpiresRequest: while COUTMSGS
-// cannot be written the row backs off (1 s doubling) and the request stays
+// TestCoutmsgs_R_D2_FailureBacksOffThenDeadExpiresRequest: while the
+// mailbox refuses the row (a rule of the adapter's: not an outage, and not
+// a refusal of the account or a missing COUTMSGS, which stall the loop
+// instead, R-L8) the row backs off (1 s doubling) and the request stays
 // REGISTERED; after max-attempts the row is DEAD (dead-letter) and the
 // request EXPIRED as undeliverable. Before that, a recovered mailbox gets
 // the row.
@@ -217,7 +219,8 @@ func TestCoutmsgs_R_D2_FailureBacksOffThenDeadExpiresRequest(t *testing.T) {
 	b := setup(t) // max-attempts 3, backoff 1 s .. 4 s
 	reqID, rowID := b.registerRequest(t, sisrequest.TypeRQFD, 1)
 	ctx := drainCtx(t)
-	_, err := b.mailbox.ExecContext(ctx, `RENAME TABLE COUTMSGS TO COUTMSGS_AWAY`)
+	_, err := b.mailbox.ExecContext(ctx, `CREATE TRIGGER coutmsgs_refused BEFORE INSERT ON COUTMSGS FOR EACH ROW
+		SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'COUTMSGS row refused by the adapter'`)
 	require.NoError(t, err)
 
 	_, err = b.r.DrainCoutmsgs(ctx)
@@ -252,7 +255,7 @@ func TestCoutmsgs_R_D2_FailureBacksOffThenDeadExpiresRequest(t *testing.T) {
 	require.Nil(t, r.OutboundID)
 
 	// A recovered mailbox takes the next request at once.
-	_, err = b.mailbox.ExecContext(ctx, `RENAME TABLE COUTMSGS_AWAY TO COUTMSGS`)
+	_, err = b.mailbox.ExecContext(ctx, `DROP TRIGGER coutmsgs_refused`)
 	require.NoError(t, err)
 	next, nextRow := b.registerRequest(t, sisrequest.TypeRQFD, 2)
 	_, err = b.r.DrainCoutmsgs(ctx)

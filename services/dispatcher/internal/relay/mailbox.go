@@ -151,15 +151,16 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	if batchErr != nil && ctx.Err() != nil {
 		return false, nil
 	}
-	// A batch that fails because the mailbox is unreachable fails as a
-	// whole: every intent waits the target's outage schedule, uncounted,
-	// and nothing is tried row by row against a server that is away
-	// (R-L2). Any other failed batch is marked again row by row, so that a
+	// A batch that fails because the mailbox is unreachable, or refuses
+	// the account or misses its table, fails as a whole: every intent waits
+	// the target's outage schedule, uncounted, and nothing is tried row by
+	// row against a server that is away or refuses every row alike (R-L2,
+	// R-L8). Any other failed batch is marked again row by row, so that a
 	// row the mailbox keeps refusing fails alone and never holds the others
 	// back (R-D4 fair rotation); each row then has its own outcome or error.
 	var rowErr map[int64]error
 	switch {
-	case batchErr != nil && classifyMySQL(batchErr) == transient:
+	case batchErr != nil && classifyMySQL(batchErr).waits():
 		rowErr = map[int64]error{}
 		for _, it := range batch {
 			rowErr[it.msgID] = batchErr
@@ -190,7 +191,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		if err := rowErr[it.msgID]; err != nil {
 			markErr = err
 			c := classifyMySQL(err)
-			if c == transient && wait == 0 {
+			if c.waits() && wait == 0 {
 				wait = r.transientWait(TargetMailbox, r.outages.fail(TargetMailbox))
 			}
 			settled = append(settled, r.mailboxFailure(ctx, it.id, it.msgID, it.attempts+1, it.created, c, err, done, wait))
@@ -399,7 +400,7 @@ func (r *Relay) markSent(ctx context.Context, id, msgID int64, outcome string, n
 func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, created time.Time, cause error, now time.Time) error {
 	c := classifyMySQL(cause)
 	var wait time.Duration
-	if c == transient {
+	if c.waits() {
 		wait = r.transientWait(TargetMailbox, r.outages.fail(TargetMailbox))
 	}
 	return r.settleMailbox(ctx, []mailboxSettlement{r.mailboxFailure(ctx, id, msgID, attempts, created, c, cause, now, wait)})
@@ -408,11 +409,13 @@ func (r *Relay) markFailed(ctx context.Context, id, msgID int64, attempts int, c
 // mailboxFailure settles a failed marker of class c (R-L2). A marker that
 // fails more than R (OverdueBackfill) after its message finished stops
 // automatic retries at once, whatever the cause (INV-7, CLM-4). Before
-// that, a transient failure (the mailbox unreachable) waits wait — the
-// target's outage schedule, at most backfill-outage-retry-max — without
-// counting, so an outage of any length shorter than R never gives a
-// marker up; a refused one backs off 30 s doubling to 15 min and stops
-// automatic retries with an alert at backfill-max-attempts. The age is
+// that, a transient failure (the mailbox unreachable) or a stalled one
+// (the mailbox refusing the account or missing its table, which the loop
+// reports as its stall, R-L8) waits wait — the target's outage schedule,
+// at most backfill-outage-retry-max — without counting, so neither an
+// outage nor a revoked grant shorter than R ever gives a marker up; a
+// refused one backs off 30 s doubling to 15 min and stops automatic
+// retries with an alert at backfill-max-attempts. The age is
 // measured from created, the intent's creation by the processor with the
 // terminal state: our own clock, never the mailbox's
 // CMINMSGS_DATE_RECEIVED, which may be NULL or skewed (INV-7).
@@ -425,7 +428,7 @@ func (r *Relay) mailboxFailure(ctx context.Context, id, msgID int64, attempts in
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", OutcomeOverdue)))
 		return mailboxSettlement{id: id, state: "DEAD", outcome: OutcomeOverdue, lastError: &msg}
 	}
-	if c == transient {
+	if c.waits() {
 		next := now.Add(wait)
 		return mailboxSettlement{id: id, state: "PENDING", lastError: &msg, next: &next, uncounted: true}
 	}

@@ -138,10 +138,12 @@ func TestMailbox_R_D4_Outcomes(t *testing.T) {
 }
 
 // TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp: a failure the
-// mailbox answers with (here the table is gone, MySQL error 1146: class
-// refused, not an outage — see R-L2) backs off 30 s, doubling, is not
-// retried before it is due, and stops at backfill-max-attempts as DEAD
-// "gave-up" for an operator to resume (R-D4).
+// mailbox answers for the row (here a rule of the adapter's refuses its
+// update: not an outage, and not a refusal of the account or a missing
+// table, which stall the loop instead — see R-L2, R-L8) backs off 30 s,
+// doubling, is not retried before it is due, and stops at
+// backfill-max-attempts as DEAD "gave-up" for an operator to resume
+// (R-D4).
 //
 // Validation 001§6 INV-7 "回填四种结果"; 002§8 "回填四种结果".
 // Validation 001§6 INV-8 "PG 提交失败、回填失败"; 002§8 "PG 提交失败、信箱回填失败".
@@ -150,7 +152,8 @@ func TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp(t *testing.T) {
 	b := setup(t)
 	msgID := b.insertMailbox(t, time.Time{}, "VALID")
 	id := b.addIntent(t, msgID)
-	_, err := b.mailbox.Exec(`RENAME TABLE CMINMSGS TO CMINMSGS_AWAY`)
+	_, err := b.mailbox.Exec(`CREATE TRIGGER cminmsgs_refused BEFORE UPDATE ON CMINMSGS FOR EACH ROW
+		SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'CMINMSGS row refused by the adapter'`)
 	require.NoError(t, err)
 
 	steps := []struct {
@@ -179,7 +182,7 @@ func TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp(t *testing.T) {
 	}
 
 	// Given up: automatic retries stop even when the mailbox is back.
-	_, err = b.mailbox.Exec(`RENAME TABLE CMINMSGS_AWAY TO CMINMSGS`)
+	_, err = b.mailbox.Exec(`DROP TRIGGER cminmsgs_refused`)
 	require.NoError(t, err)
 	b.clock.Advance(time.Hour)
 	_, err = b.r.DrainMailbox(flushCtx(t))

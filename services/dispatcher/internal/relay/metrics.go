@@ -37,7 +37,7 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 		for _, c := range []metric.Int64Counter{r.sent, r.dead} {
 			c.Add(ctx, 0, targetAttr(t))
 		}
-		for _, c := range []class{transient, permanent, refused} {
+		for _, c := range []class{transient, permanent, refused, stalled} {
 			r.failed.Add(ctx, 0, classAttrs(t, c))
 		}
 	}
@@ -51,8 +51,9 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 }
 
 // classAttrs are the attributes of a failure of target: the target and the
-// failure's class (R-L2), so that an outage (transient) and a poison row
-// (permanent, refused) are told apart on the dashboard.
+// failure's class (R-L2), so that an outage (transient), a loop the
+// mailbox refuses (stalled) and a poison row (permanent, refused) are told
+// apart on the dashboard.
 func classAttrs(target string, c class) metric.AddOption {
 	return metric.WithAttributes(attribute.String("target", target), attribute.String("class", c.String()))
 }
