@@ -13,8 +13,16 @@ import (
 )
 
 // registerRequest writes a request REGISTERED with its outbox row, as the
-// control plane does, and returns the request's ID and the outbox row's ID.
+// control plane does, and returns the request's ID and the outbox row's
+// ID: an RQFD for 2026-03-02 or an RQRD of GLST.
 func (b *testBundle) registerRequest(t *testing.T, typ string, seqn int64) (reqID, outboxID int64) {
+	t.Helper()
+	return b.registerRequestOf(t, typ, "GLST", seqn)
+}
+
+// registerRequestOf is registerRequest with the reference type of an
+// RQRD: requests of different types are open side by side.
+func (b *testBundle) registerRequestOf(t *testing.T, typ, refType string, seqn int64) (reqID, outboxID int64) {
 	t.Helper()
 	env := sisrequest.Envelope{Seqn: seqn, Created: b.clock.Now().In(airport)}
 	var xml []byte
@@ -24,8 +32,8 @@ func (b *testBundle) registerRequest(t *testing.T, typ string, seqn int64) (reqI
 		stdb, stde = "20260302", "20260302"
 		xml, err = sisrequest.EncodeRQFD(env, "20260302", "20260302")
 	} else {
-		rtyp = "GLST"
-		xml, err = sisrequest.EncodeRQRD(env, "GLST")
+		rtyp = refType
+		xml, err = sisrequest.EncodeRQRD(env, refType)
 	}
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

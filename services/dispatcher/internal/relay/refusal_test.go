@@ -11,8 +11,10 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
+	"msgexchange/services/internal/sisrequest"
 )
 
 // refusalStallLimit is the stall limit of the refusal tests: long enough
@@ -119,73 +121,169 @@ func (b *testBundle) retryRefused(t *testing.T, r *Relay, id int64, times int) {
 	}
 }
 
-// TestMarkers_R_L8_R_L2_RefusedMailboxUpdateStallsThenEndsTheService: the
-// mailbox refusing the marker UPDATE to the dispatcher's account of
-// deploy/grants/mysql.sql (its UPDATE grant on CMINMSGS revoked, error
-// 1143) refuses every marker alike, whatever the row: the marker loop is
-// stalled from the first refusal (R-L8) and its rows wait as they would
-// for an unreachable mailbox (R-L2) — tried again at most
-// pipeline.backfill-outage-retry-max apart, no try counted, never DEAD,
-// nothing marked. The grant restored, the next try writes every marker
-// once and the loop progresses. Refused again and stalled for the stall
-// limit, the loop ends its service, the row still pending.
-func TestMarkers_R_L8_R_L2_RefusedMailboxUpdateStallsThenEndsTheService(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	r, update, reader := b.refusedMailboxRelay(t, "UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)", "CMINMSGS")
-	msgs := []int64{b.insertMailbox(t, time.Time{}, ""), b.insertMailbox(t, time.Time{}, "")}
-	intents := []int64{b.addIntent(t, msgs[0]), b.addIntent(t, msgs[1])}
-	require.Zero(t, loopStalledSeconds(t, reader, "dispatcher-mailbox"))
-	done := runService(t, r, r.mailboxService())
+// refusedWrite is a mailbox loop whose write the mailbox refuses to the
+// dispatcher's account: the grant taken away, the loop, and how a test
+// adds a row for it and sees what reached the mailbox and PostgreSQL.
+type refusedWrite struct {
+	privileges, table string // the grant of deploy/grants/mysql.sql revoked
+	loop              string
+	service           func(*Relay) *lifecycle.Service
+	// add writes a pending outbox row of the loop and returns its ID.
+	add func(t *testing.T, b *testBundle) int64
+	// writes counts the row's writes in the mailbox (a marker, a COUTMSGS
+	// row); settled reports whether PostgreSQL records the row's delivery
+	// beyond the outbox (the backfill finished, the request SENT).
+	writes  func(t *testing.T, b *testBundle, id int64) int
+	settled func(t *testing.T, b *testBundle, id int64) bool
+}
 
-	requireStalled(t, r, "dispatcher-mailbox", "denied")
-	waiting := func() {
+// testRefusedWrite: the mailbox refusing w's write to the dispatcher's
+// account of deploy/grants/mysql.sql refuses every row alike, whatever
+// the row: the loop is stalled from the first refusal, within the 10 s of
+// R-L8 and exported in msgx_loop_stalled_seconds, and its rows wait as
+// they would for an unreachable mailbox (R-L2) — tried again at most
+// pipeline.backfill-outage-retry-max apart, more often than their attempt
+// limit, no try counted, never DEAD, nothing written. The grant restored,
+// the next try writes every row once and the loop progresses. Refused
+// again and stalled for the stall limit, the loop ends its service (so
+// the process, for its supervisor to restart it), its row still pending.
+func testRefusedWrite(t *testing.T, w refusedWrite) {
+	b := setup(t)
+	r, grant, reader := b.refusedMailboxRelay(t, w.privileges, w.table)
+	ids := []int64{w.add(t, b), w.add(t, b)}
+	require.Zero(t, loopStalledSeconds(t, reader, w.loop))
+	done := runService(t, r, w.service(r))
+
+	requireStalled(t, r, w.loop, "denied")
+	waiting := func(ids ...int64) {
 		t.Helper()
-		for i, id := range intents {
+		for _, id := range ids {
 			row := b.row(t, id)
-			require.Equal(t, "PENDING", row.State, "a refused marker is never dead-lettered")
+			require.Equal(t, "PENDING", row.State, "a refused row is never dead-lettered")
 			require.Zero(t, row.Attempts, "a refusal of the loop burns no attempt of the row")
 			require.Empty(t, row.Outcome)
 			require.Contains(t, row.LastError, "denied")
 			require.LessOrEqual(t, row.NextAttempt.Sub(b.clock.Now()), outageRetryMax, "tried again at most the outage cap apart")
-			at, _ := b.marker(t, msgs[i])
-			require.False(t, at.Valid, "nothing marked")
+			require.Zero(t, w.writes(t, b, id), "nothing written")
+			require.False(t, w.settled(t, b, id), "nothing recorded as delivered")
 		}
 	}
-	waiting()
-	b.retryRefused(t, r, intents[0], 4) // more tries than pipeline.backfill-max-attempts
-	waiting()
-	require.Positive(t, loopStalledSeconds(t, reader, "dispatcher-mailbox"), "the stall is exported")
+	waiting(ids...)
+	b.retryRefused(t, r, ids[0], b.r.opt.MaxAttempts+1)
+	waiting(ids...)
+	require.Positive(t, loopStalledSeconds(t, reader, w.loop), "the stall is exported")
 	requireRunning(t, done, "refused within the limit")
 
-	update.restore(t)
+	grant.restore(t)
 	b.clock.Advance(outageRetryMax)
 	r.wakeAll()
-	for i, id := range intents {
+	for _, id := range ids {
 		require.Eventually(t, func() bool { return b.row(t, id).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
-			"the marker is written once the grant is back")
+			"the row is written once the grant is back")
 		row := b.row(t, id)
 		require.Equal(t, OutcomeWritten, row.Outcome)
 		require.Equal(t, 1, row.Attempts, "written at the first counted try")
-		at, status := b.marker(t, msgs[i])
-		require.True(t, at.Valid)
-		require.Equal(t, "PROCESSED", status)
+		require.Equal(t, 1, w.writes(t, b, id), "written once")
+		require.True(t, w.settled(t, b, id))
 	}
-	require.NoError(t, r.Progress(), "the loop progresses once the mailbox takes its markers")
-	require.Zero(t, loopStalledSeconds(t, reader, "dispatcher-mailbox"))
+	require.NoError(t, r.Progress(), "the loop progresses once the mailbox takes its writes")
+	require.Zero(t, loopStalledSeconds(t, reader, w.loop))
 
-	update.revoke(t)
-	late := b.insertMailbox(t, time.Time{}, "")
-	pending := b.addIntent(t, late)
+	grant.revoke(t)
+	late := w.add(t, b)
 	r.wakeAll()
-	requireStalled(t, r, "dispatcher-mailbox", "denied")
+	requireStalled(t, r, w.loop, "denied")
 	requireRunning(t, done, "stalled within the limit")
 	b.clock.Advance(refusalStallLimit)
 	r.wakeAll()
-	requireEndsStalled(t, done, "dispatcher-mailbox")
-	row := b.row(t, pending)
-	require.Equal(t, "PENDING", row.State)
-	require.Zero(t, row.Attempts)
-	at, _ := b.marker(t, late)
-	require.False(t, at.Valid)
+	requireEndsStalled(t, done, w.loop)
+	waiting(late)
+}
+
+// TestMarkers_R_L8_R_L2_RefusedMailboxUpdateStallsThenEndsTheService:
+// testRefusedWrite for the marker loop, the dispatcher's UPDATE grant on
+// CMINMSGS revoked (MySQL error 1142).
+func TestMarkers_R_L8_R_L2_RefusedMailboxUpdateStallsThenEndsTheService(t *testing.T) {
+	t.Parallel()
+	testRefusedWrite(t, refusedWrite{
+		privileges: "UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)", table: "CMINMSGS",
+		loop: "dispatcher-" + TargetMailbox, service: (*Relay).mailboxService,
+		add: func(t *testing.T, b *testBundle) int64 { return b.addIntent(t, b.insertMailbox(t, time.Time{}, "")) },
+		writes: func(t *testing.T, b *testBundle, id int64) int {
+			at, status := b.marker(t, b.intentMsgID(t, id))
+			if !at.Valid {
+				return 0
+			}
+			require.Equal(t, "PROCESSED", status)
+			return 1
+		},
+		settled: func(t *testing.T, b *testBundle, id int64) bool {
+			return b.backfilledAt(t, b.intentMsgID(t, id)) != nil
+		},
+	})
+}
+
+// TestCoutmsgs_R_L8_R_L2_RefusedInsertStallsThenEndsTheService:
+// testRefusedWrite for the outbound request loop, the dispatcher's INSERT
+// grant on COUTMSGS revoked (MySQL error 1142): the request stays
+// REGISTERED, never expired as undeliverable.
+func TestCoutmsgs_R_L8_R_L2_RefusedInsertStallsThenEndsTheService(t *testing.T) {
+	t.Parallel()
+	refTypes := []string{"GLST", "BLST", "CLST"} // one open request of each
+	testRefusedWrite(t, refusedWrite{
+		privileges: "INSERT (" + coutmsgsColumns + ")", table: "COUTMSGS",
+		loop: "dispatcher-" + TargetCoutmsgs, service: (*Relay).coutmsgsService,
+		add: func(t *testing.T, b *testBundle) int64 {
+			rtyp := refTypes[0]
+			refTypes = refTypes[1:]
+			_, id := b.registerRequestOf(t, sisrequest.TypeRQRD, rtyp, int64(len(refTypes)+1))
+			return id
+		},
+		writes: func(t *testing.T, b *testBundle, id int64) int {
+			xml := b.payload(t, id)
+			n := 0
+			for _, c := range b.coutRows(t) {
+				if c.Clob == xml {
+					n++
+				}
+			}
+			return n
+		},
+		settled: func(t *testing.T, b *testBundle, id int64) bool {
+			req := b.request(t, b.requestOf(t, id))
+			require.Contains(t, []string{"REGISTERED", "SENT"}, req.State, "never expired as undeliverable")
+			return req.State == "SENT"
+		},
+	})
+}
+
+// coutmsgsColumns are the columns of the dispatcher's INSERT grant on
+// COUTMSGS in deploy/grants/mysql.sql.
+const coutmsgsColumns = `COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, COUTMSGS_DATE_SENT, ROUTINGID,
+	COUTMSGS_TRUEFALS_GROUP, COUTMSGS_FINAL_GROUP_IND, COUTMSGS_ACK_REQD,
+	COUTMSGS_ACK_RESEND_TIMES, COUTMSGS_ENCRYPT, COUTMSGS_ERROR,
+	COUTMSGS_NO_MESSAGES, COUTMSGS_GROUP_ORDER, COUTMSGS_GROUP_ID,
+	COUTMSGS_ACK_DATE_RECV`
+
+// intentMsgID is the mailbox ID of marker intent id; payload the payload
+// of outbox row id; requestOf the request of coutmsgs row id.
+func (b *testBundle) intentMsgID(t *testing.T, id int64) int64 {
+	t.Helper()
+	var msgID int64
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT msg_id FROM outbox WHERE id=$1`, id).Scan(&msgID))
+	return msgID
+}
+
+func (b *testBundle) payload(t *testing.T, id int64) string {
+	t.Helper()
+	var p []byte
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT payload FROM outbox WHERE id=$1`, id).Scan(&p))
+	return string(p)
+}
+
+func (b *testBundle) requestOf(t *testing.T, id int64) int64 {
+	t.Helper()
+	var req int64
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT pkey::bigint FROM outbox WHERE id=$1`, id).Scan(&req))
+	return req
 }
