@@ -211,6 +211,12 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	if err := r.db(target).Check(ctx); err != nil {
 		return false, err
 	}
+	// PostgreSQL must take the statement that records what goes out
+	// before it goes out: settleQuery, naming no row (R-L8).
+	if err := r.proveRecordable(ctx, target, settleQuery,
+		[]int64{}, []string{}, []*string{}, []*time.Time{}, []*time.Time{}, []int64{}, []int32{}); err != nil {
+		return false, err
+	}
 	ids := make([]int64, len(batch))
 	for i, o := range batch {
 		ids[i] = o.ID

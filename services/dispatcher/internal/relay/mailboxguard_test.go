@@ -27,15 +27,13 @@ import (
 // all-in-one pod's.
 func (b *testBundle) dispatcherAccounts(t *testing.T) (dispatcher, allInOne string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	script, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy", "grants", "mysql.sql"))
-	require.NoError(t, err)
+	script := grantsFile(t, "mysql.sql")
 	cfg, err := mysql.ParseDSN(b.mailboxDSN)
 	require.NoError(t, err)
 	disp := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7d_")
 	ing := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7i_")
 	aio := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_k7a_")
-	sub, err := mysqltest.Substitute(string(script), map[string]string{
+	sub, err := mysqltest.Substitute(script, map[string]string{
 		"aodbinterface": "`" + cfg.DBName + "`", "msgx_dispatcher": disp.User, "msgx_ingest": ing.User,
 		"msgx_all_in_one": aio.User,
 	})
@@ -47,6 +45,16 @@ func (b *testBundle) dispatcherAccounts(t *testing.T) (dispatcher, allInOne stri
 		require.NoError(t, err, "applying %s", stmt)
 	}
 	return disp.DSN, aio.DSN
+}
+
+// grantsFile reads a file of deploy/grants, the SQL the database owners
+// run.
+func grantsFile(t *testing.T, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy", "grants", name))
+	require.NoError(t, err)
+	return string(script)
 }
 
 // requireRowRuleRefusal requires err to be a refusal by a row rule of

@@ -90,6 +90,9 @@ func (r *Relay) delivered(target string) { r.progress[target].Progressed() }
 // the outbox.
 func (r *Relay) drained(target string, err error) error {
 	t := r.progress[target]
+	if pgRefused(err) {
+		r.recordable[target].Store(false) // prove it again before the next produce
+	}
 	switch {
 	case stalls(err):
 		t.Stalled(err)

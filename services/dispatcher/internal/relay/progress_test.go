@@ -36,7 +36,13 @@ func deadAddress(t *testing.T) string {
 // otherwise hold the stop.
 func (b *testBundle) runLoop(t *testing.T, target, topic string, opts ...kgo.Opt) (stop func(), done <-chan error) {
 	t.Helper()
-	cl, err := kgo.NewClient(append(b.r.producerOpts(target, kgo.DefaultProduceTopic(topic)), opts...)...)
+	return runKafkaLoop(t, b.r, target, topic, opts...)
+}
+
+// runKafkaLoop is runLoop with relay r.
+func runKafkaLoop(t *testing.T, r *Relay, target, topic string, opts ...kgo.Opt) (stop func(), done <-chan error) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(r.producerOpts(target, kgo.DefaultProduceTopic(topic)), opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	closeNow := kafka.CloseOnStop(ctx, cl)
@@ -44,7 +50,7 @@ func (b *testBundle) runLoop(t *testing.T, target, topic string, opts ...kgo.Opt
 	go func() {
 		defer close(finished)
 		defer closeNow()
-		ch <- b.r.loop(ctx, target, func(ctx context.Context) (bool, error) { return b.r.drainKafka(ctx, cl, target) })
+		ch <- r.loop(ctx, target, func(ctx context.Context) (bool, error) { return r.drainKafka(ctx, cl, target) })
 	}()
 	stopped := false
 	stop = func() {

@@ -2,11 +2,16 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -14,6 +19,7 @@ import (
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
+	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/services/internal/sisrequest"
 )
 
@@ -62,15 +68,25 @@ func (b *testBundle) refusedMailboxRelay(t *testing.T, privileges, table string)
 	acct, err := mysqlutil.Open(drainCtx(t), mysqlutil.Config{DSN: dsn}, airport, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = acct.Close() })
+	r, reader := b.refusalRelay(t, b.pool, acct)
+	return r, g, reader
+}
+
+// refusalRelay returns a relay on pool and mailbox that waits at most
+// outageRetryMax between the tries of a refused or unreachable mailbox
+// and ends a loop stalled for refusalStallLimit, and the reader of its
+// metrics.
+func (b *testBundle) refusalRelay(t *testing.T, pool *pgxpool.Pool, mailbox *sql.DB) (*Relay, *sdkmetric.ManualReader) {
+	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	opt := b.r.opt
-	opt.Pool, opt.Mailbox, opt.Meter = b.pool, acct, mp.Meter("dispatcher")
+	opt.Pool, opt.Mailbox, opt.Meter = pool, mailbox, mp.Meter("dispatcher")
 	opt.BackfillOutageRetryMax, opt.StallLimit = outageRetryMax, refusalStallLimit
 	r, err := New(opt)
 	require.NoError(t, err)
-	return r, g, reader
+	return r, reader
 }
 
 // loopStalledSeconds reads msgx_loop_stalled_seconds of loop.
@@ -286,4 +302,171 @@ func (b *testBundle) requestOf(t *testing.T, id int64) int64 {
 	var req int64
 	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT pkey::bigint FROM outbox WHERE id=$1`, id).Scan(&req))
 	return req
+}
+
+// dispatcherRole creates the four runtime roles of
+// deploy/grants/postgres.sql for one test, applies the file to the
+// bundle's database as its owner (the migrations ran as it), and returns
+// the dispatcher's role and a pool that connects as it.
+func (b *testBundle) dispatcherRole(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	names := map[string]string{}
+	var pool *pgxpool.Pool
+	for _, name := range []string{"msgx_processor", "msgx_dispatcher", "msgx_projector", "msgx_control"} {
+		role, p := b.pgRole(t, "LOGIN")
+		names[name] = role
+		if name == "msgx_dispatcher" {
+			pool = p
+		}
+	}
+	script, err := mysqltest.Substitute(grantsFile(t, "postgres.sql"), names)
+	require.NoError(t, err)
+	// The simple protocol runs the whole file, its BEGIN … COMMIT
+	// included, as psql -f does.
+	_, err = b.pool.Exec(drainCtx(t), script, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err, "applying postgres.sql")
+	return names["msgx_dispatcher"], pool
+}
+
+// pgGrant is one grant of the dispatcher's role in
+// deploy/grants/postgres.sql that a test takes away and gives back.
+type pgGrant struct {
+	b           *testBundle
+	grant, role string // "SELECT ON outbox"
+}
+
+func (g pgGrant) revoke(t *testing.T) { t.Helper(); g.b.exec(t, "REVOKE "+g.grant+" FROM "+g.role) }
+
+func (g pgGrant) restore(t *testing.T) { t.Helper(); g.b.exec(t, "GRANT "+g.grant+" TO "+g.role) }
+
+// drainClock records when a Kafka target's loop drained: the reads of its
+// fresh lane, the first statement of every drain.
+type drainClock struct {
+	reader
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (c *drainClock) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if sql == kafkaFreshQuery {
+		c.mu.Lock()
+		c.at = append(c.at, time.Now())
+		c.mu.Unlock()
+	}
+	return c.reader.Query(ctx, sql, args...)
+}
+
+// drains returns when each drain began.
+func (c *drainClock) drains() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.at)
+}
+
+// keyRecords counts the committed records of topic by key.
+func keyRecords(t *testing.T, b *testBundle, topic string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, rec := range readCommitted(t, b.kcfg, topic) {
+		out[string(rec.Key)]++
+	}
+	return out
+}
+
+// TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService: PostgreSQL
+// refusing a Kafka target's loop the outbox, under the dispatcher's role
+// of deploy/grants/postgres.sql, stalls the loop from the first refusal
+// (R-L8, SQLSTATE 42501, exported in msgx_loop_stalled_seconds), and no
+// row is lost, dead-lettered or charged an attempt (R-L2). Its reads
+// refused (SELECT revoked), nothing is produced; the grant restored, every
+// row is produced once and recorded SENT, and the loop progresses. Its
+// records refused (the UPDATE of the delivery columns revoked), the batch
+// that went out before the refusal was known is produced no more while
+// the loop stays refused, however often it tries, and the loop tries on
+// its stall schedule, not every few milliseconds for a row that stays
+// due; restored, it is produced once more and recorded (at least once,
+// the same record).
+// Refused again and stalled for the stall limit, the loop ends its
+// service, its rows still pending.
+func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	role, pool := b.dispatcherRole(t)
+	r, reader := b.refusalRelay(t, pool, b.mailbox)
+	drains := &drainClock{reader: r.reads}
+	r.reads = drains
+	target, topic, loop := TargetMsg, b.kcfg.Topics.Msg, "dispatcher-"+TargetMsg
+	read := pgGrant{b: b, grant: "SELECT ON outbox", role: role}
+	record := pgGrant{b: b, grant: "UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox", role: role}
+	pending := func(ids ...int64) {
+		t.Helper()
+		for _, id := range ids {
+			row := b.row(t, id)
+			require.Equal(t, "PENDING", row.State, "a refused row is never dead-lettered")
+			require.Zero(t, row.Attempts, "a refusal burns no attempt")
+		}
+	}
+
+	// Its reads refused: nothing goes out.
+	read.revoke(t)
+	ids := []int64{b.addRow(t, target, "15", state(15, 1), versionHeaders(1)), b.addRow(t, target, "16", state(16, 1), versionHeaders(1))}
+	_, done := runKafkaLoop(t, r, target, topic)
+	requireStalled(t, r, loop, "42501")
+	b.clock.Advance(time.Second)
+	require.Positive(t, loopStalledSeconds(t, reader, loop), "the stall is exported")
+	pending(ids...)
+	require.Empty(t, keyRecords(t, b, topic), "nothing produced")
+	requireRunning(t, done, "refused within the limit")
+
+	read.restore(t)
+	r.wakeAll()
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return b.row(t, id).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+			"the row is delivered once the grant is back")
+		require.Equal(t, 1, b.row(t, id).Attempts)
+	}
+	require.Equal(t, map[string]int{"15": 1, "16": 1}, keyRecords(t, b, topic), "each row produced once")
+	require.NoError(t, r.Progress(), "the loop progresses once PostgreSQL answers it")
+	require.Zero(t, loopStalledSeconds(t, reader, loop))
+
+	// Its records refused: the batch already out is not produced again
+	// while the refusal lasts.
+	record.revoke(t)
+	late := b.addRow(t, target, "17", state(17, 1), versionHeaders(1))
+	r.wakeAll()
+	requireStalled(t, r, loop, "42501")
+	// Left alone, it tries again on its stall schedule, not every few
+	// milliseconds for a row that stays due.
+	tried := len(drains.drains())
+	require.Eventually(t, func() bool { return len(drains.drains()) > tried }, 20*time.Second, 10*time.Millisecond,
+		"the refused loop tries again by itself")
+	at := drains.drains()
+	require.GreaterOrEqual(t, at[tried].Sub(at[tried-1]), 500*time.Millisecond, "a stalled loop waits its stall schedule")
+	require.Eventually(t, func() bool {
+		r.wakeAll()
+		return len(drains.drains()) >= tried+5
+	}, 20*time.Second, 10*time.Millisecond, "the refused loop tries again when woken")
+	pending(late)
+	require.Equal(t, map[string]int{"15": 1, "16": 1, "17": 1}, keyRecords(t, b, topic),
+		"the row went out once, before PostgreSQL refused to record it, and not again while it refuses")
+	requireRunning(t, done, "refused within the limit")
+
+	record.restore(t)
+	r.wakeAll()
+	require.Eventually(t, func() bool { return b.row(t, late).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+		"the row is recorded once the grant is back")
+	require.Equal(t, map[string]int{"15": 1, "16": 1, "17": 2}, keyRecords(t, b, topic),
+		"produced once more when PostgreSQL may record it (at least once)")
+	require.NoError(t, r.Progress())
+
+	// Refused past the limit: the service ends.
+	read.revoke(t)
+	last := b.addRow(t, target, "18", state(18, 1), versionHeaders(1))
+	r.wakeAll()
+	requireStalled(t, r, loop, "42501")
+	requireRunning(t, done, "stalled within the limit")
+	b.clock.Advance(refusalStallLimit)
+	r.wakeAll()
+	requireEndsStalled(t, done, loop)
+	pending(last)
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -113,6 +114,10 @@ type Relay struct {
 	// listenProgress tracks the notification listener (ListenLoop):
 	// stalled while PostgreSQL refuses its connection (R-L8).
 	listenProgress *progress.Tracker
+	// recordable holds, per target, whether PostgreSQL has taken the
+	// loop's statement that records its deliveries since the loop started
+	// or PostgreSQL last refused it (proveRecordable, R-L8).
+	recordable map[string]*atomic.Bool
 
 	holderOnce sync.Once
 	holderName string
@@ -149,6 +154,10 @@ func New(opt Options) (*Relay, error) {
 		opt.StallLimit = DefaultStallLimit
 	}
 	r.progress = newProgress(opt.Clock)
+	r.recordable = make(map[string]*atomic.Bool, len(targets))
+	for _, t := range targets {
+		r.recordable[t] = new(atomic.Bool)
+	}
 	r.listenProgress = progress.New(ListenLoop, opt.Clock)
 	if opt.BackfillOutageRetryMax <= 0 {
 		opt.BackfillOutageRetryMax = opt.BackfillBackoffMax
@@ -307,11 +316,16 @@ func (r *Relay) listen(ctx context.Context) (listening bool, err error) {
 // loop runs drain until ctx ends, waiting between drains for a wake-up, the
 // next due row, or a safety interval. Each drain reports to the target's
 // progress (drained); a loop stalled past the stall limit returns the stall,
-// which ends its service and the process (R-L8).
+// which ends its service and the process (R-L8). A stalled loop waits at
+// least its stall schedule (stallRetry) before it drains again unless
+// woken: rows PostgreSQL refuses to record stay due, and would otherwise
+// be drained again every few milliseconds.
 func (r *Relay) loop(ctx context.Context, target string, drain func(context.Context) (bool, error)) error {
 	wake, done := r.newWaker()
 	defer done()
 	r.floors.lowerTarget(target, 0) // a new term scans from the start once
+	r.recordable[target].Store(false)
+	stalled := r.stallRetry()
 	for ctx.Err() == nil {
 		more, err := drain(ctx)
 		r.watch(ctx, target)
@@ -336,6 +350,11 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 			continue
 		}
 		wait := r.nextDue(ctx, target)
+		if stalls(err) {
+			wait = max(wait, stalled.Next())
+		} else {
+			stalled.Reset()
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -344,6 +363,33 @@ func (r *Relay) loop(ctx context.Context, target string, drain func(context.Cont
 		}
 		t.Stop()
 	}
+	return nil
+}
+
+// stallRetry is the schedule of a stalled loop's tries: 1 s doubling to
+// 5 s, the loops' safety interval, with jitter. A refusal that waiting
+// does not cure is tried again all the same, so that the loop progresses
+// within seconds of an operator's fix (R-L8).
+func (r *Relay) stallRetry() *backoff.Backoff {
+	return backoff.Schedule{First: time.Second, Max: 5 * time.Second, Jitter: backoff.DefaultJitter, Rand: r.opt.Rand}.Start()
+}
+
+// proveRecordable runs the statement that records target's deliveries,
+// sql with args naming no row, unless PostgreSQL has taken it since the
+// loop started or last refused it: called before a produce, it keeps a
+// loop whose deliveries PostgreSQL refuses to record (a revoked UPDATE on
+// the outbox) from producing the same batch again on every try. What went
+// out before the refusal was known goes out once more after it ends (at
+// least once, the same records); a loop that starts while PostgreSQL
+// refuses produces nothing (R-L8).
+func (r *Relay) proveRecordable(ctx context.Context, target, sql string, args ...any) error {
+	if r.recordable[target].Load() {
+		return nil
+	}
+	if _, err := r.db(target).Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("proving PostgreSQL records the deliveries of %s: %w", target, err)
+	}
+	r.recordable[target].Store(true)
 	return nil
 }
 

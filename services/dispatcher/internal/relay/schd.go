@@ -96,6 +96,7 @@ func (r *Relay) schdService() *lifecycle.Service {
 // a flush loop stalled past the limit returns the stall (R-L8).
 func (s *Schd) run(ctx context.Context) error {
 	s.r.floors.lowerTarget(TargetSchd, 0) // a new term scans from the start once
+	s.r.recordable[TargetSchd].Store(false)
 	t := time.NewTicker(s.r.opt.SchdFlushPeriod)
 	defer t.Stop()
 	for {
@@ -273,6 +274,9 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		// The term must be current before the flush leaves for Kafka; the
 		// marks that follow are fenced, and a refusal ends the term (R-H6).
 		if err := s.r.db(TargetSchd).Check(ctx); err != nil {
+			return FlushResult{}, err
+		}
+		if err := s.r.proveRecordable(ctx, TargetSchd, schdMarkSent, []int64{}, []int64{}, []bool{}, now); err != nil {
 			return FlushResult{}, err
 		}
 		spans := s.r.traceRecords(ctx, TargetSchd, sentIDs, recs) // the message's trace (R-I4)
