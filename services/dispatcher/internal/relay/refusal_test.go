@@ -470,3 +470,48 @@ func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
 	requireEndsStalled(t, done, loop)
 	pending(last)
 }
+
+// TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted: PostgreSQL
+// refusing the marker loop the record of its markers (the dispatcher's
+// role of deploy/grants/postgres.sql without its UPDATE of the outbox's
+// delivery columns) stalls the loop (R-L8). The marker it wrote before the
+// refusal stays the only one: a marker is written only onto an empty row,
+// so the tries that follow find it written and write nothing. The intent
+// stays pending with no attempt spent and the backfill unfinished, never
+// DEAD (R-L2); granted again, the intent is recorded SENT (outcome
+// already-marked: the try that is recorded found the marker written), the
+// backfill finished, and the loop progresses.
+func TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	role, pool := b.dispatcherRole(t)
+	r, reader := b.refusalRelay(t, pool, b.mailbox)
+	record := pgGrant{b: b, grant: "UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox", role: role}
+	loop := "dispatcher-" + TargetMailbox
+	record.revoke(t)
+	msgID := b.insertMailbox(t, time.Time{}, "")
+	id := b.addIntent(t, msgID)
+	runService(t, r, r.mailboxService())
+
+	requireStalled(t, r, loop, "42501")
+	at, status := b.marker(t, msgID)
+	require.True(t, at.Valid, "the marker went out before PostgreSQL refused to record it")
+	require.Equal(t, "PROCESSED", status)
+	b.clock.Advance(time.Second)
+	require.Positive(t, loopStalledSeconds(t, reader, loop), "the stall is exported")
+	row := b.row(t, id)
+	require.Equal(t, "PENDING", row.State, "a refused record is never dead-lettered")
+	require.Zero(t, row.Attempts)
+	require.Nil(t, b.backfilledAt(t, msgID), "the backfill is not finished until it is recorded")
+
+	record.restore(t)
+	r.wakeAll()
+	require.Eventually(t, func() bool { return b.row(t, id).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+		"the marker is recorded once PostgreSQL may record it")
+	require.Equal(t, OutcomeAlreadyMarked, b.row(t, id).Outcome, "the try that is recorded found the marker written")
+	again, _ := b.marker(t, msgID)
+	require.True(t, again.Time.Equal(at.Time), "the marker is written once, never over itself")
+	require.NotNil(t, b.backfilledAt(t, msgID))
+	require.NoError(t, r.Progress())
+	require.Zero(t, loopStalledSeconds(t, reader, loop))
+}
