@@ -97,16 +97,18 @@ func TestConfig_R_L2_RetriesAtLeastOnceAMinute(t *testing.T) {
 type testBundle struct {
 	pool    *pgxpool.Pool
 	mailbox *sql.DB
-	kcfg    kafka.Config
-	cluster *kafkatest.Cluster
-	svc     *dispatcher.Service
+	// mailboxDSN is the administrator's, on the test's own database.
+	mailboxDSN string
+	kcfg       kafka.Config
+	cluster    *kafkatest.Cluster
+	svc        *dispatcher.Service
 	// ran gets what the dispatcher's run returned, when it ended by
 	// itself; a test that reads it sets ended.
 	ran   <-chan error
 	ended bool
 }
 
-func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*dispatcher.Deps)) *testBundle {
+func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*testBundle, *dispatcher.Deps)) *testBundle {
 	t.Helper()
 	log := testLogger(t)
 	b := &testBundle{}
@@ -118,7 +120,8 @@ func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*di
 	b.pool, err = pgxpool.New(ctx, pgURL)
 	require.NoError(t, err)
 	t.Cleanup(b.pool.Close)
-	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: mysqltest.NewDatabase(t)}, time.UTC, nil)
+	b.mailboxDSN = mysqltest.NewDatabase(t)
+	b.mailbox, err = mysqlutil.Open(ctx, mysqlutil.Config{DSN: b.mailboxDSN}, time.UTC, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.mailbox.Close() })
 	require.NoError(t, migrations.ApplyMailboxFixture(ctx, b.mailbox))
@@ -134,7 +137,7 @@ func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*di
 		Logger: log, Clock: clock.Real{}, Postgres: b.pool, Mailbox: b.mailbox, Kafka: b.kcfg,
 	}
 	for _, a := range adjustDeps {
-		a(&deps)
+		a(b, &deps)
 	}
 	b.svc, err = dispatcher.New(cfg, deps)
 	require.NoError(t, err)

@@ -2,10 +2,13 @@ package dispatcher_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -13,7 +16,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
+	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/services/dispatcher"
 )
 
@@ -111,7 +116,7 @@ func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	b := setup(t, nil, func(d *dispatcher.Deps) { d.Meter = mp.Meter("dispatcher") })
+	b := setup(t, nil, func(_ *testBundle, d *dispatcher.Deps) { d.Meter = mp.Meter("dispatcher") })
 	stalled := stalledSeconds(t, reader)
 	require.Contains(t, stalled, "dispatcher-census")
 	require.Contains(t, stalled, "dispatcher-listen")
@@ -139,6 +144,64 @@ func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
 	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
 		"the census loop progresses again: the dispatcher is ready")
 	require.Zero(t, stalledSeconds(t, reader)["dispatcher-census"])
+}
+
+// TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain: the mailbox
+// refusing the marker UPDATE to the dispatcher's account (here an account
+// holding the marker loop's read of CMINMSGS as deploy/grants/mysql.sql
+// grants it, without its UPDATE) refuses every marker alike: the
+// dispatcher is not ready within 10 s, naming dispatcher-mailbox and the
+// refusal, and msgx_loop_stalled_seconds counts the stall; the intent
+// waits, PENDING with no attempt spent (R-L2). The UPDATE granted, the
+// next try (at most pipeline.backfill-outage-retry-max later) writes the
+// marker and the dispatcher is ready again.
+func TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	var update string
+	var acct *sql.DB
+	b := setup(t, nil, func(b *testBundle, d *dispatcher.Deps) {
+		a := mysqltest.NewAccount(t, b.mailboxDSN, "msgx_l8m_")
+		cfg, err := mysql.ParseDSN(b.mailboxDSN)
+		require.NoError(t, err)
+		table := "`" + cfg.DBName + "`.CMINMSGS"
+		_, err = b.mailbox.Exec("GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED) ON " + table + " TO '" + a.User + "'@'%'")
+		require.NoError(t, err)
+		update = "UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS) ON " + table + " TO '" + a.User + "'@'%'"
+		acct, err = mysqlutil.Open(context.Background(), mysqlutil.Config{DSN: a.DSN}, time.UTC, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = acct.Close() })
+		d.Mailbox, d.Meter = acct, mp.Meter("dispatcher")
+	})
+	res, err := b.mailbox.Exec(`INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES ('<MSG/>', 'VALID')`)
+	require.NoError(t, err)
+	msgID, err := res.LastInsertId()
+	require.NoError(t, err)
+	intent := b.addRow(t, "mailbox", strconv.FormatInt(msgID, 10), nil, msgID)
+
+	start := time.Now()
+	require.Eventually(t, func() bool { return errors.Is(b.ready(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
+		"a refused marker makes the dispatcher not ready within 10 s")
+	t.Logf("not ready %s after the intent was written: %v", time.Since(start).Round(time.Millisecond), b.ready())
+	require.ErrorContains(t, b.ready(), "dispatcher-mailbox")
+	require.ErrorContains(t, b.ready(), "denied")
+	require.Eventually(t, func() bool { return stalledSeconds(t, reader)["dispatcher-mailbox"] > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the marker loop's stall is exported")
+	state, attempts := b.row(t, intent)
+	require.Equal(t, "PENDING", state, "a refused marker is never dead-lettered")
+	require.Zero(t, attempts, "the refusal spends no attempt")
+
+	_, err = b.mailbox.Exec("GRANT " + update)
+	require.NoError(t, err)
+	b.waitRow(t, intent, "the marker is written once the grant is back", func(s string, _ int) bool { return s == "SENT" })
+	var processed sql.NullTime
+	require.NoError(t, b.mailbox.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID=?`, msgID).Scan(&processed))
+	require.True(t, processed.Valid)
+	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
+		"the marker loop progresses again: the dispatcher is ready")
+	require.Zero(t, stalledSeconds(t, reader)["dispatcher-mailbox"])
 }
 
 // TestConfig_R_L8_StallLimit: dispatcher.stall-limit is 1m by default and
