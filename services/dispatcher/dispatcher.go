@@ -49,7 +49,8 @@ type MailboxConfig struct {
 	BackfillBackoffMin  time.Duration `yaml:"backfill_backoff_min"`
 	BackfillBackoffMax  time.Duration `yaml:"backfill_backoff_max"`
 	// BackfillOutageRetryMax caps the wait between marker and COUTMSGS
-	// tries while the mailbox is unreachable (R-L2). Default 5s.
+	// tries while the mailbox is unreachable (R-L2) or refuses the
+	// dispatcher's account or a table (R-L8). Default 5s.
 	BackfillOutageRetryMax time.Duration `yaml:"backfill_outage_retry_max"`
 	// OverdueBackfill is R: a marker still failing this long after its
 	// message finished stops automatic retries at once (R-D4). Default 30d.
@@ -75,8 +76,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 	fs.StringVar(&c.Mailbox.Zone, prefix+"mailbox.zone", "Asia/Shanghai", "airport time zone of mailbox timestamps")
 	fs.IntVar(&c.Mailbox.BackfillMaxAttempts, prefix+"pipeline.backfill-max-attempts", 10, "marker attempts before automatic retries stop (an operator can resume)")
 	fs.DurationVar(&c.Mailbox.BackfillBackoffMin, prefix+"pipeline.backfill-backoff-min", 30*time.Second, "first retry delay of a failed marker write; doubles per attempt")
-	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a marker write the mailbox refused (an error other than unreachable)")
-	fs.DurationVar(&c.Mailbox.BackfillOutageRetryMax, prefix+"pipeline.backfill-outage-retry-max", 5*time.Second, "largest wait between marker and COUTMSGS tries while the mailbox is unreachable; such tries are never counted against backfill-max-attempts (R-L2), and markers resume at most this long after the mailbox returns (at most 1m)")
+	fs.DurationVar(&c.Mailbox.BackfillBackoffMax, prefix+"pipeline.backfill-backoff-max", 15*time.Minute, "largest retry delay of a marker write the mailbox refused for its row (an error other than unreachable, access denied or a missing table or column, which are retried like an outage)")
+	fs.DurationVar(&c.Mailbox.BackfillOutageRetryMax, prefix+"pipeline.backfill-outage-retry-max", 5*time.Second, "largest wait between marker and COUTMSGS tries while the mailbox is unreachable, or refuses the dispatcher's account or misses a table or column (the loop then stalled, R-L8); such tries are never counted against backfill-max-attempts (R-L2), and markers resume at most this long after the mailbox returns (at most 1m)")
 	fs.DurationVar(&c.Mailbox.OverdueBackfill, prefix+"pipeline.overdue-backfill", 30*24*time.Hour, "R: a marker write still failing this long after its message finished (our clock, never the mailbox's) stops automatic retries at once, DEAD with outcome overdue (720h = 30 days; an operator can resume)")
 	fs.DurationVar(&c.Schd.FlushPeriod, prefix+"schd.flush-period", 3*time.Second, "how often the latest state of every changed flight is flushed to the schd topic")
 	fs.IntVar(&c.Schd.FlushLimit, prefix+"schd.flush-limit", 500, "most records (one per flight) produced to schd per flush; the rest goes in the next flush")

@@ -58,8 +58,9 @@ type Options struct {
 	BackfillBackoffMin  time.Duration
 	BackfillBackoffMax  time.Duration
 	// BackfillOutageRetryMax caps the wait between marker and COUTMSGS
-	// tries while the mailbox is unreachable (R-L2): markers resume at most
-	// this long after it returns. Zero means BackfillBackoffMax.
+	// tries while the mailbox is unreachable (R-L2) or refuses the
+	// dispatcher's account or a table (R-L8): markers resume at most this
+	// long after it returns or grants again. Zero means BackfillBackoffMax.
 	BackfillOutageRetryMax time.Duration
 	// OverdueBackfill is R (R-D4, INV-7): a marker that fails more than
 	// this long after its message finished (the intent's created_at, our
