@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -114,6 +115,32 @@ func TestKafkaRelay_R_L2_ClassifiesFromTheErrorItself(t *testing.T) {
 		kerr.UnknownServerError:                                         refused,
 	} {
 		require.Equal(t, want, classifyKafka(err), "%v", err)
+	}
+}
+
+// TestMailbox_R_L2_R_L8_ClassifiesFromTheErrorItself: a mailbox that does
+// not answer, or answers as an unavailable server, is an outage; one that
+// refuses the dispatcher's account or lacks a table or column refuses
+// every row alike and stalls the loop, the rows waiting uncounted as in an
+// outage; a rule of the mailbox's or of the dispatcher's own refusing the
+// row is permanent; any other answer counts against the row's attempts.
+func TestMailbox_R_L2_R_L8_ClassifiesFromTheErrorItself(t *testing.T) {
+	t.Parallel()
+	for err, want := range map[error]class{
+		&mysql.MySQLError{Number: 2013, Message: "Lost connection to server during query"}: transient,
+		&mysql.MySQLError{Number: 1053, Message: "Server shutdown in progress"}:            transient,
+		mysql.ErrInvalidConn: transient,
+		fmt.Errorf("writing markers: %w", &mysql.MySQLError{Number: 1142, Message: "UPDATE command denied to user"}): stalled,
+		&mysql.MySQLError{Number: 1143, Message: "INSERT command denied to user for column"}:                         stalled,
+		&mysql.MySQLError{Number: 1146, Message: "Table 'mailbox.CMINMSGS' doesn't exist"}:                           stalled,
+		&mysql.MySQLError{Number: 1054, Message: "Unknown column 'CMINMSGS_STATUS'"}:                                 stalled,
+		&mysql.MySQLError{Number: erSignalException, Message: "row refused by a rule"}:                               permanent,
+		fmt.Errorf("guarding: %w", ErrMailboxGuard):                                                                  permanent,
+		&mysql.MySQLError{Number: 1406, Message: "Data too long for column 'CMINMSGS_STATUS'"}:                       refused,
+	} {
+		c := classifyMySQL(err)
+		require.Equal(t, want, c, "%v", err)
+		require.Equal(t, want == transient || want == stalled, c.waits(), "%v waits uncounted", err)
 	}
 }
 
