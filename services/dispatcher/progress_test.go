@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
+	"msgexchange/libs/progress/progresstest"
 	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/services/dispatcher"
 )
@@ -81,25 +81,19 @@ func TestDispatcher_R_L8_StalledTargetEndsTheProcessAfterTheLimit(t *testing.T) 
 	}
 }
 
-// stalledSeconds reads msgx_loop_stalled_seconds by loop from reader.
-func stalledSeconds(t *testing.T, reader *sdkmetric.ManualReader) map[string]float64 {
+// requireNotReady waits until the dispatcher reports loop stalled by a
+// refusal that says cause (what: the refusal, for the failure messages)
+// within the 10 s of R-L8, and until reader exports the stall.
+func (b *testBundle) requireNotReady(t *testing.T, reader *sdkmetric.ManualReader, what, loop, cause string) {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	out := map[string]float64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			g, ok := m.Data.(metricdata.Gauge[float64])
-			if !ok || m.Name != "msgx_loop_stalled_seconds" {
-				continue
-			}
-			for _, dp := range g.DataPoints {
-				loop, _ := dp.Attributes.Value("loop")
-				out[loop.AsString()] = dp.Value
-			}
-		}
-	}
-	return out
+	start := time.Now()
+	require.Eventually(t, func() bool { return errors.Is(b.ready(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
+		"%s makes the dispatcher not ready within 10 s", what)
+	t.Logf("not ready %s after %s: %v", time.Since(start).Round(time.Millisecond), what, b.ready())
+	require.ErrorContains(t, b.ready(), loop)
+	require.ErrorContains(t, b.ready(), cause)
+	require.Eventually(t, func() bool { return progresstest.StalledSeconds(t, reader)[loop] > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the stall of %s is exported", loop)
 }
 
 // TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain: the mailbox
@@ -117,7 +111,7 @@ func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	b := setup(t, nil, func(_ *testBundle, d *dispatcher.Deps) { d.Meter = mp.Meter("dispatcher") })
-	stalled := stalledSeconds(t, reader)
+	stalled := progresstest.StalledSeconds(t, reader)
 	require.Contains(t, stalled, "dispatcher-census")
 	require.Contains(t, stalled, "dispatcher-listen")
 	require.Zero(t, stalled["dispatcher-census"])
@@ -127,14 +121,7 @@ func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
 	require.NoError(t, err)
 	var id int64
 	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO mailbox_census (operator, requested_at) VALUES ('alice', now()) RETURNING id`).Scan(&id))
-	start := time.Now()
-	require.Eventually(t, func() bool { return errors.Is(b.ready(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
-		"a refused census makes the dispatcher not ready within 10 s")
-	t.Logf("not ready %s after the census was asked: %v", time.Since(start).Round(time.Millisecond), b.ready())
-	require.ErrorContains(t, b.ready(), "dispatcher-census")
-	require.ErrorContains(t, b.ready(), "1146")
-	require.Eventually(t, func() bool { return stalledSeconds(t, reader)["dispatcher-census"] > 0 }, 10*time.Second, 10*time.Millisecond,
-		"the census loop's stall is exported")
+	b.requireNotReady(t, reader, "a refused census", "dispatcher-census", "1146")
 	var state string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM mailbox_census WHERE id = $1`, id).Scan(&state))
 	require.Equal(t, "FAILED", state, "the refused census is FAILED with its cause")
@@ -143,7 +130,7 @@ func TestDispatcher_R_L8_RefusedCensusIsNotReadyThenReadyAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
 		"the census loop progresses again: the dispatcher is ready")
-	require.Zero(t, stalledSeconds(t, reader)["dispatcher-census"])
+	require.Zero(t, progresstest.StalledSeconds(t, reader)["dispatcher-census"])
 }
 
 // TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain: the mailbox
@@ -181,14 +168,7 @@ func TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain(t *testing.T) {
 	require.NoError(t, err)
 	intent := b.addRow(t, "mailbox", strconv.FormatInt(msgID, 10), nil, msgID)
 
-	start := time.Now()
-	require.Eventually(t, func() bool { return errors.Is(b.ready(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
-		"a refused marker makes the dispatcher not ready within 10 s")
-	t.Logf("not ready %s after the intent was written: %v", time.Since(start).Round(time.Millisecond), b.ready())
-	require.ErrorContains(t, b.ready(), "dispatcher-mailbox")
-	require.ErrorContains(t, b.ready(), "denied")
-	require.Eventually(t, func() bool { return stalledSeconds(t, reader)["dispatcher-mailbox"] > 0 }, 10*time.Second, 10*time.Millisecond,
-		"the marker loop's stall is exported")
+	b.requireNotReady(t, reader, "a refused marker", "dispatcher-mailbox", "denied")
 	state, attempts := b.row(t, intent)
 	require.Equal(t, "PENDING", state, "a refused marker is never dead-lettered")
 	require.Zero(t, attempts, "the refusal spends no attempt")
@@ -201,7 +181,7 @@ func TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain(t *testing.T) {
 	require.True(t, processed.Valid)
 	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
 		"the marker loop progresses again: the dispatcher is ready")
-	require.Zero(t, stalledSeconds(t, reader)["dispatcher-mailbox"])
+	require.Zero(t, progresstest.StalledSeconds(t, reader)["dispatcher-mailbox"])
 }
 
 // TestConfig_R_L8_StallLimit: dispatcher.stall-limit is 1m by default and

@@ -14,11 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
+	"msgexchange/libs/progress/progresstest"
 	"msgexchange/libs/testutil/mysqltest"
 	"msgexchange/services/internal/sisrequest"
 )
@@ -92,23 +92,9 @@ func (b *testBundle) refusalRelay(t *testing.T, pool *pgxpool.Pool, mailbox *sql
 // loopStalledSeconds reads msgx_loop_stalled_seconds of loop.
 func loopStalledSeconds(t *testing.T, reader *sdkmetric.ManualReader, loop string) float64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			g, ok := m.Data.(metricdata.Gauge[float64])
-			if !ok || m.Name != "msgx_loop_stalled_seconds" {
-				continue
-			}
-			for _, dp := range g.DataPoints {
-				if v, _ := dp.Attributes.Value("loop"); v.AsString() == loop {
-					return dp.Value
-				}
-			}
-		}
-	}
-	t.Fatalf("msgx_loop_stalled_seconds has no loop %s", loop)
-	return 0
+	stalled, ok := progresstest.StalledSeconds(t, reader)[loop]
+	require.True(t, ok, "msgx_loop_stalled_seconds has loop %s", loop)
+	return stalled
 }
 
 // requireStalled waits until r reports loop stalled by a refusal that
@@ -134,6 +120,18 @@ func (b *testBundle) retryRefused(t *testing.T, r *Relay, id int64, times int) {
 		r.wakeAll()
 		require.Eventually(t, func() bool { return b.row(t, id).NextAttempt.After(next) }, 20*time.Second, 10*time.Millisecond,
 			"the refused row %d is tried again", id)
+	}
+}
+
+// requireUncounted requires the outbox rows ids pending with no attempt
+// spent: a refusal of their loop neither dead-letters them nor counts
+// against them (R-L2).
+func (b *testBundle) requireUncounted(t *testing.T, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		row := b.row(t, id)
+		require.Equal(t, "PENDING", row.State, "a refused row is never dead-lettered")
+		require.Zero(t, row.Attempts, "a refusal of the loop burns no attempt of the row")
 	}
 }
 
@@ -173,10 +171,9 @@ func testRefusedWrite(t *testing.T, w refusedWrite) {
 	requireStalled(t, r, w.loop, "denied")
 	waiting := func(ids ...int64) {
 		t.Helper()
+		b.requireUncounted(t, ids...)
 		for _, id := range ids {
 			row := b.row(t, id)
-			require.Equal(t, "PENDING", row.State, "a refused row is never dead-lettered")
-			require.Zero(t, row.Attempts, "a refusal of the loop burns no attempt of the row")
 			require.Empty(t, row.Outcome)
 			require.Contains(t, row.LastError, "denied")
 			require.LessOrEqual(t, row.NextAttempt.Sub(b.clock.Now()), outageRetryMax, "tried again at most the outage cap apart")
@@ -398,14 +395,6 @@ func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
 	target, topic, loop := TargetMsg, b.kcfg.Topics.Msg, "dispatcher-"+TargetMsg
 	read := pgGrant{b: b, grant: "SELECT ON outbox", role: role}
 	record := pgGrant{b: b, grant: "UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox", role: role}
-	pending := func(ids ...int64) {
-		t.Helper()
-		for _, id := range ids {
-			row := b.row(t, id)
-			require.Equal(t, "PENDING", row.State, "a refused row is never dead-lettered")
-			require.Zero(t, row.Attempts, "a refusal burns no attempt")
-		}
-	}
 
 	// Its reads refused: nothing goes out.
 	read.revoke(t)
@@ -414,7 +403,7 @@ func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
 	requireStalled(t, r, loop, "42501")
 	b.clock.Advance(time.Second)
 	require.Positive(t, loopStalledSeconds(t, reader, loop), "the stall is exported")
-	pending(ids...)
+	b.requireUncounted(t, ids...)
 	require.Empty(t, keyRecords(t, b, topic), "nothing produced")
 	requireRunning(t, done, "refused within the limit")
 
@@ -446,7 +435,7 @@ func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
 		r.wakeAll()
 		return len(drains.drains()) >= tried+5
 	}, 20*time.Second, 10*time.Millisecond, "the refused loop tries again when woken")
-	pending(late)
+	b.requireUncounted(t, late)
 	require.Equal(t, map[string]int{"15": 1, "16": 1, "17": 1}, keyRecords(t, b, topic),
 		"the row went out once, before PostgreSQL refused to record it, and not again while it refuses")
 	requireRunning(t, done, "refused within the limit")
@@ -468,7 +457,7 @@ func TestOutbox_R_L8_R_L2_RefusedOutboxStallsThenEndsTheService(t *testing.T) {
 	b.clock.Advance(refusalStallLimit)
 	r.wakeAll()
 	requireEndsStalled(t, done, loop)
-	pending(last)
+	b.requireUncounted(t, last)
 }
 
 // TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted: PostgreSQL
@@ -499,9 +488,7 @@ func TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted(t *testing.T) {
 	require.Equal(t, "PROCESSED", status)
 	b.clock.Advance(time.Second)
 	require.Positive(t, loopStalledSeconds(t, reader, loop), "the stall is exported")
-	row := b.row(t, id)
-	require.Equal(t, "PENDING", row.State, "a refused record is never dead-lettered")
-	require.Zero(t, row.Attempts)
+	b.requireUncounted(t, id)
 	require.Nil(t, b.backfilledAt(t, msgID), "the backfill is not finished until it is recorded")
 
 	record.restore(t)
