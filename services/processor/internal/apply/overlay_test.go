@@ -166,7 +166,9 @@ func TestOverlay_R_J1_R_C8_ChildrenAsTheBatchLeftThem(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []flight.Child{{FLID: stored, FLNO: "CA11"}, {FLID: added, FLNO: "CA12"}}, kids)
 
-	change(t, ov, remove(base+2, stored, 3, t0))
+	gone := remove(base+2, stored, 3, t0)
+	gone.Row.Master = &master // a deletion keeps the stored row's master (decide's Writer.Remove)
+	change(t, ov, gone)
 	kids, err = ov.Children(ctx, master)
 	require.NoError(t, err)
 	require.Equal(t, []flight.Child{{FLID: added, FLNO: "CA12"}}, kids, "a deleted child is no child")
