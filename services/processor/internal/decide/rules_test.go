@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -72,6 +73,24 @@ func newRules(t *testing.T) *rules {
 	t.Helper()
 	return &rules{t: t, st: &memStore{flights: map[int64]*Flight{}}, od: flight.OpDay{Zone: sistest.Zone},
 		req: &requestStore{}, budget: 200}
+}
+
+// eachBudget runs fn twice, in parallel, each time on new rules: with a
+// daily snapshot written whole in one step (budget200) and with one
+// record per step (budget1), the pipeline's snapshot batch at either end.
+// A snapshot rule that depends on what earlier steps left (progress, the
+// flights and days still to delete) must hold both ways; fn states the
+// case once.
+func eachBudget(t *testing.T, fn func(t *testing.T, r *rules)) {
+	t.Helper()
+	for _, budget := range []int{200, 1} {
+		t.Run(fmt.Sprintf("budget%d", budget), func(t *testing.T) {
+			t.Parallel()
+			r := newRules(t)
+			r.budget = budget
+			fn(t, r)
+		})
+	}
 }
 
 // at is when message id is written: id seconds after t0.

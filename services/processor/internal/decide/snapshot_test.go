@@ -371,29 +371,24 @@ func TestSnapshot_R_C6_INV19_InvalidPackageWritesNothing(t *testing.T) {
 // Validation 001§6 INV-20b/CLM-3 "失败重处理、重复发现".
 func TestSnapshot_R_C6_INV20b_RerunChangesNothing(t *testing.T) {
 	t.Parallel()
-	for _, budget := range []int{200, 1} {
-		t.Run(fmt.Sprintf("budget%d", budget), func(t *testing.T) {
-			t.Parallel()
-			r := newRules(t)
-			r.budget = budget
-			pkg := func(seqn int64) string {
-				return schd(seqn, "DNLD", fltr(15, day23, `<ERUT RTNO="1"><APCD>XIY</APCD></ERUT>`), fltr(16, day23, "<MAID>15</MAID>"), fltr(17, day24))
-			}
-			require.Equal(t, applied, r.run(1, pkg(1)).State)
-			for _, flid := range []int64{15, 16, 17} {
-				require.Equal(t, int64(1), r.flight(flid).Version)
-			}
-			before := r.flights()
+	eachBudget(t, func(t *testing.T, r *rules) {
+		pkg := func(seqn int64) string {
+			return schd(seqn, "DNLD", fltr(15, day23, `<ERUT RTNO="1"><APCD>XIY</APCD></ERUT>`), fltr(16, day23, "<MAID>15</MAID>"), fltr(17, day24))
+		}
+		require.Equal(t, applied, r.run(1, pkg(1)).State)
+		for _, flid := range []int64{15, 16, 17} {
+			require.Equal(t, int64(1), r.flight(flid).Version)
+		}
+		before := r.flights()
 
-			v := r.run(2, pkg(2))
-			require.Equal(t, succeeded, v.State)
-			require.True(t, strings.HasPrefix(v.Reason, "snapshot: 3 records, 0 changed, 0 deleted, 2 days"), v.Reason)
-			require.Empty(t, v.Changes)
-			require.Equal(t, before, r.flights())
-			require.Len(t, outboxOf(r.st.changes, TargetFlightState), 3)
-			require.Len(t, outboxOf(r.st.changes, TargetMsg), 3)
-		})
-	}
+		v := r.run(2, pkg(2))
+		require.Equal(t, succeeded, v.State)
+		require.True(t, strings.HasPrefix(v.Reason, "snapshot: 3 records, 0 changed, 0 deleted, 2 days"), v.Reason)
+		require.Empty(t, v.Changes)
+		require.Equal(t, before, r.flights())
+		require.Len(t, outboxOf(r.st.changes, TargetFlightState), 3)
+		require.Len(t, outboxOf(r.st.changes, TargetMsg), 3)
+	})
 }
 
 // TestSnapshot_R_C6_EmptySnapshotDeletesNothing: RECS 0 covers no day.
@@ -437,35 +432,30 @@ func TestSnapshot_R_C5_C25_DeletedMasterTakesItsChildrenAlong(t *testing.T) {
 // covered day would pass them all.
 func TestSnapshot_R_M6_R_C6_TwoDaySnapshotDeletesAbsentFlightsOfEveryDay(t *testing.T) {
 	t.Parallel()
-	for _, budget := range []int{200, 1} {
-		t.Run(fmt.Sprintf("budget%d", budget), func(t *testing.T) {
-			t.Parallel()
-			r := newRules(t)
-			r.budget = budget
-			r.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23), fltr(17, day24), fltr(18, day24), fltr(19, "25JAN210800")))
-			v := r.run(2, schd(2, "DNLD", fltr(15, day23), fltr(17, day24)))
+	eachBudget(t, func(t *testing.T, r *rules) {
+		r.run(1, schd(1, "DNLD", fltr(15, day23), fltr(16, day23), fltr(17, day24), fltr(18, day24), fltr(19, "25JAN210800")))
+		v := r.run(2, schd(2, "DNLD", fltr(15, day23), fltr(17, day24)))
 
-			require.Equal(t, applied, v.State)
-			require.Contains(t, v.Reason, "snapshot: 2 records, 0 changed, 2 deleted, 2 days")
-			require.Equal(t, map[int64]int64{16: 2, 18: 2}, v.versions())
-			for _, flid := range []int64{16, 18} {
-				f := r.flight(flid)
-				require.Equal(t, "DELETED", f.State, "flight %d of a covered day, absent from the snapshot", flid)
-				require.Equal(t, int64(2), f.Version)
-			}
-			var keys []string
-			for _, o := range outboxOf(v.Changes, TargetFlightState) {
-				require.Nil(t, o.Payload, "a deletion's flight-state record is a tombstone")
-				keys = append(keys, o.Pkey)
-			}
-			require.ElementsMatch(t, []string{"16", "18"}, keys)
-			for _, flid := range []int64{15, 17} {
-				require.Equal(t, "ACTIVE", r.flight(flid).State)
-				require.Equal(t, int64(1), r.flight(flid).Version, "flight %d is carried unchanged", flid)
-			}
-			require.Equal(t, "ACTIVE", r.flight(19).State, "an operation day the snapshot does not cover is left alone")
-		})
-	}
+		require.Equal(t, applied, v.State)
+		require.Contains(t, v.Reason, "snapshot: 2 records, 0 changed, 2 deleted, 2 days")
+		require.Equal(t, map[int64]int64{16: 2, 18: 2}, v.versions())
+		for _, flid := range []int64{16, 18} {
+			f := r.flight(flid)
+			require.Equal(t, "DELETED", f.State, "flight %d of a covered day, absent from the snapshot", flid)
+			require.Equal(t, int64(2), f.Version)
+		}
+		var keys []string
+		for _, o := range outboxOf(v.Changes, TargetFlightState) {
+			require.Nil(t, o.Payload, "a deletion's flight-state record is a tombstone")
+			keys = append(keys, o.Pkey)
+		}
+		require.ElementsMatch(t, []string{"16", "18"}, keys)
+		for _, flid := range []int64{15, 17} {
+			require.Equal(t, "ACTIVE", r.flight(flid).State)
+			require.Equal(t, int64(1), r.flight(flid).Version, "flight %d is carried unchanged", flid)
+		}
+		require.Equal(t, "ACTIVE", r.flight(19).State, "an operation day the snapshot does not cover is left alone")
+	})
 }
 
 // TestSnapshot_R_C7_RESPWithoutOpenRequestIsSkipped: an SCHD RESP that does
