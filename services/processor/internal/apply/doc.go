@@ -32,4 +32,13 @@
 // there. The one transition queued here is a snapshot's progress note
 // (Snapshot.SaveProgress, procstate.QueueNote), in the same round trip as
 // the progress row.
+//
+// The tests feed each kind of decision (or the rows a view reads) to the
+// code here and check the rows PostgreSQL then holds, including what SQL
+// enforces (versions kept, a request closed once, a version archived
+// once, locks not waited for) and what a batch rolls back. They share one
+// migrated database per package run, each test in a transaction of its
+// own that is rolled back, so they take seconds where the same checks
+// through the pipeline's harness take a database and an engine each.
+// Which decision a message makes is decide's tests'.
 package apply

@@ -18,6 +18,8 @@ import (
 // replayed run starts from the first record — but the request the
 // package's first batch matched is kept, so a replayed SCHD RESP is
 // applied under it (R-C6, R-C7). Without progress a step starts from zero.
+//
+// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshot_R_C6_R_C7_ProgressOfTheCurrentRunAndTheMatchOfAnyRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -40,9 +40,13 @@
 // (rules_test.go runs a message the way the executor does: a response
 // with the requests it may answer, a daily snapshot in steps), fast and
 // without a database; the SIS messages come from package sistest, which
-// the pipeline's tests share. Pipeline's own tests cover the head,
-// batches, crashes and transitions, with one end-to-end test per message
-// type against PostgreSQL and a thin one where a rule depends on what
-// apply reads or writes there (the open requests, a stored match, the
-// absent flights of the covered days, a refused message rolled back).
+// the pipeline's tests share. What apply reads and writes for a decision
+// — the rows of each kind of write, the open requests, a snapshot's
+// progress and absent flights, the batch overlay's statements and
+// rollback, the history sweep's locks — is tested in package apply,
+// against PostgreSQL but without the pipeline. Pipeline's own tests cover
+// the head, batches, crashes and transitions, with one end-to-end test
+// per message type against PostgreSQL and a thin one where a rule needs
+// the head as well (a stored match across a replay, a refused message
+// rolled back in a batch).
 package decide

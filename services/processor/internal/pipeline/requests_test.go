@@ -89,35 +89,6 @@ func (h *harness) sweep() SweepResult {
 	return res
 }
 
-// TestRequests_R_C7_R_D5_OnlySentRequestsOfTheTypeAreOpen: the requests a
-// response may answer are read from req_track: a REGISTERED request (not
-// sent yet) and a request of another type are not open, and a reference
-// RESP answers only a request of its RTYP (how a response is matched to
-// an open request is decide's TestRequests_*).
-func TestRequests_R_C7_R_D5_OnlySentRequestsOfTheTypeAreOpen(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	ids := []int64{h.addRequest("RQFD", "a..b", "REGISTERED", t0), h.addRequest("RQRD", "SLST", "WAITING", t0)}
-	before := map[int64]reqRow{}
-	for _, id := range ids {
-		before[id] = h.reqRow(id)
-	}
-	h.clk.Advance(11 * time.Second)
-	h.runReceived(1, schdResp(1, dttm(10*time.Second), "", fltr(15, day23)), t0.Add(11*time.Second))
-	p := h.proc(1)
-	require.Equal(t, StateSkipped, p.State, p.Reason)
-	require.Equal(t, "SCHD RESP without a matching open RQFD request: no RQFD request is open", p.Reason)
-	require.Zero(t, h.count(`SELECT count(*) FROM flight`))
-
-	h.runReceived(2, refResp(2, "GLST", dttm(10*time.Second), glst("A", "a")), t0.Add(11*time.Second))
-	p = h.proc(2)
-	require.Equal(t, StateSucceeded, p.State, p.Reason)
-	require.Equal(t, "GLST RESP: 1 records", p.Reason, "applied, answering no request")
-	for _, id := range ids {
-		require.Equal(t, before[id], h.reqRow(id), "request unchanged")
-	}
-}
-
 // TestRequests_R_D5_LateResponseNeverChangesAClosedRequest: after a request
 // expired (timeout) or was answered, a later RESP finds no open request: it
 // is SKIPPED and the closed request keeps its state, time and response.

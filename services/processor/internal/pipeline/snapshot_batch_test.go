@@ -143,24 +143,6 @@ func TestSnapshot_R_C6_INV19_InvalidPackageIsRefusedBeforeAnyBatch(t *testing.T)
 	require.Equal(t, before, h.snapshotTables())
 }
 
-// TestSnapshot_R_C6_StaleProgressOfAnEarlierRunIsIgnored: progress written
-// under another processing start (a run before an operator replay) is not
-// resumed: the replayed run starts from the first record.
-//
-// Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
-func TestSnapshot_R_C6_StaleProgressOfAnEarlierRunIsIgnored(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, batchOf2)
-	h.insert(1, schd(1, "DNLD", fltrs(15, 18)...))
-	h.step()
-	// An earlier run's progress claims everything was written.
-	h.exec(`UPDATE snapshot_progress SET next_record=4, started_at=started_at - interval '1 hour'`)
-	h.drain()
-	require.Equal(t, 4, h.count(`SELECT count(*) FROM flight WHERE state_version=1`))
-	require.Equal(t, "snapshot: 4 records, 2 changed, 0 deleted, 1 days, 2 batches", h.proc(1).Reason,
-		"the replayed run counts only what it changed itself")
-}
-
 // TestSnapshot_R_C6_ManyBatchesOfOneRecordEach exercises the smallest
 // batch: every record, then every deletion, in its own transaction.
 func TestSnapshot_R_C6_ManyBatchesOfOneRecordEach(t *testing.T) {
