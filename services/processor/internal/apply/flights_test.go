@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,12 +20,8 @@ import (
 // nothing itself (INV-13 is decide's TestVersion_R_C3_*).
 func TestTxSink_R_C3_INV17b_WritesTheFlightWithItsEventsAndPendingProjection(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 2)
 	m1, m2, flid, master := base+1, base+2, base+10, base+11
-	addMessage(t, tx, m1, nil, nil)
-	addMessage(t, tx, m2, nil, nil)
 	s := TxSink{Tx: tx}
 
 	first := doc(flid, "STND", "501", "MAID", formatID(master))
@@ -76,12 +71,8 @@ func TestTxSink_R_C3_INV17b_WritesTheFlightWithItsEventsAndPendingProjection(t *
 // deletion is ACTIVE again at the next version (R-C5).
 func TestTxSink_R_C5_DeletionKeepsTheLastDocumentWithItsTombstone(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 2)
 	m1, m2, flid, master := base+1, base+2, base+10, base+11
-	addMessage(t, tx, m1, nil, nil)
-	addMessage(t, tx, m2, nil, nil)
 	stored := doc(flid, "STND", "501", "MAID", formatID(master))
 	addFlight(t, tx, flid, "ACTIVE", 3, master, base, stored)
 	s := TxSink{Tx: tx}
@@ -116,11 +107,8 @@ func TestTxSink_R_C5_DeletionKeepsTheLastDocumentWithItsTombstone(t *testing.T) 
 // per flight it changed.
 func TestTxSink_R_B7_PendingProjectionIsTheMessagesHighestVersion(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 1)
 	msg, a, b := base+1, base+10, base+11
-	addMessage(t, tx, msg, nil, nil)
 	s := TxSink{Tx: tx}
 	for _, c := range []*decide.Change{put(msg, a, 1, doc(a), t0), put(msg, b, 3, doc(b, "STND", "3"), t0), put(msg, b, 2, doc(b, "STND", "2"), t0)} {
 		require.NoError(t, s.Change(ctx, c))
@@ -135,9 +123,7 @@ func TestTxSink_R_B7_PendingProjectionIsTheMessagesHighestVersion(t *testing.T) 
 // type it does not carry, and no key of another type.
 func TestTxSink_R_C10_ReferenceDataByTypeAndKey(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	a, b, c := "A"+formatID(base), "B"+formatID(base), "C"+formatID(base)
 	s := TxSink{Tx: tx}
 	upsert := func(typ, key, doc string, msg int64, at time.Time) {
@@ -194,9 +180,7 @@ func TestTxSink_R_C10_ReferenceDataByTypeAndKey(t *testing.T) {
 // derived from (R-C8, INV-21).
 func TestTxView_R_C8_INV21_FlightsAndTheirActiveCodeShareChildren(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	master, other := base+10, base+20
 	addFlight(t, tx, master, "ACTIVE", 2, master, base, doc(master, "MAID", formatID(master)))
 	addFlight(t, tx, base+13, "ACTIVE", 1, master, base, doc(base+13, "FLNO", "CA13"))
@@ -226,9 +210,7 @@ func TestTxView_R_C8_INV21_FlightsAndTheirActiveCodeShareChildren(t *testing.T) 
 // archived has 0 (R-L1).
 func TestTxView_R_L1_RetiredIsTheHighestVersionPublished(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	active, deleted, never := base+10, base+11, base+12
 	addHistory(t, tx, active, "ACTIVE", 3)
 	addHistory(t, tx, deleted, "ACTIVE", 2)

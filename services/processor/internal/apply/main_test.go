@@ -44,6 +44,18 @@ var lastBase atomic.Int64
 // key would wait for each other.
 func fresh() int64 { return lastBase.Add(1000) }
 
+// setup is a test's context, its transaction (begin) and the base of its
+// IDs (fresh), with the messages base+1 … base+msgs registered for the
+// decisions that name them.
+func setup(t *testing.T, msgs int) (context.Context, pgx.Tx, int64) {
+	t.Helper()
+	tx, base := begin(t), fresh()
+	for i := range int64(msgs) {
+		addMessage(t, tx, base+1+i, nil, nil)
+	}
+	return t.Context(), tx, base
+}
+
 // begin returns a transaction on the package's database on a connection
 // of the test's own, rolled back and closed when the test ends.
 func begin(t *testing.T) pgx.Tx {

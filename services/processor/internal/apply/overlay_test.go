@@ -54,11 +54,8 @@ func change(t *testing.T, ov *Overlay, c *decide.Change) {
 // rows one message at a time leaves (R-J1).
 func TestOverlay_R_J1_WritesEachFlightOnceAtItsLastState(t *testing.T) {
 	t.Parallel()
-	tx := begin(t)
-	base := fresh()
+	_, tx, base := setup(t, 2)
 	m1, m2, created, deleted := base+1, base+2, base+10, base+11
-	addMessage(t, tx, m1, nil, nil)
-	addMessage(t, tx, m2, nil, nil)
 	addFlight(t, tx, deleted, "ACTIVE", 3, 0, base, doc(deleted, "STND", "3"))
 	ov := loadOverlay(t, tx, created, deleted)
 	start := ov.Mark()
@@ -108,13 +105,8 @@ func TestOverlay_R_J1_WritesEachFlightOnceAtItsLastState(t *testing.T) {
 // refused FLOP's earlier records, R-C4).
 func TestOverlay_R_J1_R_C4_RollbackToAMarkLeavesNothingOfTheMessage(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 3)
 	m1, m2, m3, kept, gone := base+1, base+2, base+3, base+10, base+11
-	for _, m := range []int64{m1, m2, m3} {
-		addMessage(t, tx, m, nil, nil)
-	}
 	ov := loadOverlay(t, tx, kept, gone)
 	start := ov.Mark()
 	change(t, ov, put(m1, kept, 1, doc(kept, "STND", "1"), t0))
@@ -148,9 +140,7 @@ func TestOverlay_R_J1_R_C4_RollbackToAMarkLeavesNothingOfTheMessage(t *testing.T
 // after those messages one at a time (R-J1, R-C8).
 func TestOverlay_R_J1_R_C8_ChildrenAsTheBatchLeftThem(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	master, stored, added := base+10, base+11, base+12
 	m := formatID(master)
 	addFlight(t, tx, master, "ACTIVE", 1, 0, base, doc(master))
@@ -183,9 +173,7 @@ func TestOverlay_R_J1_R_C8_ChildrenAsTheBatchLeftThem(t *testing.T) {
 // message (R-J1), instead of taking it for the message's own failure.
 func TestOverlay_R_J1_R_L1_ReadsTheLoadedRowsAndAReadErrorOfOthers(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	stored, child, absent, archived, other := base+10, base+11, base+12, base+13, base+14
 	addFlight(t, tx, stored, "ACTIVE", 2, 0, base, doc(stored, "STND", "2"))
 	addFlight(t, tx, child, "ACTIVE", 1, stored, base, doc(child, "MAID", formatID(stored)))
@@ -230,9 +218,7 @@ func TestOverlay_R_J1_R_L1_ReadsTheLoadedRowsAndAReadErrorOfOthers(t *testing.T)
 // again is stored (R-J1, R-C10).
 func TestOverlay_R_J1_R_C10_ReferenceWritesInDecisionOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	a, b := "A"+formatID(base), "B"+formatID(base)
 	ov := loadOverlay(t, tx)
 	start := ov.Mark()

@@ -57,8 +57,7 @@ func requests(tx pgx.Tx, msgID int64, timeout time.Duration) Requests {
 // decide's TestRequests_*).
 func TestRequests_R_C7_R_D5_OpenMeansSentOrWaitingOfTheTypeOldestFirst(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
+	ctx, tx, _ := setup(t, 0)
 	w := func(name string) string { return name + formatID(fresh()) } // scopes no other test opens
 	window := w("late")
 	late := addRequest(t, tx, "RQFD", window, "SENT", t0.Add(2*time.Second))
@@ -102,9 +101,7 @@ func TestRequests_R_C7_R_D5_OpenMeansSentOrWaitingOfTheTypeOldestFirst(t *testin
 // closed request).
 func TestRequests_R_D5_CloseAnswersAnOpenRequestOnce(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	open := addRequest(t, tx, "RQFD", "open"+formatID(base), "WAITING", t0)
 	expired := addRequest(t, tx, "RQFD", "expired"+formatID(base), "EXPIRED", t0)
 	r := requests(tx, base+1, time.Minute)
@@ -150,9 +147,7 @@ func TestRequests_R_D5_CloseAnswersAnOpenRequestOnce(t *testing.T) {
 // when the processor registered it (R-D5).
 func TestRequests_R_D5_ReceivedAtIsTheMailboxTimeElseTheRegistration(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	received := t0.Add(-time.Minute)
 	addMessage(t, tx, base+1, nil, &received)
 	addMessage(t, tx, base+2, nil, nil)

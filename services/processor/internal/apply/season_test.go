@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -23,9 +22,7 @@ func pattern(flno string) flight.Doc {
 // daily flight state are not touched (R-C9).
 func TestSeason_R_C9_ReplacesTheWindowsPatternsInOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	winter := decide.SeasonKey{SNAM: "Winter" + formatID(base), APCD: "CTU", SDAT: "10SEP20", EDAT: "10JUN21"}
 	summer := winter
 	summer.SNAM = "Summer" + formatID(base)
@@ -85,9 +82,8 @@ func TestSeason_R_C9_ReplacesTheWindowsPatternsInOrder(t *testing.T) {
 // to what could be read (R-C9).
 func TestSeason_R_C9_UnreadableStoredPatternEqualsNoPackage(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	key := decide.SeasonKey{SNAM: "Winter" + formatID(fresh()), APCD: "CTU", SDAT: "10SEP20", EDAT: "10JUN21"}
+	ctx, tx, base := setup(t, 0)
+	key := decide.SeasonKey{SNAM: "Winter" + formatID(base), APCD: "CTU", SDAT: "10SEP20", EDAT: "10JUN21"}
 	var id int64
 	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO season_schedule (snam, apcd, sdat, edat, start_date, end_date, flights, last_msg_id, updated_at)
 		VALUES ($1, $2, $3, $4, '2020-09-10', '2021-06-10', 2, 1, $5) RETURNING id`, key.SNAM, key.APCD, key.SDAT, key.EDAT, t0).Scan(&id))

@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,9 +21,8 @@ import (
 // Validation 001§6 INV-12/INV-13 "PG 事务失败、快照重复或迟到"; 002§8 "PG 事务失败、快照重复或迟到".
 func TestSnapshot_R_C6_R_C7_ProgressOfTheCurrentRunAndTheMatchOfAnyRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	msg := fresh() + 1
+	ctx, tx, base := setup(t, 0)
+	msg := base + 1
 	started := t0.Add(-time.Minute)
 	addMessage(t, tx, msg, &started, nil)
 	s := Snapshot{Tx: tx, MsgID: msg, Now: t0}
@@ -68,9 +66,7 @@ func TestSnapshot_R_C6_R_C7_ProgressOfTheCurrentRunAndTheMatchOfAnyRun(t *testin
 // not cover (R-C6, R-M6).
 func TestSnapshot_R_M6_R_C6_AbsentFlightsOfEveryCoveredDay(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	day24, day25 := day23.AddDate(0, 0, 1), day23.AddDate(0, 0, 2)
 	for flid, row := range map[int64]struct {
 		day   time.Time
@@ -102,9 +98,7 @@ func TestSnapshot_R_M6_R_C6_AbsentFlightsOfEveryCoveredDay(t *testing.T) {
 // flight moves to another day (R-C2, INV-12).
 func TestSnapshot_R_C2_INV12_OperationDaysOfTheStoredFlights(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	addFlight(t, tx, base+11, "ACTIVE", 1, 0, base, doc(base+11))
 	addFlight(t, tx, base+10, "DELETED", 2, 0, base, doc(base+10))
 	addFlight(t, tx, base+12, "ACTIVE", 1, 0, base, doc(base+12))
@@ -125,9 +119,7 @@ func TestSnapshot_R_C2_INV12_OperationDaysOfTheStoredFlights(t *testing.T) {
 // projections are pending decides that outcome (R-B7).
 func TestSnapshot_R_L7_LogsTheFinishedPackageFromItsRunsStart(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	started := t0.Add(-time.Minute)
 	addMessage(t, tx, base+1, &started, nil)
 	addMessage(t, tx, base+2, nil, nil)

@@ -26,7 +26,7 @@ func TestSweep_R_C11_INV18_HeldRowsAreReportedWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	// A lock that is waited for fails the test at this deadline instead of
 	// holding it until the package's timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	base := fresh()
 	child, master := base+10, base+11
@@ -108,9 +108,7 @@ func readHistory(t *testing.T, tx pgx.Tx, flid int64) []historyRow {
 // INV-28).
 func TestSweep_R_C11_INV28_ArchivesBeforeRemovingWithOneTombstone(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	active, deleted, master := base+10, base+11, base+12
 	addFlight(t, tx, active, "ACTIVE", 3, master, base+1, doc(active, "STND", "3"))
 	addFlight(t, tx, deleted, "DELETED", 2, 0, base+2, doc(deleted))
@@ -144,9 +142,7 @@ func TestSweep_R_C11_INV28_ArchivesBeforeRemovingWithOneTombstone(t *testing.T) 
 // (R-C8, INV-22).
 func TestSweep_R_C8_INV22_MasterRewriteKeepsItsLastMessage(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tx := begin(t)
-	base := fresh()
+	ctx, tx, base := setup(t, 0)
 	master := base + 10
 	addFlight(t, tx, master, "ACTIVE", 2, 0, base+5, doc(master, "MAFL", "YG11"))
 	at := t0.Add(time.Hour)
