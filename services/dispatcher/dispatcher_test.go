@@ -24,8 +24,8 @@ import (
 	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/mysqltest"
-	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/dispatcher"
 )
 
@@ -112,10 +112,9 @@ func setup(t *testing.T, adjust func(*dispatcher.Config), adjustDeps ...func(*te
 	t.Helper()
 	log := testLogger(t)
 	b := &testBundle{}
-	pgURL := pgtest.NewDatabase(t)
+	pgURL := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, pgURL))
 	var err error
 	b.pool, err = pgxpool.New(ctx, pgURL)
 	require.NoError(t, err)

@@ -15,8 +15,7 @@ import (
 	"msgexchange/libs/lease/leasetest"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/testutil/kafkatest"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/ingest"
 	"msgexchange/services/ingest/internal/ingesttest"
 )
@@ -123,10 +122,9 @@ func (in *scannerInstance) holdFirstProduce() (blocked <-chan struct{}, release 
 func TestZombie_R_H6_IngestScannerStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -26,9 +26,8 @@ import (
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/redisutil"
 	"msgexchange/libs/testutil/kafkatest"
-	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/libs/testutil/redistest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/projector"
 )
 
@@ -65,10 +64,9 @@ func setup(t *testing.T) *testBundle {
 	b.rdb, err = redisutil.New(redisutil.Config{URL: redistest.URL()}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.rdb.Close() })
-	b.pgURL = pgtest.NewDatabase(t)
+	b.pgURL = migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, b.pgURL))
 	b.pg, err = pgxpool.New(ctx, b.pgURL)
 	require.NoError(t, err)
 	t.Cleanup(b.pg.Close)

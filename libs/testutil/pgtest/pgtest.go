@@ -44,6 +44,24 @@ func NewDatabase(t testing.TB) string {
 	return dbURL
 }
 
+// ServerURL returns the URL of the test server (TEST_PG_URL) once it
+// answers, for helpers that create databases of their own there. Like
+// NewDatabase it skips the test under -short, and fails it (or skips it,
+// see testutil.Unavailable) without a server.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	testutil.Integration(t)
+	base := testutil.Env("TEST_PG_URL", DefaultURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		fail(t, fmt.Errorf("%w at %s: %w", errNoServer, base, err))
+	}
+	_ = conn.Close(ctx)
+	return base
+}
+
 // fail ends a test whose database could not be made.
 func fail(t testing.TB, err error) {
 	t.Helper()

@@ -21,7 +21,7 @@ import (
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/logging"
 	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/control"
 )
 
@@ -46,10 +46,9 @@ type result struct {
 
 func setup(t *testing.T, opts ...func(*control.Config)) *testBundle {
 	t.Helper()
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -10,8 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 )
 
@@ -22,10 +21,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // schema but not to proto/msgx/control/v1 fails here, not in production.
 func TestEnums_EverySchemaValueIsInTheContract(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())

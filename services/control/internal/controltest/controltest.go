@@ -11,18 +11,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 )
 
 // MigratedPool creates a new database with the pipeline's schema applied
 // and returns its URL and a pool on it, closed when the test ends.
 func MigratedPool(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, dbURL))
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -23,8 +23,8 @@ import (
 	"msgexchange/libs/testutil"
 	"msgexchange/libs/testutil/kafkatest"
 	"msgexchange/libs/testutil/mysqltest"
-	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -73,10 +73,9 @@ func testOptions() Options {
 func setup(t *testing.T, adjust ...func(*Options)) *testBundle {
 	t.Helper()
 	b := &testBundle{clock: clock.NewFake(testNow), log: testLogger(t)}
-	b.pgURL = pgtest.NewDatabase(t)
+	b.pgURL = migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, migrations.Up(ctx, b.pgURL))
 	var err error
 	b.pool, err = pgxpool.New(ctx, b.pgURL)
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 )
 
 // TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows: the statements that
@@ -27,8 +27,7 @@ func TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := pgtest.NewDatabase(t)
-	require.NoError(t, migrations.Up(ctx, url))
+	url := migratetest.NewDatabase(t)
 	db, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)

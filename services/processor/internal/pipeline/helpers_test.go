@@ -15,8 +15,7 @@ import (
 
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/processor/internal/sistest"
 )
@@ -67,8 +66,7 @@ func defaultOptions() Options {
 func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	require.NoError(t, migrations.Up(ctx, url))
+	url := migratetest.NewDatabase(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

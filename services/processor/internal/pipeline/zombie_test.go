@@ -24,8 +24,7 @@ import (
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/libs/testutil/kafkatest"
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control"
 )
@@ -62,9 +61,7 @@ type zombieBundle struct {
 
 func newZombieBundle(t *testing.T) *zombieBundle {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	require.NoError(t, migrations.Up(ctx, url))
+	url := migratetest.NewDatabase(t)
 	b := &zombieBundle{t: t, url: url, pool: b0pool(t, url)}
 	var cfg control.Config
 	fs := flag.NewFlagSet("control", flag.ContinueOnError)

@@ -11,8 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"msgexchange/libs/testutil/pgtest"
-	"msgexchange/migrations"
+	"msgexchange/migrations/migratetest"
 	"msgexchange/services/internal/flight"
 	"msgexchange/services/internal/flightstate"
 )
@@ -21,12 +20,9 @@ import (
 // it, closed when the test ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := pgtest.NewDatabase(t)
+	url := migratetest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatalf("migrating the test database: %v", err)
-	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatalf("connecting to the test database: %v", err)
