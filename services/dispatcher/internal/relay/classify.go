@@ -30,10 +30,12 @@ const (
 	// the row is dead-lettered when they run out (delivery.max-attempts,
 	// pipeline.backfill-max-attempts).
 	refused
-	// stalled: the mailbox refuses the loop rather than the row — access
-	// denied, an unknown database, table or column (mysqlutil.AccessRefused)
-	// — alike for every row until an operator restores the grant or the
-	// table. The row is not at fault, so it waits like an outage's (the
+	// stalled: the mailbox or the broker refuses the loop rather than the
+	// row — access denied, an unknown database, table or column
+	// (mysqlutil.AccessRefused); an authorization or another final Kafka
+	// code that refuses the client, not the record (kafka.StallsLoop) —
+	// alike for every row until an operator restores the grant, the ACL or
+	// the table. The row is not at fault, so it waits like an outage's (the
 	// target's outage schedule, the try not counted: R-L2) instead of
 	// burning its attempts towards a dead letter, while the loop reports
 	// itself stalled: not ready at once, and past the stall limit the
@@ -60,8 +62,12 @@ func (c class) String() string {
 }
 
 // classifyKafka classifies a failed produce or transaction by
-// kafka.Classify: a final code is permanent, any other code the broker
-// marks not retriable is refused, and everything else — retriable codes,
+// kafka.Classify: a final code that refuses the record (too large,
+// invalid) is permanent, one that refuses the client (an authorization, an
+// unsupported setting: kafka.StallsLoop) is stalled — dead-lettering every
+// row for a revoked ACL would leave them all for an operator to requeue —,
+// any other code the broker marks not retriable is refused, and
+// everything else — retriable codes,
 // record timeouts, dial and network errors, a context deadline (a broker
 // that never answered) — is transient. A fenced producer is transient
 // here: the term that fenced it decides what happens (R-H6).
@@ -71,6 +77,9 @@ func classifyKafka(err error) class {
 	}
 	switch kafka.Classify(err) {
 	case kafka.Final:
+		if kafka.StallsLoop(err) {
+			return stalled
+		}
 		return permanent
 	case kafka.Refused:
 		return refused

@@ -272,7 +272,7 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 			cause = batchAbortedError{cause: lastErr}
 		}
 		c := classifyKafka(cause)
-		if c == transient && wait == 0 {
+		if c.waits() && wait == 0 {
 			wait = r.transientWait(target, r.outages.fail(target))
 		}
 		settled = append(settled, r.failure(ctx, target, o, c, cause, done, wait))
@@ -303,17 +303,23 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	return more, nil
 }
 
-// batchClass is the class of a failed batch as a whole: transient only
-// when every record's failure is.
+// batchClass is the class of a failed batch as a whole: one that waits
+// (transient, stalled) only when every record's failure waits, stalled
+// when one of them is.
 func batchClass(results kgo.ProduceResults) class {
+	c := transient
 	for _, res := range results {
-		if res.Err != nil {
-			if c := classifyKafka(res.Err); c != transient {
-				return c
-			}
+		if res.Err == nil {
+			continue
+		}
+		switch rc := classifyKafka(res.Err); {
+		case !rc.waits():
+			return rc
+		case rc == stalled:
+			c = stalled
 		}
 	}
-	return transient
+	return c
 }
 
 // anyPermanent reports whether a record failed with an error no retry can
@@ -448,7 +454,7 @@ func (r *Relay) failure(ctx context.Context, target string, o outboxRow, c class
 	}
 	r.failed.Add(ctx, 1, classAttrs(target, c))
 	switch {
-	case c == transient:
+	case c.waits():
 		next := now.Add(wait)
 		return settlement{id: o.ID, state: "PENDING", lastError: &msg, next: &next, uncounted: true}
 	case c == permanent || attempts >= r.opt.MaxAttempts:
@@ -465,7 +471,7 @@ func (r *Relay) failure(ctx context.Context, target string, o outboxRow, c class
 func (r *Relay) fail(ctx context.Context, target string, o outboxRow, cause error, now time.Time) error {
 	c := classifyKafka(cause)
 	var wait time.Duration
-	if c == transient {
+	if c.waits() {
 		wait = r.transientWait(target, r.outages.fail(target))
 	}
 	return r.settle(ctx, target, []settlement{r.failure(ctx, target, o, c, cause, now, wait)}, nil)

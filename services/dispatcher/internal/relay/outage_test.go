@@ -93,8 +93,9 @@ func TestKafkaRelay_R_L2_BrokerOutageLongerThanTheBudgetDeadLettersNothing(t *te
 	}
 }
 
-// TestKafkaRelay_R_L2_ClassifiesFromTheErrorItself: a record too large,
-// an invalid record or a refused authorization cannot succeed on retry;
+// TestKafkaRelay_R_L2_ClassifiesFromTheErrorItself: a record too large
+// or an invalid record cannot succeed on retry; a refused authorization
+// refuses every record alike and stalls the loop, its rows waiting;
 // a retriable Kafka code, a timeout, a refused dial cannot be told from an
 // outage and are retried; other codes count against the attempts.
 func TestKafkaRelay_R_L2_ClassifiesFromTheErrorItself(t *testing.T) {
@@ -103,8 +104,8 @@ func TestKafkaRelay_R_L2_ClassifiesFromTheErrorItself(t *testing.T) {
 		kerr.MessageTooLarge: permanent,
 		fmt.Errorf("producing: %w", kerr.RecordListTooLarge): permanent,
 		kerr.InvalidRecord:                      permanent,
-		kerr.TopicAuthorizationFailed:           permanent,
-		kerr.TransactionalIDAuthorizationFailed: permanent,
+		kerr.TopicAuthorizationFailed:           stalled,
+		kerr.TransactionalIDAuthorizationFailed: stalled,
 		kerr.NotLeaderForPartition:              transient,
 		kerr.CoordinatorNotAvailable:            transient,
 		kerr.RequestTimedOut:                    transient,

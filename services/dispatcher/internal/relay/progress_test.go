@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,9 +75,11 @@ func runKafkaLoop(t *testing.T, r *Relay, target, topic string, opts ...kgo.Opt)
 // row waits uncounted, and the loop is not stalled (R-N1). The same
 // target refused by the broker (TOPIC_AUTHORIZATION_FAILED: the producer's
 // principal may not write the topic) is stalled at its first refusal —
-// the row is dead-lettered with its cause (R-L2), and the loop reports the
-// refusal, naming itself. Stalled for the stall limit (on the relay's
-// clock), the loop returns the stall, which ends its service (R-L8).
+// the row waits, uncounted, with the refusal recorded (R-L2: the broker
+// refuses the loop, not the row), and the loop reports the refusal, naming
+// itself. Stalled for the stall limit (on the relay's clock), the loop
+// returns the stall, which ends its service (R-L8); once the ACL is back, a
+// new loop delivers the row.
 func TestRelay_R_L8_UnreachableBrokerIsNoStallRefusalIsAndEndsTheLoop(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *Options) { o.ProduceTimeout = 500 * time.Millisecond })
@@ -97,14 +100,18 @@ func TestRelay_R_L8_UnreachableBrokerIsNoStallRefusalIsAndEndsTheLoop(t *testing
 	require.Zero(t, row.Attempts)
 	require.NoError(t, b.r.Progress(), "an unreachable broker is not a stall")
 
-	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	acl := b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.TopicAuthorizationFailed, Count: -1})
 	b.clock.Advance(time.Minute) // the row is due again
 	_, done := b.runLoop(t, target, topic)
 	require.Eventually(t, func() bool { return errors.Is(b.r.Progress(), progress.ErrStalled) }, 10*time.Second, 10*time.Millisecond,
 		"the refused loop is stalled")
 	require.ErrorContains(t, b.r.Progress(), "dispatcher-msg")
 	require.ErrorContains(t, b.r.Progress(), "TOPIC_AUTHORIZATION_FAILED")
-	require.Equal(t, "DEAD", b.row(t, id).State, "authorization refused is dead-lettered with its cause (R-L2)")
+	require.Eventually(t, func() bool { return strings.Contains(b.row(t, id).LastError, "TOPIC_AUTHORIZATION_FAILED") }, 10*time.Second, 10*time.Millisecond,
+		"the refused produce is recorded on the row")
+	refused := b.row(t, id)
+	require.Equal(t, "PENDING", refused.State, "a refused authorization refuses the loop, not the row: it waits (R-L2, R-L8)")
+	require.Zero(t, refused.Attempts, "its tries are not counted")
 	select {
 	case err := <-done:
 		t.Fatalf("the loop ended before its stall limit: %v", err)
@@ -119,6 +126,12 @@ func TestRelay_R_L8_UnreachableBrokerIsNoStallRefusalIsAndEndsTheLoop(t *testing
 	case <-time.After(20 * time.Second):
 		t.Fatal("a loop stalled past its limit did not end")
 	}
+
+	acl.Remove()
+	b.clock.Advance(time.Minute) // past the row's outage wait
+	b.runLoop(t, target, topic)
+	require.Eventually(t, func() bool { return b.row(t, id).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+		"the row waited out the refusal and went out once the ACL was back")
 }
 
 // TestRelay_R_L8_StalledTargetEndsItsServiceNotOnlyItsTerm: under a

@@ -291,7 +291,7 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 				// flush after the restart.
 				return FlushResult{}, ctx.Err()
 			}
-			if err := s.backOff(ctx, produced, perr, batchClass(results) == transient); err != nil {
+			if err := s.backOff(ctx, produced, perr, batchClass(results)); err != nil {
 				return FlushResult{}, err
 			}
 			if restart != nil {
@@ -356,16 +356,18 @@ func schdRecord(topic string, l schdLatest) *kgo.Record {
 }
 
 // backOff records a failed flush on every row of the batch, in one
-// statement, and alerts on rows that became DEAD. A transient failure (the
-// broker down, slow or refusing for a while) is not counted: the batch
+// statement, and alerts on rows that became DEAD. A failure of class c
+// that waits (c.waits: the broker down, slow or refusing for a while, or
+// refusing the producer until an operator acts) is not counted: the batch
 // waits the target's outage schedule and is tried again for as long as the
 // outage lasts (R-L2). Any other failure counts against each row's
 // attempts and backs it off by them; schd carries the latest state of each
 // flight, so no failure parks a FLID there (R-L3 is for the event topics).
-func (s *Schd) backOff(ctx context.Context, ids []int64, cause error, isTransient bool) error {
+func (s *Schd) backOff(ctx context.Context, ids []int64, cause error, c class) error {
+	waits := c.waits()
 	now := s.r.opt.Clock.Now()
 	add, outageWait := 1, time.Duration(0)
-	if isTransient {
+	if waits {
 		add, outageWait = 0, s.r.transientWait(TargetSchd, s.r.outages.fail(TargetSchd))
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -394,7 +396,7 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error, isTransien
 		next := make([]*time.Time, len(found))
 		for i, l := range found {
 			bids[i], states[i] = l.ID, "PENDING"
-			if attempts := l.Attempts + 1; isTransient {
+			if attempts := l.Attempts + 1; waits {
 				at := now.Add(outageWait)
 				next[i] = &at
 			} else if attempts >= s.r.opt.MaxAttempts {
@@ -416,10 +418,6 @@ func (s *Schd) backOff(ctx context.Context, ids []int64, cause error, isTransien
 		if c.State == "DEAD" {
 			dead = append(dead, c.ID)
 		}
-	}
-	c := refused
-	if isTransient {
-		c = transient
 	}
 	s.r.failed.Add(ctx, int64(len(changed)), classAttrs(TargetSchd, c))
 	if len(dead) > 0 {

@@ -499,7 +499,7 @@ func TestFence_R_H6_EveryWritePathUnderAStaleTokenCommitsNothing(t *testing.T) {
 		{"schd backoff", TargetSchd, func(t *testing.T) func(context.Context) error {
 			id := b.addRow(t, TargetSchd, "1002", state(1002, 1), versionHeaders(1))
 			s := b.r.NewSchd(nil)
-			return func(ctx context.Context) error { return s.backOff(ctx, []int64{id}, cause, false) }
+			return func(ctx context.Context) error { return s.backOff(ctx, []int64{id}, cause, refused) }
 		}},
 		{"marker sent", TargetMailbox, func(t *testing.T) func(context.Context) error {
 			m := b.insertMailbox(t, time.Time{}, "VALID")
