@@ -38,9 +38,10 @@ func (b *testBundle) ready() error {
 // TestDispatcher_R_L8_RefusedProducerIsNotReadyThenReadyAgain: the broker
 // refuses the msg target's produce with an authorization failure, which
 // no wait cures. The dispatcher reports not ready within 10 s, naming the
-// stalled loop and the refusal; the refused row is dead-lettered with its
-// cause (R-L2). Once the broker accepts the produce again, the next
-// delivery makes the loop progress and the dispatcher ready again.
+// stalled loop and the refusal; the refused row waits, uncounted — the
+// broker refuses the loop, not the row (R-L2). Once the broker accepts
+// the produce again, the row and a later one go out, the loop progresses
+// and the dispatcher is ready again.
 func TestDispatcher_R_L8_RefusedProducerIsNotReadyThenReadyAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -53,11 +54,14 @@ func TestDispatcher_R_L8_RefusedProducerIsNotReadyThenReadyAgain(t *testing.T) {
 	t.Logf("not ready %s after the row was written: %v", time.Since(start).Round(time.Millisecond), b.ready())
 	require.ErrorContains(t, b.ready(), "dispatcher-msg")
 	require.ErrorContains(t, b.ready(), "TOPIC_AUTHORIZATION_FAILED")
-	b.waitRow(t, refused, "the refused row is dead-lettered", func(s string, _ int) bool { return s == "DEAD" })
+	state, attempts := b.row(t, refused)
+	require.Equal(t, "PENDING", state, "a refused producer never dead-letters the row")
+	require.Zero(t, attempts, "its tries are not counted")
 
 	allow()
 	sent := b.addRow(t, "msg", "16", []byte(`{"event_id":"flight-16-v1"}`), nil)
 	b.waitRow(t, sent, "a row is delivered once the broker accepts it", func(s string, _ int) bool { return s == "SENT" })
+	b.waitRow(t, refused, "the refused row went out once the broker accepted it", func(s string, _ int) bool { return s == "SENT" })
 	require.Eventually(t, func() bool { return b.ready() == nil }, 10*time.Second, 10*time.Millisecond,
 		"the target progresses again: the dispatcher is ready")
 }
