@@ -72,7 +72,26 @@
 // up to that position and every row above it. When the topic's retention
 // removed every record and the rows from start-id are older than that
 // retention, the start is refused (ErrShadowPositionLost) instead of
-// republishing them all.
+// republishing them all; the refusal is held for ingest.stall-limit, not
+// ready and exported as msgx_ingest_shadow_position_lost, so that
+// Prometheus sees it before the process ends.
+//
+// Why a straggler is retired in shadow mode (R-L6, "no republish storm"):
+// the predecessor, not the gateway, marks the rows, and a row it rejects
+// or fails on stays unmarked for good. Republished every republish-after
+// as outside shadow mode, each such straggler would go through Kafka and
+// registration some 4,000 times in four weeks. So in shadow mode a row is
+// republished once, as outside it (a record lost on its way to the
+// processor is still recovered, R-A5), and one still unmarked at its next
+// check is retired: remembered without a check, so neither the republish
+// check nor the reconciliation pass publishes it again until the process
+// restarts, counted (msgx_ingest_shadow_retired_total) and logged once at
+// WARN with its msg_id. A retired row the predecessor marks later is
+// forgotten by the next reconciliation pass. The memory is bounded: beyond
+// 100,000 retired rows the lower half is forgotten behind a floor below
+// which no unmarked row is published again until a restart. Outside shadow
+// mode nothing is retired, and after the switch to live the gateway's own
+// markers end every row it processes.
 //
 // Why errors stop the round (R-A6). A failed query or produce abandons the
 // round: the high-water mark, the gaps, the reconciliation pass and the

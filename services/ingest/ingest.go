@@ -276,6 +276,7 @@ func (s *Service) starting(ctx context.Context) error {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	)
 	s.metrics.Init(ctx)
+	s.metrics.SetShadowPositionLost(false)
 	limits, err := describeInbox(ctx, opts, topic)
 	if err != nil {
 		return err

@@ -197,6 +197,9 @@ func TestService_R_F4_MetricNamesInPrometheus(t *testing.T) {
 		"msgx_ingest_late_arrival_total 0",
 		"msgx_ingest_scan_errors_total 0",
 		"msgx_ingest_publish_errors_total 0",
+		"msgx_ingest_shadow_retired_total 0",
+		"msgx_ingest_shadow_retired_rows 0",
+		"msgx_ingest_shadow_position_lost 0",
 		`msgx_ingest_scan_duration_seconds_bucket{outcome="ok",pass="startup",le="0.001"}`,
 	} {
 		require.Contains(t, text, line)

@@ -44,7 +44,8 @@ const AlertShadowPositionLost = "shadow-position-lost"
 //     here to prevent, so the start is refused (ErrShadowPositionLost,
 //     wrapping progress.ErrStalled so that the process ends for its
 //     supervisor to restart it, R-L8) with the remedy: a start-id of rows
-//     that arrived within the retention.
+//     that arrived within the retention. The refusal is held for
+//     ingest.stall-limit first (holdRefusal).
 func (s *Service) shadowResume(ctx context.Context, opts []kgo.Opt, topic string, retention time.Duration) (*scanner.Shadow, error) {
 	start := s.cfg.Mailbox.StartID
 	fresh := &scanner.Shadow{Start: start}
@@ -87,9 +88,34 @@ func (s *Service) shadowResume(ctx context.Context, opts []kgo.Opt, topic string
 		"such as next_id of msgxctl mailbox census; the rows before it that were not published are not compared",
 		ErrShadowPositionLost, progress.ErrStalled, topic, retention, first, start, describeReceived(received))
 	s.progress.Stalled(err)
+	s.metrics.SetShadowPositionLost(true)
 	s.logger.Error("shadow mode: refusing to publish the shadow run from its start again", "err", err,
 		"start_id", start, "first_id", first, "alert", AlertShadowPositionLost)
-	return nil, err
+	return nil, s.holdRefusal(ctx, err)
+}
+
+// holdRefusal keeps a refused start for ingest.stall-limit — the scanner
+// stalled, so the process not ready and msgx_ingest_shadow_position_lost
+// at 1 — and then returns the stall, which ends the process (R-L8), or
+// the refusal when ctx ends first. Ended at once, the process would be
+// gone before Prometheus scraped it: a refusal that no restart cures
+// would show only as a pod restarting, and its alert
+// (MsgxShadowPositionLost), which names the remedy, could never fire. Held
+// for the stall limit, as every stalled loop is, it is scraped at each
+// restart of the crash loop.
+func (s *Service) holdRefusal(ctx context.Context, refusal error) error {
+	tick := time.NewTicker(s.cfg.Pipeline.PollInterval)
+	defer tick.Stop()
+	for {
+		if err := s.progress.Exceeded(s.cfg.StallLimit); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return refusal
+		case <-tick.C:
+		}
+	}
 }
 
 func describeReceived(t time.Time) string {

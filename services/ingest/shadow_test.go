@@ -2,8 +2,10 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgexchange/libs/clock"
 	"msgexchange/libs/progress"
 	"msgexchange/libs/testutil"
 	"msgexchange/services/ingest"
@@ -65,6 +68,14 @@ func (r *running) awaitRounds(t *testing.T, n uint64) {
 	require.Eventually(t, func() bool {
 		return r.metrics.HistogramCount(t, "msgx_ingest_scan_duration_seconds") >= n
 	}, awaitTimeout, 10*time.Millisecond, "%d scan rounds", n)
+}
+
+// awaitRoundsAfter waits until the scanner completed two more rounds, so
+// that at least one round ran wholly after what the test just changed
+// (the fake clock's time, the mailbox).
+func (r *running) awaitRoundsAfter(t *testing.T) {
+	t.Helper()
+	r.awaitRounds(t, r.metrics.HistogramCount(t, "msgx_ingest_scan_duration_seconds")+2)
 }
 
 // shadowHeaders returns a record's shadow run headers.
@@ -125,10 +136,12 @@ func TestShadow_R_L6_RestartResumesWithoutRepublishing(t *testing.T) {
 // restart can then not tell what it published; rows from
 // mailbox.start-id that arrived before the retention may have been, and
 // publishing them all again is the storm shadow mode must not cause. So
-// the start is refused — loudly (ERROR with alert=shadow-position-lost),
-// as a stall that ends the process (R-L8) — and nothing is published;
-// with a start-id of rows that arrived within the retention, which cannot
-// have been published, it starts and publishes only those.
+// the start is refused — loudly (ERROR with alert=shadow-position-lost,
+// and msgx_ingest_shadow_position_lost at 1 for ingest.stall-limit, so
+// that Prometheus scrapes it before the process ends), as a stall that
+// ends the process (R-L8) — and nothing is published; with a start-id of
+// rows that arrived within the retention, which cannot have been
+// published, it starts and publishes only those.
 func TestShadow_R_L6_PositionLostPastTheInboxRetentionRefusesTheRepublish(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -153,10 +166,22 @@ func TestShadow_R_L6_PositionLostPastTheInboxRetentionRefusesTheRepublish(t *tes
 	logs := &testutil.LogBuffer{}
 	deps := b.deps
 	deps.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	clk := clock.NewFake(time.Now())
+	deps.Clock = clk
+	metrics := ingesttest.NewMetrics(t)
+	deps.Meter = metrics.Meter
 	s, err := ingest.New(b.cfg, deps)
 	require.NoError(t, err)
 	loop := s.Services()[0]
 	require.NoError(t, loop.Start(context.Background()))
+	require.Eventually(t, func() bool { return metrics.Gauge(t, "msgx_ingest_shadow_position_lost") == 1 },
+		awaitTimeout, 10*time.Millisecond, "the refusal is exported for its alert")
+	select {
+	case <-loop.Done():
+		t.Fatalf("the refused start ended before ingest.stall-limit: %v", loop.FailureCase())
+	default: // held, so that the refusal is scraped
+	}
+	clk.Advance(b.cfg.StallLimit)
 	err = loop.AwaitRunning(ctx)
 	require.ErrorIs(t, err, ingest.ErrShadowPositionLost, "the start is refused")
 	require.ErrorIs(t, err, progress.ErrStalled, "as a stall: the process ends for its supervisor (R-L8)")
@@ -179,4 +204,57 @@ func TestShadow_R_L6_PositionLostPastTheInboxRetentionRefusesTheRepublish(t *tes
 	third.awaitRounds(t, 2)
 	require.Equal(t, []int64{fresh}, ingesttest.Keys(t, b.inbox.Await(t, 4, awaitTimeout)[3:]))
 	require.Equal(t, int64(4), b.inbox.EndOffset(t))
+}
+
+// TestShadow_R_L6_StragglerIsRepublishedOnceNotEveryTenMinutes: in shadow
+// mode the predecessor marks the rows, and a row it rejects or fails on —
+// a straggler — stays unmarked for good. Ingest publishes it, republishes
+// it once republish-after (10 minutes) later, as outside shadow mode, so
+// that a record lost on its way to the processor is still recovered
+// (R-A5), and then retires it: an hour of republish checks and
+// reconciliation passes publishes it no more (R-L6, "no republish
+// storm"), where every 10 minutes for weeks was some 4,000 records per
+// straggler. The retirement is counted and logged once, with its msg_id.
+func TestShadow_R_L6_StragglerIsRepublishedOnceNotEveryTenMinutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clk := clock.NewFake(time.Now())
+	b.deps.Clock = clk
+	logs := &testutil.LogBuffer{}
+	b.deps.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	rows := b.mb.InsertValid(t, 3)
+	b.cfg.Shadow, b.cfg.Mailbox.StartID = true, rows[0]
+	straggler := rows[1]
+
+	run := runIngest(t, b)
+	require.Equal(t, rows, ingesttest.Keys(t, b.inbox.Await(t, 3, awaitTimeout)))
+	b.mb.Mark(t, rows[0], rows[2]) // the predecessor processes these, and rejects the straggler
+
+	// An hour, five minutes at a time: the republish checks every
+	// republish-after and a reconciliation pass every full-rescan-interval.
+	for range 12 {
+		clk.Advance(5 * time.Minute)
+		run.awaitRoundsAfter(t)
+	}
+	recs := b.inbox.Await(t, int(b.inbox.EndOffset(t)), awaitTimeout)
+	var published int
+	for _, id := range ingesttest.Keys(t, recs) {
+		if id == straggler {
+			published++
+		}
+	}
+	require.Equal(t, 2, published, "the straggler is published, republished once, then retired")
+	require.Equal(t, int64(4), b.inbox.EndOffset(t), "the marked rows are not published again either")
+	require.EqualValues(t, 1, run.metrics.Counter(t, "msgx_ingest_republished_total"))
+	require.EqualValues(t, 1, run.metrics.Counter(t, "msgx_ingest_shadow_retired_total"))
+	require.EqualValues(t, 1, run.metrics.Gauge(t, "msgx_ingest_shadow_retired_rows"))
+	var retired []map[string]any
+	for _, l := range logs.JSONLines(t) {
+		if strings.Contains(fmt.Sprint(l["msg"]), "retired") {
+			retired = append(retired, l)
+		}
+	}
+	require.Len(t, retired, 1, "the retirement is logged once")
+	require.Equal(t, "WARN", retired[0]["level"])
+	require.EqualValues(t, straggler, retired[0]["msg_id"])
 }

@@ -248,21 +248,34 @@ func NewMetrics(t testing.TB) *Metrics {
 // when it was never incremented).
 func (m *Metrics) Counter(t testing.TB, name string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, m.reader.Collect(context.Background(), &rm))
+	return m.int64Sum(t, name)
+}
+
+// Gauge returns the value of an int64 gauge, summed over its attribute
+// sets (0 when it was never observed).
+func (m *Metrics) Gauge(t testing.TB, name string) int64 {
+	t.Helper()
+	return m.int64Sum(t, name)
+}
+
+// int64Sum sums the points of the int64 counter or gauge name.
+func (m *Metrics) int64Sum(t testing.TB, name string) int64 {
+	t.Helper()
 	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, md := range sm.Metrics {
-			if md.Name != name {
-				continue
-			}
-			sum, ok := md.Data.(metricdata.Sum[int64])
-			require.True(t, ok, "%s is not an int64 sum", name)
-			for _, dp := range sum.DataPoints {
-				total += dp.Value
-			}
+	m.each(t, name, func(data metricdata.Aggregation) {
+		var points []metricdata.DataPoint[int64]
+		switch d := data.(type) {
+		case metricdata.Sum[int64]:
+			points = d.DataPoints
+		case metricdata.Gauge[int64]:
+			points = d.DataPoints
+		default:
+			t.Fatalf("%s is not an int64 counter or gauge but %T", name, data)
 		}
-	}
+		for _, dp := range points {
+			total += dp.Value
+		}
+	})
 	return total
 }
 
@@ -270,19 +283,30 @@ func (m *Metrics) Counter(t testing.TB, name string) int64 {
 // histogram over all attribute sets.
 func (m *Metrics) HistogramCount(t testing.TB, name string) uint64 {
 	t.Helper()
+	var total uint64
+	m.each(t, name, func(data metricdata.Aggregation) {
+		if h, ok := data.(metricdata.Histogram[float64]); ok {
+			for _, dp := range h.DataPoints {
+				total += dp.Count
+			}
+		}
+	})
+	return total
+}
+
+// each collects the metrics and calls fn with the data of every
+// instrument named name.
+func (m *Metrics) each(t testing.TB, name string, fn func(metricdata.Aggregation)) {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, m.reader.Collect(context.Background(), &rm))
-	var total uint64
 	for _, sm := range rm.ScopeMetrics {
 		for _, md := range sm.Metrics {
-			if h, ok := md.Data.(metricdata.Histogram[float64]); ok && md.Name == name {
-				for _, dp := range h.DataPoints {
-					total += dp.Count
-				}
+			if md.Name == name {
+				fn(md.Data)
 			}
 		}
 	}
-	return total
 }
 
 // Logger returns a logger writing to the test log until the test's

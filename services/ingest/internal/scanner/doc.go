@@ -39,6 +39,16 @@
 // mailbox ID once and ignores repeats. The look-ups are at most a thousand
 // a round, so rows published together are checked over a few rounds.
 //
+// In shadow mode (Config.Shadow, R-L6) the predecessor marks the rows, and
+// a row it never marks would be republished every RepublishAfter for as
+// long as the shadow run lasts. There a row is republished once and, still
+// unmarked at its next check, retired: it stays in the map without a
+// check, so that no republish and no reconciliation pass publishes it
+// again, until a pass no longer returns it (marked late) or the scanner is
+// replaced. At most RetiredLimit retired rows are remembered; beyond it
+// the lower half is forgotten behind a floor that no read publishes an
+// unremembered unmarked row at or below.
+//
 // A failing mailbox query abandons the round: nothing is advanced, no
 // entry is dropped, and the next round retries (R-A6). An empty result is
 // never inferred from an error. Publishing uses synchronous produce of each

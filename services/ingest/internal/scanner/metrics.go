@@ -3,6 +3,7 @@ package scanner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
 )
@@ -14,14 +15,26 @@ type Metrics struct {
 	late          metric.Int64Counter
 	scanErrors    metric.Int64Counter
 	publishErrors metric.Int64Counter
+	retired       metric.Int64Counter
 	duration      metric.Float64Histogram
+	// retiredRows is what the current scanner remembers as retired,
+	// exported as a gauge; each new scanner starts it at 0.
+	retiredRows atomic.Int64
+	// positionLost is set while the start of a shadow run is refused
+	// (SetShadowPositionLost).
+	positionLost atomic.Bool
 }
 
 // NewMetrics creates the scanner's instruments on meter:
 // msgx_ingest_published_total (every record written to the inbox topic,
 // repeats included), msgx_ingest_republished_total (the repeats),
 // msgx_ingest_late_arrival_total, msgx_ingest_scan_errors_total,
-// msgx_ingest_publish_errors_total and msgx_ingest_scan_duration_seconds.
+// msgx_ingest_publish_errors_total, msgx_ingest_scan_duration_seconds,
+// and for shadow mode (R-L6) msgx_ingest_shadow_retired_total (rows
+// retired: republished once and published no more),
+// msgx_ingest_shadow_retired_rows (the retired rows the scanner
+// remembers) and msgx_ingest_shadow_position_lost (1 while the start is
+// refused because the inbox topic lost the run's position).
 func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	var (
 		m    Metrics
@@ -40,6 +53,31 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.late = counter("msgx_ingest_late_arrival_total", "Mailbox rows first published after higher IDs were read (committed late): found in a gap below the high-water mark or by the reconciliation pass.")
 	m.scanErrors = counter("msgx_ingest_scan_errors_total", "Scan rounds abandoned because the mailbox could not be read.")
 	m.publishErrors = counter("msgx_ingest_publish_errors_total", "Scan rounds abandoned because records could not be written to the inbox topic.")
+	m.retired = counter("msgx_ingest_shadow_retired_total", "Shadow mode: mailbox rows the predecessor left unmarked after their republish, published no more until ingest restarts.")
+	retiredRows, gerr := meter.Int64ObservableGauge("msgx_ingest_shadow_retired_rows",
+		metric.WithDescription("Shadow mode: retired mailbox rows the scanner remembers (still unmarked, published no more); 0 outside shadow mode."))
+	if gerr != nil {
+		errs = append(errs, gerr)
+	}
+	positionLost, gerr := meter.Int64ObservableGauge("msgx_ingest_shadow_position_lost",
+		metric.WithDescription("Shadow mode: 1 while ingest refuses to start because the inbox topic no longer holds the shadow run's position (ErrShadowPositionLost), 0 otherwise."))
+	if gerr != nil {
+		errs = append(errs, gerr)
+	}
+	if len(errs) == 0 {
+		_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			o.ObserveInt64(retiredRows, m.retiredRows.Load())
+			var lost int64
+			if m.positionLost.Load() {
+				lost = 1
+			}
+			o.ObserveInt64(positionLost, lost)
+			return nil
+		}, retiredRows, positionLost)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	m.duration, err = meter.Float64Histogram("msgx_ingest_scan_duration_seconds",
 		metric.WithDescription("Duration of one scan round, by pass (startup, round, or reconcile: a round with a step of the reconciliation pass) and outcome."),
 		metric.WithUnit("s"),
@@ -56,7 +94,12 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 // Init exports every counter at zero, so that rates and alerts work before
 // the first event (a counter never added to is not exported at all).
 func (m *Metrics) Init(ctx context.Context) {
-	for _, c := range []metric.Int64Counter{m.published, m.republished, m.late, m.scanErrors, m.publishErrors} {
+	for _, c := range []metric.Int64Counter{m.published, m.republished, m.late, m.scanErrors, m.publishErrors, m.retired} {
 		c.Add(ctx, 0)
 	}
 }
+
+// SetShadowPositionLost sets msgx_ingest_shadow_position_lost: lost while
+// the start of a shadow run is refused (R-L6), so that the refusal is
+// alerted by name and not only as a pod that restarts.
+func (m *Metrics) SetShadowPositionLost(lost bool) { m.positionLost.Store(lost) }

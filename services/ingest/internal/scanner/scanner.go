@@ -74,6 +74,10 @@ const (
 	// round, so that rows published together and due together are spread
 	// over rounds.
 	maxChecksPerRound = 1000
+	// DefaultRetiredLimit bounds the shadow run's retired rows the scanner
+	// remembers (Config.RetiredLimit): about 64 bytes each, some 6 MB at
+	// most.
+	DefaultRetiredLimit = 100000
 )
 
 // Mailbox is what the scanner reads; *mailbox.Mailbox implements it.
@@ -147,9 +151,14 @@ type Config struct {
 	StallLimit time.Duration
 	// Shadow, when set, is the shadow run (R-L6) the scanner continues:
 	// its records carry the run's position (HeaderShadowStart,
-	// HeaderShadowPublished), and its first round resumes from
-	// Shadow.Published.
+	// HeaderShadowPublished), its first round resumes from
+	// Shadow.Published, and a row the predecessor leaves unmarked is
+	// republished once, then retired (see retire).
 	Shadow *Shadow
+	// RetiredLimit is the most retired rows of a shadow run the scanner
+	// remembers; DefaultRetiredLimit when zero. Beyond it the lower half
+	// is forgotten behind a floor (shedRetired).
+	RetiredLimit int
 }
 
 // Shadow is where a shadow run stands (R-L6). In shadow mode the mailbox
@@ -192,6 +201,9 @@ type Round struct {
 	// Checked is the number of published rows looked up again (to forget
 	// the marked ones, or republish).
 	Checked int
+	// Retired counts the shadow run's rows the round retired: still
+	// unmarked after their republish, published no more (R-L6).
+	Retired int
 	// High is the high-water mark after the round; Gaps the missing ID
 	// ranges below it still looked up every round.
 	High int64
@@ -202,6 +214,15 @@ type Round struct {
 type entry struct {
 	publishedAt time.Time
 	pass        uint64 // the last reconciliation pass that returned the row
+	// republished says the row was published again by this scanner
+	// (R-A5); in shadow mode it is retired at its next check if still
+	// unmarked.
+	republished bool
+	// retired says the shadow run published the row for the last time
+	// (retire): it is not checked, republished, nor published by the
+	// reconciliation pass again, and forgotten once a pass no longer
+	// returns it.
+	retired bool
 }
 
 // gap is a range of IDs below the high-water mark that no read returned,
@@ -242,6 +263,12 @@ type Scanner struct {
 	// shadowHigh is the highest mailbox ID published in the shadow run
 	// (Config.Shadow), written on every record.
 	shadowHigh int64
+	// retired counts the entries of published that are retired;
+	// retiredFloor is the highest retired ID shedRetired forgot (0: none):
+	// an unmarked row at or below it that the scanner does not remember is
+	// taken for a retired one, not for a row to publish.
+	retired      int
+	retiredFloor int64
 	// busy says the last round published rows: the next round is likely
 	// to publish too, so it asks Confirm at its start (early).
 	busy bool
@@ -324,6 +351,10 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	if cfg.StallLimit <= 0 {
 		cfg.StallLimit = DefaultStallLimit
 	}
+	if cfg.RetiredLimit <= 0 {
+		cfg.RetiredLimit = DefaultRetiredLimit
+	}
+	m.retiredRows.Store(0) // a new scanner (a new term, a restart) remembers none
 	s := &Scanner{
 		cfg: cfg, mb: mb, pub: pub, clock: clk, metrics: m, logger: logger,
 		published: make(map[int64]*entry),
@@ -342,11 +373,19 @@ func (s *Scanner) High() int64 {
 }
 
 // Tracked returns how many published rows the scanner remembers as not
-// known to be marked.
+// known to be marked, the retired ones included.
 func (s *Scanner) Tracked() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.published)
+}
+
+// Retired returns how many of the shadow run's retired rows the scanner
+// remembers, and the floor at or below which it forgot them (0: none).
+func (s *Scanner) Retired() (rows int, floor int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retired, s.retiredFloor
 }
 
 // Gaps returns the missing ID ranges below the high-water mark that rounds
@@ -478,7 +517,7 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 	if err == nil {
 		s.logger.Debug("scan round done", "startup", r.Startup, "reconcile", r.Reconcile, "from", r.From, "queries", r.Queries,
 			"unmarked", r.Unmarked, "published", r.Published, "republished", r.Republished, "late", r.Late,
-			"high", r.High, "gaps", r.Gaps, "tracked", len(s.published))
+			"retired", r.Retired, "high", r.High, "gaps", r.Gaps, "tracked", len(s.published))
 	}
 	return r, err
 }
@@ -568,11 +607,19 @@ func (s *Scanner) round(ctx context.Context, now time.Time, r *Round) error {
 func (s *Scanner) unpublished(ids []int64) []int64 {
 	out := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		if _, ok := s.published[id]; !ok {
+		if !s.known(id) {
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// known reports whether the scanner published id and does not know it to
+// be marked: it remembers the row, or the row lies at or below the floor
+// of the shadow run's forgotten retired rows (shedRetired).
+func (s *Scanner) known(id int64) bool {
+	_, ok := s.published[id]
+	return ok || id <= s.retiredFloor
 }
 
 // readNew pages through the rows above the high-water mark, publishes the
@@ -592,7 +639,7 @@ func (s *Scanner) readNew(ctx context.Context, now time.Time, r *Round) error {
 		for _, row := range page {
 			if row.Unmarked {
 				r.Unmarked++
-				if _, ok := s.published[row.ID]; !ok {
+				if !s.known(row.ID) {
 					due = append(due, row.ID)
 				}
 			}
@@ -667,14 +714,14 @@ func (s *Scanner) lookUpGaps(ctx context.Context, now time.Time, r *Round) error
 	for _, row := range found {
 		if row.Unmarked {
 			r.Unmarked++
-			if _, ok := s.published[row.ID]; !ok {
+			if !s.known(row.ID) {
 				due = append(due, row.ID)
 			}
 		}
 	}
 	err := s.publish(ctx, now, due, true, r)
 	for _, row := range found {
-		if _, ok := s.published[row.ID]; ok || !row.Unmarked {
+		if s.known(row.ID) || !row.Unmarked {
 			s.fillGap(row.ID)
 		}
 	}
@@ -711,7 +758,8 @@ func (s *Scanner) fillGap(id int64) {
 
 // checkPublished looks up the published rows due for it: a marked one is
 // forgotten, one unmarked republish-after after its publication is
-// published again, any other is due again at that time.
+// published again — in shadow mode only once, then retired (retire) —
+// any other is due again at that time.
 func (s *Scanner) checkPublished(ctx context.Context, now time.Time, r *Round) error {
 	var due []check
 	for len(due) < maxChecksPerRound && s.checks.Len() > 0 && !s.checks.peek().at.After(now) {
@@ -747,6 +795,10 @@ func (s *Scanner) checkPublished(ctx context.Context, now time.Time, r *Round) e
 			s.checks.push(check{id: c.id, publishedAt: c.publishedAt, at: at})
 			continue
 		}
+		if e := s.published[c.id]; s.cfg.Shadow != nil && e.republished {
+			s.retire(ctx, c.id, e, r)
+			continue
+		}
 		republish = append(republish, c.id)
 	}
 	if err := s.publish(ctx, now, republish, false, r); err != nil {
@@ -760,10 +812,64 @@ func (s *Scanner) checkPublished(ctx context.Context, now time.Time, r *Round) e
 	return nil
 }
 
+// retire stops publishing a shadow run's row (R-L6) that is still unmarked
+// republish-after after its republish. In shadow mode the predecessor
+// marks the rows, and a row it rejects or fails on stays unmarked for
+// good: republished every republish-after, each such straggler would be
+// published some 4,000 times in four weeks of shadow mode, a steady
+// republish storm through Kafka and registration. Its republish already
+// recovered a record lost on the way to the processor (R-A5), so the row
+// was published twice by this scanner. A retired row stays remembered
+// (known) without a check, so that neither the republish check nor the
+// reconciliation pass publishes it again, until a reconciliation pass no
+// longer returns it (the predecessor marked it late) or the scanner
+// restarts (whose first round publishes it once more, Shadow). Outside
+// shadow mode nothing is retired: the gateway marks its own rows, and a
+// row still unmarked is work the processor may still have lost.
+func (s *Scanner) retire(ctx context.Context, id int64, e *entry, r *Round) {
+	e.retired = true
+	s.retired++
+	r.Retired++
+	s.metrics.retired.Add(ctx, 1)
+	s.logger.Warn("shadow mode: the predecessor left a row unmarked after its republish; retired, not published again",
+		"msg_id", id, "last_published_at", e.publishedAt)
+	if s.retired > s.cfg.RetiredLimit {
+		s.shedRetired()
+	}
+	s.metrics.retiredRows.Store(int64(s.retired))
+}
+
+// shedRetired forgets the lower half of the retired rows once there are
+// more than Config.RetiredLimit, so that the memory of a shadow run whose
+// predecessor leaves very many rows unmarked (or stopped marking) stays
+// bounded. The highest ID forgotten becomes the floor: an unmarked row at
+// or below it that the scanner does not remember is taken for a retired
+// one (known), so the reconciliation pass does not publish the forgotten
+// rows again. The price: a row committed so late that it is still
+// unpublished below the floor is not published by this scanner either.
+func (s *Scanner) shedRetired() {
+	ids := make([]int64, 0, s.retired)
+	for id, e := range s.published {
+		if e.retired {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	shed := ids[:len(ids)/2]
+	for _, id := range shed {
+		delete(s.published, id)
+	}
+	s.retired -= len(shed)
+	s.retiredFloor = max(s.retiredFloor, shed[len(shed)-1])
+	s.logger.Warn("shadow mode: more retired rows than the scanner remembers; the lower half is forgotten, and no unmarked row at or below the floor is published again until a restart",
+		"forgotten", len(shed), "floor", s.retiredFloor, "limit", s.cfg.RetiredLimit)
+}
+
 // reconcileStep reads the next ReconcileSpan IDs of the reconciliation
 // pass for unmarked rows: one not published (a late arrival that no gap
-// lookup caught) is published. At the end of the pass, published rows it
-// did not return are forgotten: they were marked.
+// lookup caught) is published; a retired one is not (retire). At the end
+// of the pass, published rows it did not return are forgotten, retired
+// ones too: they were marked.
 func (s *Scanner) reconcileStep(ctx context.Context, now time.Time, r *Round) error {
 	p := s.recon
 	next, ok, err := s.mb.NextID(ctx, p.cursor)
@@ -812,9 +918,13 @@ func (s *Scanner) reconcileStep(ctx context.Context, now time.Time, r *Round) er
 	}
 	for id, e := range s.published {
 		if id <= p.end && e.pass != p.n && e.publishedAt.Before(p.started) {
+			if e.retired {
+				s.retired--
+			}
 			delete(s.published, id)
 		}
 	}
+	s.metrics.retiredRows.Store(int64(s.retired))
 	s.recon = nil
 	r.ReconcileDone = true
 	s.logger.Debug("reconciliation pass done", "end", p.end, "started", p.started, "tracked", len(s.published))
@@ -918,7 +1028,7 @@ func (s *Scanner) markPublished(ctx context.Context, id int64, now time.Time, la
 		r.Republished++
 		s.metrics.republished.Add(ctx, 1)
 		s.logger.Warn("republished a row still unmarked after republish-after", "msg_id", id, "first_published_at", e.publishedAt)
-		e.publishedAt = now
+		e.publishedAt, e.republished = now, true
 		return
 	}
 	r.Published++

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -636,4 +637,80 @@ func TestScanner_R_L6_ShadowPublishesRowsThePredecessorMarked(t *testing.T) {
 	for _, id := range keys {
 		require.GreaterOrEqual(t, id, mine[0], "a row below mailbox.start-id was published")
 	}
+}
+
+// TestScanner_R_L6_ShadowRetiresStragglersWithinABound: in shadow mode a
+// row the predecessor leaves unmarked is published, republished once
+// republish-after later (R-A5), and at its next check retired: neither the
+// republish check nor the reconciliation pass publishes it again. The
+// scanner remembers at most RetiredLimit retired rows; beyond it the lower
+// half is forgotten behind a floor that the reconciliation pass does not
+// publish below either, while a new row above it is published as usual.
+// A retired row the predecessor marks late is forgotten by the next pass.
+func TestScanner_R_L6_ShadowRetiresStragglersWithinABound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	stragglers := b.mb.InsertValid(t, 3)
+	b.cfg.Shadow, b.cfg.RetiredLimit = &scanner.Shadow{Start: stragglers[0]}, 2
+	b.scanner = b.newScanner(t, mailbox.New(b.mb.DB, ingesttest.Location(t), "VALID").StartingAt(stragglers[0]).Shadowing(true))
+
+	require.Equal(t, 3, b.round(t).Published)
+	b.clock.Advance(10 * time.Minute)
+	r := b.round(t)
+	require.Equal(t, 3, r.Republished, "republished once, as outside shadow mode")
+	require.True(t, r.Reconcile)
+	b.clock.Advance(10 * time.Minute)
+	r = b.round(t)
+	require.Equal(t, 3, r.Retired)
+	require.Zero(t, r.Published+r.Republished)
+	rows, floor := b.scanner.Retired()
+	require.Equal(t, 2, rows, "over the limit of 2 the lower half is forgotten")
+	require.Equal(t, stragglers[0], floor)
+	require.EqualValues(t, 3, b.metrics.Counter(t, "msgx_ingest_shadow_retired_total"))
+	require.EqualValues(t, 2, b.metrics.Gauge(t, "msgx_ingest_shadow_retired_rows"))
+
+	fresh := b.mb.InsertValid(t, 1)[0]
+	require.Equal(t, 1, b.round(t).Published, "a new row above the floor is published")
+	for range 3 {
+		b.clock.Advance(10 * time.Minute)
+		r = b.round(t)
+		require.True(t, r.Reconcile)
+		require.Zero(t, r.Late, "the reconciliation pass publishes no retired row, remembered or below the floor")
+	}
+	keys := ingesttest.Keys(t, b.inbox.Await(t, int(b.inbox.EndOffset(t)), awaitTimeout))
+	require.Equal(t, slices.Concat(stragglers, stragglers, []int64{fresh, fresh}), keys,
+		"each straggler published twice; the new row published, republished, then retired too")
+
+	rows, floor = b.scanner.Retired()
+	require.Equal(t, 2, rows, "the new row's retirement went over the limit again")
+	require.Equal(t, stragglers[1], floor)
+
+	b.mb.Mark(t, stragglers[2]) // the predecessor marks a remembered one late
+	for range 2 {
+		b.clock.Advance(10 * time.Minute)
+		b.round(t)
+	}
+	rows, _ = b.scanner.Retired()
+	require.Equal(t, 1, rows, "a retired row found marked by a pass is forgotten")
+	require.EqualValues(t, 1, b.metrics.Gauge(t, "msgx_ingest_shadow_retired_rows"))
+	require.Equal(t, int64(len(keys)), b.inbox.EndOffset(t))
+}
+
+// TestScanner_R_A5_R_L6_RepublishesEveryIntervalOutsideShadowMode: outside
+// shadow mode the gateway marks its own rows, and a row still unmarked is
+// work the processor may have lost: it is republished every
+// republish-after for as long as it stays unmarked, never retired.
+func TestScanner_R_A5_R_L6_RepublishesEveryIntervalOutsideShadowMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.mb.InsertValid(t, 1)[0]
+	require.Equal(t, 1, b.round(t).Published)
+	for range 4 {
+		b.clock.Advance(10 * time.Minute)
+		require.Equal(t, 1, b.round(t).Republished)
+	}
+	require.Equal(t, []int64{id, id, id, id, id}, ingesttest.Keys(t, b.inbox.Await(t, 5, awaitTimeout)))
+	require.Zero(t, b.metrics.Counter(t, "msgx_ingest_shadow_retired_total"))
+	rows, _ := b.scanner.Retired()
+	require.Zero(t, rows)
 }
