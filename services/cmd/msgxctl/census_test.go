@@ -74,9 +74,12 @@ func TestMsgxctl_R_L6_R_N9_MailboxCensus(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "failed: counting the next ID in the mailbox: i/o timeout")
 
-	r = b.run(t, "--timeout", "300ms", "mailbox", "census", "--start", "5", "--operator", "alice")
+	// Long enough that the control plane answers the request itself on a
+	// loaded machine (300 ms once ran out before it did, in the
+	// race-detecting CI run); nothing counts the census meanwhile.
+	r = b.run(t, "--timeout", "3s", "mailbox", "census", "--start", "5", "--operator", "alice")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "not counted within --timeout 300ms (is a dispatcher running and reaching the mailbox?)")
+	require.Contains(t, r.stderr, "not counted within --timeout 3s (is a dispatcher running and reaching the mailbox?)")
 
 	r = b.run(t, "mailbox", "census", "--start", "5")
 	require.Equal(t, 2, r.code)
