@@ -15,17 +15,15 @@ package migratetest
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"sync"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for pgtestdb
 	"github.com/peterldowns/pgtestdb"
+	"github.com/peterldowns/pgtestdb/migrators/common"
 
 	"msgexchange/libs/testutil/pgtest"
 	"msgexchange/migrations"
@@ -75,32 +73,14 @@ func config(base string) (pgtestdb.Config, error) {
 // migrator migrates the template with the project's own migrations.
 type migrator struct{}
 
-var (
-	hashOnce sync.Once
-	hash     string
-	hashErr  error
-)
+// migrationsHash is the migration files' hash, computed once: pgtestdb
+// asks for it on every new database.
+var migrationsHash = sync.OnceValues(func() (string, error) {
+	return common.HashDirs(migrations.Postgres(), "*.sql", ".")
+})
 
 // Hash names the template after the migration files' names and contents.
-func (migrator) Hash() (string, error) {
-	hashOnce.Do(func() {
-		h := sha256.New()
-		hashErr = fs.WalkDir(migrations.Postgres(), ".", func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			b, err := fs.ReadFile(migrations.Postgres(), path)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-			h.Write(b)
-			return nil
-		})
-		hash = hex.EncodeToString(h.Sum(nil))[:16]
-	})
-	return hash, hashErr
-}
+func (migrator) Hash() (string, error) { return migrationsHash() }
 
 // Migrate applies every migration to the template, as msgx migrate does.
 func (migrator) Migrate(ctx context.Context, _ *sql.DB, conf pgtestdb.Config) error {

@@ -51,15 +51,25 @@ func NewDatabase(t testing.TB) string {
 func ServerURL(t testing.TB) string {
 	t.Helper()
 	testutil.Integration(t)
-	base := testutil.Env("TEST_PG_URL", DefaultURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
+	base, conn, err := connectServer(ctx)
 	if err != nil {
-		fail(t, fmt.Errorf("%w at %s: %w", errNoServer, base, err))
+		fail(t, err)
 	}
 	_ = conn.Close(ctx)
 	return base
+}
+
+// connectServer connects to the test server (TEST_PG_URL) and returns its
+// URL with the connection; an unreachable server is errNoServer.
+func connectServer(ctx context.Context) (string, *pgx.Conn, error) {
+	base := testutil.Env("TEST_PG_URL", DefaultURL)
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return base, nil, fmt.Errorf("%w at %s: %w", errNoServer, base, err)
+	}
+	return base, conn, nil
 }
 
 // fail ends a test whose database could not be made.
@@ -74,18 +84,17 @@ func fail(t testing.TB, err error) {
 // newDatabase creates an empty database and returns its URL and the
 // function that drops it.
 func newDatabase() (string, func() error, error) {
-	base := testutil.Env("TEST_PG_URL", DefaultURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base, conn, err := connectServer(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(context.Background())
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", nil, fmt.Errorf("parsing %s: %w", base, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w at %s: %w", errNoServer, base, err)
-	}
-	defer conn.Close(context.Background())
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "msgx_t_" + hex.EncodeToString(b)
