@@ -22,6 +22,11 @@ func awaitSettled[T any](ctx context.Context, cur T, poll time.Duration, pending
 		case <-t.C:
 		}
 		next, err := get(ctx)
+		if err != nil && ctx.Err() != nil {
+			// The timeout ran out during the look, not before it: the
+			// request is as late as if it had run out between two.
+			return cur, late(cur, ctx.Err())
+		}
 		if err != nil {
 			return cur, err
 		}
