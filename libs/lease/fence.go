@@ -61,5 +61,5 @@ type Beginner interface {
 // A loop that writes more than once per term should use Writer.Term
 // instead, which also ends the term at the first refusal.
 func InFencedTx(ctx context.Context, db Beginner, name string, token int64, fn func(pgx.Tx) error) error {
-	return inTx(ctx, db, fn, func(tx pgx.Tx) error { return Fence(ctx, tx, name, token) }, nil)
+	return inTx(ctx, db, fn, &fenceOf{name: name, token: token}, nil)
 }

@@ -115,9 +115,9 @@ func (t *Term) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return fmt.Errorf("writing under lease %s token %d: the term has no database", t.name, t.token)
 	}
 	if !t.fenced {
-		return inTx(ctx, t.db, fn, func(pgx.Tx) error { return nil }, t.observe)
+		return inTx(ctx, t.db, fn, nil, t.observe)
 	}
-	return t.refused(inTx(ctx, t.db, fn, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }, t.observe))
+	return t.refused(inTx(ctx, t.db, fn, &fenceOf{name: t.name, token: t.token}, t.observe))
 }
 
 // Exec runs one statement in a fenced transaction.
@@ -155,7 +155,7 @@ func (t *Term) Check(ctx context.Context) error {
 	if x, ok := t.db.(execer); ok {
 		return t.refused(fence(ctx, x, t.name, t.token))
 	}
-	return t.refused(inTx(ctx, t.db, func(pgx.Tx) error { return nil }, func(tx pgx.Tx) error { return fence(ctx, tx, t.name, t.token) }, nil))
+	return t.refused(inTx(ctx, t.db, func(pgx.Tx) error { return nil }, &fenceOf{name: t.name, token: t.token}, nil))
 }
 
 // execer runs a statement outside an explicit transaction.
@@ -163,28 +163,52 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// inTx runs fn, then last (the fence), then COMMIT, and tells observe
-// (when not nil) how a transaction that began ended.
-func inTx(ctx context.Context, db Beginner, fn, last func(pgx.Tx) error, observe Observer) error {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning fenced transaction: %w", err)
+// fenceOf names the fence of a transaction: lease name at token.
+type fenceOf struct {
+	name  string
+	token int64
+}
+
+// inTx runs fn, then the fence f (none when f is nil), then COMMIT, and
+// tells observe (when not nil) how a transaction that began ended. On a
+// pool the transaction is lazy (lazytx.go): BEGIN goes with fn's first
+// statement and the fence with COMMIT, two round trips fewer.
+func inTx(ctx context.Context, db Beginner, fn func(pgx.Tx) error, f *fenceOf, observe Observer) error {
+	var began bool
+	var err error
+	commitSQL, lazy := "", true
+	if f != nil {
+		commitSQL, lazy = fenceCommitSQL(f.name, f.token)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	err = func() error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if err := last(tx); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("committing fenced transaction: %w", err)
-		}
-		return nil
-	}()
-	if observe != nil {
+	if p, ok := db.(pooled); ok && lazy {
+		began, err = inLazyTx(ctx, p, fn, f, commitSQL)
+	} else {
+		began, err = inPlainTx(ctx, db, fn, f)
+	}
+	if began && observe != nil {
 		observe(ctx, outcomeOf(err))
 	}
 	return err
+}
+
+// inPlainTx is inTx with BEGIN, the fence and COMMIT each a statement of
+// its own: for a Beginner that is not a pool (a connection, a savepoint).
+func inPlainTx(ctx context.Context, db Beginner, fn func(pgx.Tx) error, f *fenceOf) (began bool, err error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("beginning fenced transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return true, err
+	}
+	if f != nil {
+		if err := fence(ctx, tx, f.name, f.token); err != nil {
+			return true, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return true, fmt.Errorf("committing fenced transaction: %w", err)
+	}
+	return true, nil
 }

@@ -52,6 +52,7 @@ type Pool interface {
 	Beginner
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Terms is the only handle on PostgreSQL of a component that runs
@@ -91,6 +92,14 @@ func (s *Terms) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 // QueryRow runs a one-row read on the pool.
 func (s *Terms) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return s.pool.QueryRow(ctx, sql, args...)
+}
+
+// SendBatch runs reads on the pool in one round trip (a pipelined batch in
+// one implicit transaction, outside any term): for a loop that reads
+// several things before it writes, on a path where each round trip counts
+// (R-M2). Like Query, it is for reads; writes go through InTx.
+func (s *Terms) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return s.pool.SendBatch(ctx, b)
 }
 
 // Start makes the term token current and returns a context derived from

@@ -497,6 +497,9 @@ func benchSlowPostgres(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	restart(slowURL)
 	tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
 	out.endToEnd = float64(z.endToEnd) / tp.lastAt[len(tp.lastAt)-1].Seconds()
+	for i, st := range perfThroughputStages {
+		t.Logf("R-M2 at +%s: last message %s at %.2f s", benchSlowEndToEndRTT, st.name, tp.lastAt[i].Seconds())
+	}
 	f.Remove()
 	restart()
 	return out

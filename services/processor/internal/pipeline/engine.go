@@ -104,6 +104,7 @@ type Options struct {
 type reader interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults // pipelined reads (loadHeads)
 }
 
 // Engine owns the processor's loops.

@@ -77,12 +77,17 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 			e.foreign = foreignMarker{}
 		}
 	}()
-	if _, err := e.applyReplays(ctx); err != nil { // operators' replays first (R-F1)
-		return false, time.Second, err
-	}
-	heads, err := e.loadHeads(ctx, e.batchSize())
+	heads, replays, err := e.loadHeads(ctx, e.batchSize())
 	if err != nil {
 		return false, time.Second, err // the database is unreachable: pause, burn nothing
+	}
+	if replays { // operators' replays first (R-F1): they may reopen messages below the head
+		if _, err := e.applyReplays(ctx); err != nil {
+			return false, time.Second, err
+		}
+		if heads, _, err = e.loadHeads(ctx, e.batchSize()); err != nil {
+			return false, time.Second, err
+		}
 	}
 	if len(heads) == 0 {
 		return false, 0, nil
@@ -148,27 +153,31 @@ const headsSQL = `
 	FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $2 ORDER BY msg_id LIMIT $1`
 
 // loadHeads returns up to n open messages from the FIFO head, in order,
-// reading from the head floor (floor.go) and raising it to the head. It
-// keeps the floor's generation for the raises of the writes that follow.
-func (e *Engine) loadHeads(ctx context.Context, n int) ([]*head, error) {
+// reading from the head floor (floor.go) and raising it to the head, and
+// whether a replay request is pending (applyReplays): both reads go in one
+// pipelined round trip, the executor's only one per step before its
+// batch's (R-M2). It keeps the floor's generation for the raises of the
+// writes that follow.
+func (e *Engine) loadHeads(ctx context.Context, n int) (heads []*head, replays bool, err error) {
 	floor, gen := e.floor.read()
 	e.floorGen = gen
-	rows, err := e.pool.Query(ctx, headsSQL, n, floor)
-	if err != nil {
-		return nil, fmt.Errorf("loading FIFO head: %w", err)
-	}
-	heads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
-		var h head
-		err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
-		return &h, err
+	b := &pgx.Batch{}
+	b.Queue(replaysPendingSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&replays) })
+	b.Queue(headsSQL, n, floor).Query(func(rows pgx.Rows) error {
+		heads, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
+			var h head
+			err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
+			return &h, err
+		})
+		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("loading FIFO head: %w", err)
+	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, false, fmt.Errorf("loading FIFO head: %w", err)
 	}
 	if len(heads) > 0 {
 		e.floor.raise(heads[0].MsgID, gen)
 	}
-	return heads, nil
+	return heads, replays, nil
 }
 
 // crashedRun handles a head carrying another instance's marker for a

@@ -133,7 +133,7 @@ func TestHead_R_B1_FloorFollowsLowerRegistrationsAndReplays(t *testing.T) {
 	h.insert(200, refMsg(200, "GLST", "ADD", glst("G200", "after")))
 	floor, _ = h.e.floor.read()
 	require.Equal(t, int64(50), floor, "a lower registration lowers the floor")
-	heads, err := h.e.loadHeads(context.Background(), 10)
+	heads, _, err := h.e.loadHeads(context.Background(), 10)
 	require.NoError(t, err)
 	require.Equal(t, int64(50), heads[0].MsgID, "the lower ID is the head")
 	h.drain()

@@ -28,6 +28,9 @@ type ReplayResult struct {
 	Refused []int64
 }
 
+// replaysPendingSQL tells whether an operator's replay request waits.
+const replaysPendingSQL = `SELECT EXISTS (SELECT 1 FROM replay_request WHERE state='PENDING')`
+
 // applyReplays applies every pending replay request, oldest first, each in
 // its own transaction. It runs at the start of every Step, in the executor,
 // so a replay never races the execution of a message: the executor is the
@@ -35,7 +38,7 @@ type ReplayResult struct {
 func (e *Engine) applyReplays(ctx context.Context) ([]ReplayResult, error) {
 	// One cheap indexed read per step; the transaction only when needed.
 	var pending bool
-	if err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_request WHERE state='PENDING')`).Scan(&pending); err != nil {
+	if err := e.pool.QueryRow(ctx, replaysPendingSQL).Scan(&pending); err != nil {
 		return nil, fmt.Errorf("looking for replay requests: %w", err)
 	}
 	if !pending {

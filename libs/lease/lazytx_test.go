@@ -1,0 +1,216 @@
+package lease
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// roundTrips counts the round trips of the connections it dialled: each
+// write that follows a read (or is the first) starts one. pgx writes a
+// pipelined batch before it reads any of its results, so a batch is one.
+type roundTrips struct{ n atomic.Int64 }
+
+type countingConn struct {
+	net.Conn
+	rt       *roundTrips
+	answered atomic.Bool // a read happened since the last write
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	if c.answered.Swap(false) {
+		c.rt.n.Add(1)
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.answered.Store(true)
+	}
+	return n, err
+}
+
+// countedTerms is termsSetup on a pool of one connection whose round trips
+// are counted, never pinged on acquire (pgxpool pings a connection idle
+// for a second, which would count as the transaction's).
+func countedTerms(t *testing.T) (*pgxpool.Pool, *Terms, *roundTrips) {
+	t.Helper()
+	plain, _, _ := termsSetup(t)
+	cfg := plain.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	rt := &roundTrips{}
+	var d net.Dialer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc := &countingConn{Conn: c, rt: rt}
+		cc.answered.Store(true)
+		return cc, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, NewTerms(pool, "p", nil), rt
+}
+
+// TestLazyTx_R_M2_FencedTransactionRoundTrips: a fenced transaction costs
+// its statements' round trips and one more — BEGIN travels with the first
+// statement, the fence with COMMIT — instead of three more (BEGIN, fence,
+// COMMIT each its own): at 200 ms a round trip, 400 ms of every write
+// transaction of every loop (R-M2). Each shape runs twice on the pool's
+// one connection and the second is counted, so that statement preparation
+// (once per connection) is not.
+func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
+	t.Parallel()
+	pool, s, rt := countedTerms(t)
+	ctx, end := s.Start(context.Background(), 7)
+	defer end()
+	shapes := []struct {
+		name string
+		want int64
+		fn   func(pgx.Tx) error
+	}{
+		{"one statement", 2, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, 1)
+			return err
+		}},
+		{"a read, then a write", 3, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM t WHERE v = $1`, 1).Scan(&n); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, n)
+			return err
+		}},
+		{"a batch", 2, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ($1)`, 2)
+			b.Queue(`UPDATE t SET v = v WHERE v = $1`, 2)
+			return tx.SendBatch(ctx, b).Close()
+		}},
+		{"nothing sent", 1, func(pgx.Tx) error { return nil }},
+	}
+	for _, sh := range shapes {
+		require.NoError(t, s.InTx(ctx, sh.fn), sh.name)
+		before := rt.n.Load()
+		require.NoError(t, s.InTx(ctx, sh.fn), sh.name)
+		require.Equal(t, sh.want, rt.n.Load()-before, "round trips of a fenced transaction with %s", sh.name)
+	}
+	require.NoError(t, s.Check(ctx))
+	before := rt.n.Load()
+	require.NoError(t, s.Check(ctx))
+	require.Equal(t, int64(1), rt.n.Load()-before, "a term's check is one round trip")
+	require.Equal(t, 6, countT(t, pool))
+}
+
+// TestLazyTx_R_H6_EveryCallBeginsAndTheFenceStillRefuses: whichever call
+// comes first in a lazy transaction begins it and does what pgx's own
+// transaction does; what fn wrote commits only with the fence, and a
+// refused fence (sent with COMMIT) commits nothing and ends the term.
+func TestLazyTx_R_H6_EveryCallBeginsAndTheFenceStillRefuses(t *testing.T) {
+	t.Parallel()
+	pool, s, _ := countedTerms(t)
+	ctx, end := s.Start(context.Background(), 7)
+	defer end()
+	first := map[string]func(pgx.Tx) error{
+		"Exec": func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1), ($1)`, 10)
+			return err
+		},
+		"Exec of several statements": func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (11); INSERT INTO t VALUES (11)`)
+			return err
+		},
+		"Query": func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `INSERT INTO t VALUES ($1), ($1) RETURNING v`, 12)
+			if err != nil {
+				return err
+			}
+			vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			require.Equal(t, []int{12, 12}, vs)
+			return err
+		},
+		"QueryRow": func(tx pgx.Tx) error {
+			var v int
+			if err := tx.QueryRow(ctx, `SELECT v FROM t WHERE v = -1`).Scan(&v); err != pgx.ErrNoRows {
+				t.Errorf("QueryRow of no row: %v, want pgx.ErrNoRows", err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (13), (13)`)
+			return err
+		},
+		"SendBatch": func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			var got int
+			b.Queue(`INSERT INTO t VALUES (14), (14) RETURNING v`).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					got++
+				}
+				return rows.Err()
+			})
+			err := tx.SendBatch(ctx, b).Close()
+			require.Equal(t, 2, got, "the batch's own callbacks run")
+			return err
+		},
+		"Begin (a savepoint)": func(tx pgx.Tx) error {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := sp.Exec(ctx, `INSERT INTO t VALUES (99)`); err != nil {
+				return err
+			}
+			if err := sp.Rollback(ctx); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO t VALUES (15), (15)`)
+			return err
+		},
+		"CopyFrom": func(tx pgx.Tx) error {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"v"}, pgx.CopyFromRows([][]any{{16}, {16}}))
+			return err
+		},
+	}
+	for name, fn := range first {
+		require.NoError(t, s.InTx(ctx, fn), name)
+	}
+	var n, sp int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE v = 99) FROM t`).Scan(&n, &sp))
+	require.Equal(t, 2*len(first), n, "each first call's two rows committed")
+	require.Zero(t, sp, "the rolled-back savepoint kept nothing")
+
+	// A failing first statement is fn's error, and the connection serves
+	// the next transaction.
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, "not a number")
+		return err
+	})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrFenced)
+	require.NoError(t, insertT(ctx, s, 17))
+
+	// The fence refuses at COMMIT: nothing of the transaction stays, the
+	// term ends, and the connection the refusal closed is not lent again.
+	_, err = pool.Exec(context.Background(), `UPDATE lease SET token = 8 WHERE name = 'p'`)
+	require.NoError(t, err)
+	require.ErrorIs(t, insertT(ctx, s, 18), ErrFenced)
+	require.ErrorIs(t, context.Cause(ctx), ErrFenced)
+	var refused int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM t WHERE v = 18`).Scan(&refused))
+	require.Zero(t, refused, "a refused fence commits nothing")
+
+	// So does a transaction that sent nothing, in a new term on a stale
+	// token: the fence alone refuses it.
+	ctx7, end7 := s.Start(context.Background(), 7)
+	defer end7()
+	require.ErrorIs(t, s.InTx(ctx7, func(pgx.Tx) error { return nil }), ErrFenced)
+}
