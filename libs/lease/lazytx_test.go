@@ -2,61 +2,25 @@ package lease
 
 import (
 	"context"
-	"net"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"msgexchange/libs/testutil/pgtest"
 )
-
-// roundTrips counts the round trips of the connections it dialled: each
-// write that follows a read (or is the first) starts one. pgx writes a
-// pipelined batch before it reads any of its results, so a batch is one.
-type roundTrips struct{ n atomic.Int64 }
-
-type countingConn struct {
-	net.Conn
-	rt       *roundTrips
-	answered atomic.Bool // a read happened since the last write
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	if c.answered.Swap(false) {
-		c.rt.n.Add(1)
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.answered.Store(true)
-	}
-	return n, err
-}
 
 // countedTerms is termsSetup on a pool of one connection whose round trips
 // are counted, never pinged on acquire (pgxpool pings a connection idle
 // for a second, which would count as the transaction's).
-func countedTerms(t *testing.T) (*pgxpool.Pool, *Terms, *roundTrips) {
+func countedTerms(t *testing.T) (*pgxpool.Pool, *Terms, *pgtest.RoundTrips) {
 	t.Helper()
 	plain, _, _ := termsSetup(t)
 	cfg := plain.Config()
 	cfg.MaxConns, cfg.MinConns = 1, 0
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	rt := &roundTrips{}
-	var d net.Dialer
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cc := &countingConn{Conn: c, rt: rt}
-		cc.answered.Store(true)
-		return cc, nil
-	}
+	rt := pgtest.Count(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -102,14 +66,14 @@ func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
 	}
 	for _, sh := range shapes {
 		require.NoError(t, s.InTx(ctx, sh.fn), sh.name)
-		before := rt.n.Load()
+		before := rt.N()
 		require.NoError(t, s.InTx(ctx, sh.fn), sh.name)
-		require.Equal(t, sh.want, rt.n.Load()-before, "round trips of a fenced transaction with %s", sh.name)
+		require.Equal(t, sh.want, rt.N()-before, "round trips of a fenced transaction with %s", sh.name)
 	}
 	require.NoError(t, s.Check(ctx))
-	before := rt.n.Load()
+	before := rt.N()
 	require.NoError(t, s.Check(ctx))
-	require.Equal(t, int64(1), rt.n.Load()-before, "a term's check is one round trip")
+	require.Equal(t, int64(1), rt.N()-before, "a term's check is one round trip")
 	require.Equal(t, 6, countT(t, pool))
 }
 

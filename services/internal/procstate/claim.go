@@ -90,28 +90,42 @@ const HandOverSQL = `
 // WriteHandOver writes h in db. It reports the message it claimed (0 for
 // none) and whether h.From is still open.
 func WriteHandOver(ctx context.Context, db DB, h HandOver) (next int64, open bool, err error) {
-	rows, err := db.Query(ctx, HandOverSQL, h.From, h.Instance, h.At, h.Previous, h.Floor)
-	if err != nil {
-		return 0, false, fmt.Errorf("marking next head: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var marked, isOpen bool
-		if err := rows.Scan(&id, &marked, &isOpen); err != nil {
-			return 0, false, fmt.Errorf("marking next head: %w", err)
-		}
-		if marked {
-			next = id
-		}
-		if id == h.From {
-			open = isOpen
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return 0, false, fmt.Errorf("marking next head: %w", err)
+	b := &pgx.Batch{}
+	QueueHandOver(b, h, func(n int64, o bool) error {
+		next, open = n, o
+		return nil
+	})
+	if err := send(ctx, db, b); err != nil {
+		return 0, false, fmt.Errorf("handing the execution marker over from %d: %w", h.From, err)
 	}
 	return next, open, nil
+}
+
+// QueueHandOver queues h on b, to go with the statements that finished
+// h.From in one round trip; done hears the message it claimed (0 for none)
+// and whether h.From is still open.
+func QueueHandOver(b *pgx.Batch, h HandOver, done func(next int64, open bool) error) {
+	b.Queue(HandOverSQL, h.From, h.Instance, h.At, h.Previous, h.Floor).Query(func(rows pgx.Rows) error {
+		var next int64
+		var open bool
+		for rows.Next() {
+			var id int64
+			var marked, isOpen bool
+			if err := rows.Scan(&id, &marked, &isOpen); err != nil {
+				return fmt.Errorf("marking next head: %w", err)
+			}
+			if marked {
+				next = id
+			}
+			if id == h.From {
+				open = isOpen
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("marking next head: %w", err)
+		}
+		return done(next, open)
+	})
 }
 
 // Unclaim withdraws instance's claims of ids, whatever their state: an

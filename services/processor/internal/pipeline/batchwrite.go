@@ -237,6 +237,12 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 			return nil
 		})
 	}
+	// The marker goes to the next head in the same round trip (markNext).
+	var next int64
+	procstate.QueueHandOver(b, e.handOver(done[len(done)-1].h.MsgID), func(n int64, _ bool) error {
+		next = n
+		return nil
+	})
 	br := tx.SendBatch(ctx, b)
 	for i := 0; i < writes; i++ {
 		if _, err := br.Exec(); err != nil {
@@ -254,8 +260,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 			runHook(m.ctx, hookApplied, tx, m.h.MsgID)
 		}
 	}
-	next, _, err := e.markNext(ctx, tx, done[len(done)-1].h.MsgID)
-	return next, err
+	return next, nil
 }
 
 // reportFinished counts and logs one message the batch finished, as the

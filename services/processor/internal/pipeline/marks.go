@@ -57,8 +57,14 @@ const markNextSQL = procstate.HandOverSQL
 // It clears this instance's previous marker. It reports the message it
 // marked (0 for none) and whether msgID itself is still open.
 func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int64, open bool, err error) {
+	return procstate.WriteHandOver(ctx, tx, e.handOver(msgID))
+}
+
+// handOver is markNext's hand-over from msgID, for a batch that queues it
+// with its other statements (flushBatch).
+func (e *Engine) handOver(msgID int64) procstate.HandOver {
 	floor, _ := e.floor.read()
-	return procstate.WriteHandOver(ctx, tx, procstate.HandOver{From: msgID, Instance: e.instance, At: e.clock.Now(), Previous: e.marked, Floor: floor})
+	return procstate.HandOver{From: msgID, Instance: e.instance, At: e.clock.Now(), Previous: e.marked, Floor: floor}
 }
 
 // finishTx runs fn — a write that finishes msgID or moves it on — in a
