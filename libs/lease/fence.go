@@ -28,11 +28,14 @@ func Fence(ctx context.Context, tx pgx.Tx, name string, token int64) error {
 	return fence(ctx, tx, name, token)
 }
 
+// fenceSQL is the fencing check of lease $1 at token $2.
+const fenceSQL = `SELECT msgx_fence($1, $2)`
+
 // fence runs msgx_fence on q: inside a transaction (Fence, Term.InTx) or
 // as a statement of its own (Term.Check). It is the one place every
 // PostgreSQL fencing check of the package goes through.
 func fence(ctx context.Context, q execer, name string, token int64) error {
-	if _, err := q.Exec(ctx, `SELECT msgx_fence($1, $2)`, name, token); err != nil {
+	if _, err := q.Exec(ctx, fenceSQL, name, token); err != nil {
 		return fenceError(name, token, err)
 	}
 	return nil

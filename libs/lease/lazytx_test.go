@@ -178,3 +178,36 @@ func TestLazyTx_R_H6_EveryCallBeginsAndTheFenceStillRefuses(t *testing.T) {
 	defer end7()
 	require.ErrorIs(t, s.InTx(ctx7, func(pgx.Tx) error { return nil }), ErrFenced)
 }
+
+// TestTerms_R_M2_ReadCheckedIsOneRoundTrip: reads and the term's check go
+// in one round trip; a stale token is refused there as by Check, and the
+// refusal ends the term (R-H6).
+func TestTerms_R_M2_ReadCheckedIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool, s, rt := countedTerms(t)
+	ctx, end := s.Start(context.Background(), 7)
+	defer end()
+	read := func() (int, error) {
+		var n int
+		b := &pgx.Batch{}
+		b.Queue(`SELECT count(*) FROM t`).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+		b.Queue(`SELECT count(*) FROM lease`)
+		return n, s.Term().ReadChecked(ctx, pool, b)
+	}
+	_, err := read()
+	require.NoError(t, err)
+	require.NoError(t, insertT(ctx, s, 1))
+	before := rt.N()
+	n, err := read()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the reads' callbacks hear their rows")
+	require.Equal(t, int64(1), rt.N()-before, "reads and the check in one round trip")
+
+	_, err = pool.Exec(context.Background(), `UPDATE lease SET token = 8 WHERE name = 'p'`)
+	require.NoError(t, err)
+	_, err = read()
+	require.ErrorIs(t, err, ErrFenced)
+	require.ErrorIs(t, context.Cause(ctx), ErrFenced, "a refused check ends the term")
+	_, err = read()
+	require.ErrorIs(t, err, ErrFenced, "and an ended term reads nothing more")
+}

@@ -158,6 +158,35 @@ func (t *Term) Check(ctx context.Context) error {
 	return t.refused(inTx(ctx, t.db, func(pgx.Tx) error { return nil }, &fenceOf{name: t.name, token: t.token}, nil))
 }
 
+// ReadChecked sends the reads queued on b (their callbacks hear the rows)
+// with the term's check after them, in one round trip: for a loop that
+// reads what it is about to send and must prove its term before it sends
+// it (Check), on a path where each round trip counts (R-M2). The check
+// runs after the reads, inside PostgreSQL, so it is as late as Check
+// called after them would be. A refused check ends the term and returns
+// an error wrapping ErrFenced; a read that fails returns its error, and
+// the term is then unproved. A remote term (NewRemoteTerm) reads nothing:
+// use Check.
+func (t *Term) ReadChecked(ctx context.Context, db interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, b *pgx.Batch) error {
+	if err := t.Err(); err != nil {
+		return err
+	}
+	if t.confirm != nil {
+		return fmt.Errorf("reading under lease %s token %d: a remote term reads nothing", t.name, t.token)
+	}
+	if t.fenced {
+		b.Queue(fenceSQL, t.name, t.token)
+	}
+	err := db.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	if t.fenced && errors.As(err, &pgErr) && pgErr.Code == FencedSQLState {
+		return t.refused(fenceError(t.name, t.token, err))
+	}
+	return err
+}
+
 // execer runs a statement outside an explicit transaction.
 type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

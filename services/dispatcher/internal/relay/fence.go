@@ -28,6 +28,7 @@ func LeaseName(target string) string { return "dispatcher/" + target }
 type reader interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults // pipelined reads (ReadChecked)
 }
 
 // db returns target's fenced writer: the target's lease.Terms, whose
@@ -57,6 +58,17 @@ func (f fencedDB) Exec(ctx context.Context, sql string, args ...any) (int64, err
 		return 0, fmt.Errorf("writing for %s: %w", f.target, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// ReadChecked sends the reads queued on b on db with the target's term
+// check after them, in one round trip (lease.Term.ReadChecked): the reads
+// of what is about to go out and the proof that it may.
+func (f fencedDB) ReadChecked(ctx context.Context, db reader, b *pgx.Batch) error {
+	t := f.terms.Term()
+	if t == nil {
+		return fmt.Errorf("reading for %s: %w", f.target, lease.ErrNoTerm)
+	}
+	return t.ReadChecked(ctx, db, b)
 }
 
 // Check proves the target's term current before a side effect outside

@@ -99,25 +99,25 @@ func scanLaneRows(rows pgx.Rows, fresh bool) ([]laneRow, error) {
 	})
 }
 
-// readLanes reads up to batch rows of each lane, merged in ID order.
+// readLanes reads up to batch rows of each lane, merged in ID order, and
+// proves the target's term current after them, all in one round trip
+// (R-M2): whatever the lanes hold may go to Kafka only under a current
+// term (R-H6), and each round trip counts on a slow path.
 func (r *Relay) readLanes(ctx context.Context, target string, now time.Time, floor int64) ([]laneRow, error) {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := r.reads.Query(qctx, kafkaFreshQuery, target, now, floor, r.opt.Batch)
-	if err != nil {
+	var fresh, retry []laneRow
+	b := &pgx.Batch{}
+	b.Queue(kafkaFreshQuery, target, now, floor, r.opt.Batch).Query(func(rows pgx.Rows) (err error) {
+		fresh, err = scanLaneRows(rows, true)
+		return err
+	})
+	b.Queue(kafkaRetryQuery, target, now, r.opt.Batch).Query(func(rows pgx.Rows) (err error) {
+		retry, err = scanLaneRows(rows, false)
+		return err
+	})
+	if err := r.db(target).ReadChecked(qctx, r.reads, b); err != nil {
 		return nil, fmt.Errorf("reading outbox: %w", err)
-	}
-	fresh, err := scanLaneRows(rows, true)
-	if err != nil {
-		return nil, fmt.Errorf("reading outbox: %w", err)
-	}
-	rows, err = r.reads.Query(qctx, kafkaRetryQuery, target, now, r.opt.Batch)
-	if err != nil {
-		return nil, fmt.Errorf("reading outbox retries: %w", err)
-	}
-	retry, err := scanLaneRows(rows, false)
-	if err != nil {
-		return nil, fmt.Errorf("reading outbox retries: %w", err)
 	}
 	all := append(fresh, retry...)
 	slices.SortFunc(all, func(a, b laneRow) int { return cmp.Compare(a.ID, b.ID) })
@@ -206,11 +206,8 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 		}
 		recs[i] = rec
 	}
-	// The term must be current before anything leaves for Kafka; from here
-	// on every write is fenced, and a refusal ends the term (R-H6).
-	if err := r.db(target).Check(ctx); err != nil {
-		return false, err
-	}
+	// The term was proved current with the lanes' reads (readLanes); from
+	// here on every write is fenced, and a refusal ends the term (R-H6).
 	// PostgreSQL must take the statement that records what goes out
 	// before it goes out: settleQuery, naming no row (R-L8).
 	if err := r.proveRecordable(ctx, target, settleQuery,

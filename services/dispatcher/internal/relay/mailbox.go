@@ -75,27 +75,24 @@ type intent struct {
 func (r *Relay) readIntents(ctx context.Context, now time.Time, floor int64) ([]intent, int64, bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	scan := func(q string, fresh bool, args ...any) ([]intent, error) {
-		rows, err := r.reads.Query(qctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("reading marker intents: %w", err)
+	// The lanes' reads and the term's check go in one round trip (R-M2):
+	// the markers of what is read are written only under a current term
+	// (R-H6).
+	scan := func(fresh bool, out *[]intent) func(pgx.Rows) error {
+		return func(rows pgx.Rows) (err error) {
+			*out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
+				i := intent{fresh: fresh}
+				return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created, &i.due, &i.isDue)
+			})
+			return err
 		}
-		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
-			i := intent{fresh: fresh}
-			return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created, &i.due, &i.isDue)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("reading marker intents: %w", err)
-		}
-		return out, nil
 	}
-	fresh, err := scan(mailboxFreshQuery, true, now, floor, r.opt.Batch)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	retry, err := scan(mailboxRetryQuery, false, now, r.opt.Batch)
-	if err != nil {
-		return nil, 0, false, err
+	var fresh, retry []intent
+	b := &pgx.Batch{}
+	b.Queue(mailboxFreshQuery, now, floor, r.opt.Batch).Query(scan(true, &fresh))
+	b.Queue(mailboxRetryQuery, now, r.opt.Batch).Query(scan(false, &retry))
+	if err := r.db(TargetMailbox).ReadChecked(qctx, r.reads, b); err != nil {
+		return nil, 0, false, fmt.Errorf("reading marker intents: %w", err)
 	}
 	more := len(fresh) == r.opt.Batch || len(retry) == r.opt.Batch
 	to := floor
@@ -131,11 +128,9 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	if len(batch) == 0 {
 		return false, nil
 	}
-	// The term must be current before the markers; their outcomes are then
-	// recorded in one fenced statement, whose refusal ends the term (R-H6).
-	if err := r.db(TargetMailbox).Check(ctx); err != nil {
-		return false, err
-	}
+	// The term was proved current with the reads (readIntents); the
+	// markers' outcomes are recorded in one fenced statement, whose refusal
+	// ends the term (R-H6).
 	ids := make([]int64, len(batch))
 	for i, it := range batch {
 		ids[i] = it.msgID

@@ -344,13 +344,13 @@ type drainClock struct {
 	at []time.Time
 }
 
-func (c *drainClock) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if sql == kafkaFreshQuery {
+func (c *drainClock) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if len(b.QueuedQueries) > 0 && b.QueuedQueries[0].SQL == kafkaFreshQuery {
 		c.mu.Lock()
 		c.at = append(c.at, time.Now())
 		c.mu.Unlock()
 	}
-	return c.reader.Query(ctx, sql, args...)
+	return c.reader.SendBatch(ctx, b)
 }
 
 // drains returns when each drain began.

@@ -146,15 +146,22 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
 	now := e.clock.Now()
 	var done []procstate.SucceededAt
+	parts := make([]int32, 0, len(next))
+	offs := make([]int64, 0, len(next))
+	for p, off := range next {
+		parts, offs = append(parts, p), append(offs, off)
+	}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		done = done[:0]
-		for p, off := range next {
-			if _, err := tx.Exec(ctx, `INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
-				VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
-				e.opt.ConsumerName, topic, p, off, now); err != nil {
-				return fmt.Errorf("storing ack offsets: %w", err)
-			}
+		// Every partition's offset and the acks' plan settings go in one
+		// round trip, the one that begins the transaction (R-M2).
+		b := &pgx.Batch{}
+		b.Queue(ackOffsetsSQL, e.opt.ConsumerName, topic, parts, offs, now)
+		if len(acks) > 0 {
+			b.Queue(ackJoinsByProbe)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("storing ack offsets: %w", err)
 		}
 		if len(acks) == 0 {
 			return nil
@@ -170,7 +177,7 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		}
 		// Every message with nothing pending any more is SUCCEEDED, with
 		// its backfill intent, in the same transaction.
-		b := &pgx.Batch{}
+		b = &pgx.Batch{}
 		procstate.QueueSucceed(b, touched, now, nil, func(f []procstate.SucceededAt) error {
 			done = f
 			return nil
@@ -216,6 +223,12 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 // ackJoinsByProbe turns hash joins, merge joins and sequential scans off
 // for the rest of the ack transaction (set_config(…, true) is SET LOCAL: it
 // ends with the transaction, the pooled connection keeps its settings).
+// ackOffsetsSQL stores the next offset of each partition ($3, $4) of the
+// acks topic in one statement.
+const ackOffsetsSQL = `INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
+	SELECT $1, $2, p, o, $5 FROM unnest($3::int[], $4::bigint[]) AS u(p, o)
+	ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`
+
 const ackJoinsByProbe = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('enable_seqscan', 'off', true)`
 
 // ackLockQuery locks, in msg_id order, the proc_state rows of the messages
@@ -259,11 +272,10 @@ SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
 // projections, and returns the messages it deleted projections of. Only
 // projections of locked messages are deleted: should the deletion's
 // snapshot show a satisfied projection of a message locked by nobody, that
-// message is locked and its projections deleted in another round.
+// message is locked and its projections deleted in another round. The
+// transaction has ackJoinsByProbe set before (applyAcks sends it with the
+// offsets).
 func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int64, error) {
-	if _, err := tx.Exec(ctx, ackJoinsByProbe); err != nil {
-		return nil, fmt.Errorf("planning acknowledgements: %w", err)
-	}
 	locked := []int64{}
 	var touched []int64
 	for {

@@ -142,6 +142,13 @@ type Engine struct {
 	// batch rolled back, and after a crashed batch (crashedRun) — so that
 	// a message at fault is charged alone. Only the executor touches it.
 	singleUntil int64
+	// narrowUntil and narrowTo: batches whose head is at or below
+	// narrowUntil hold at most narrowTo messages — after a batch rolled
+	// back, the range it covered runs in halves until the message at
+	// fault runs alone and is charged (batch.go). Only the executor
+	// touches them.
+	narrowUntil int64
+	narrowTo    int
 	// runningSince is when the executor's current stretch of being able to
 	// run the head began: in its current term, with the database answering
 	// since. Zero while it cannot (a new term, after a failed step). The

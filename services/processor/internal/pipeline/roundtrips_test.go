@@ -48,3 +48,33 @@ func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	require.Equal(t, int64(6), rt.N()-before, "round trips of a batch of 50 FLOPs")
 	require.Equal(t, StateApplied, h.state(399))
 }
+
+// TestBatch_R_M2_R_J1_RolledBackBatchIsSearchedInHalves: a batch that a
+// statement of one message rolls back runs again in halves, halving at
+// each rollback and doubling at each commit, so the message at fault runs
+// alone and is charged alone after about log2(batch) transactions — not
+// one transaction per message before it, which with PostgreSQL 200 ms away
+// took minutes for a batch (R-M2). Every other message applies.
+func TestBatch_R_M2_R_J1_RolledBackBatchIsSearchedInHalves(t *testing.T) {
+	t.Parallel()
+	const n, fault = 256, 200 // the failing message is the batch's 200th
+	h := newHarness(t, func(o *Options) { o.Batch = n })
+	raw := func(id int64) string { return envelope(id, "LDM", "ADD", "<LDM/>") }
+	h.registerMany(1, fault-1, raw)
+	h.insert(fault, infraRaw)
+	h.registerMany(fault+1, n-fault, raw)
+	steps := 0
+	for h.state(fault) != StateFailed {
+		progressed, _ := h.step()
+		require.True(t, progressed, "the executor moves until the message at fault is charged")
+		steps++
+		require.LessOrEqual(t, steps, 20, "steps to charge the message at fault in a batch of %d", n)
+	}
+	var attempts int
+	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT attempts FROM proc_state WHERE msg_id = $1`, fault).Scan(&attempts))
+	require.Equal(t, 1, attempts, "charged once, alone")
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id < $1 AND state <> 'SKIPPED'`, fault),
+		"every message before it finished")
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id <> $1 AND attempts > 0`, fault), "and none of them was charged")
+	t.Logf("message at fault charged after %d steps", steps)
+}
