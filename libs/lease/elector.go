@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -41,11 +40,6 @@ type Options struct {
 	// CallTimeout bounds each Acquire, Renew and Release call. Default
 	// RenewInterval.
 	CallTimeout time.Duration
-	// ConfirmWindow is how long a successful renewal or confirmation of a
-	// term, counted from the moment it was sent, answers Confirm without
-	// asking the control plane again (see Confirm). Default TTL/10, at
-	// most SafetyMargin, which it must not exceed.
-	ConfirmWindow time.Duration
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 	// Meter, when set, receives msgx_lease_held{lease}: 1 while this
@@ -62,42 +56,6 @@ type Elector struct {
 	log     *slog.Logger
 	holding *holding
 	answers answers
-
-	mu        sync.Mutex
-	confirmed map[termKey]time.Time // send time of each live term's last successful renewal or confirmation
-}
-
-// termKey names one term of one lease.
-type termKey struct {
-	name  string
-	token int64
-}
-
-// proved records that a renewal or confirmation of the term, sent at sent,
-// succeeded.
-func (e *Elector) proved(name string, token int64, sent time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := termKey{name, token}
-	if sent.After(e.confirmed[k]) {
-		e.confirmed[k] = sent
-	}
-}
-
-// forget drops what was proved of the term: it was refused or it ended.
-func (e *Elector) forget(name string, token int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.confirmed, termKey{name, token})
-}
-
-// provedWithin reports whether the term was proved by a call sent less than
-// window ago.
-func (e *Elector) provedWithin(name string, token int64, window time.Duration) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	sent, ok := e.confirmed[termKey{name, token}]
-	return ok && time.Since(sent) < window
 }
 
 // NewElector returns an Elector using client, or an error when the options
@@ -121,19 +79,13 @@ func NewElector(client Client, opt Options) (*Elector, error) {
 	if opt.CallTimeout == 0 {
 		opt.CallTimeout = opt.RenewInterval
 	}
-	if opt.ConfirmWindow == 0 {
-		opt.ConfirmWindow = min(opt.TTL/10, opt.SafetyMargin)
-	}
 	if opt.Logger == nil {
 		opt.Logger = logging.Discard()
 	}
 	var errs []error
-	if opt.TTL < 0 || opt.Retry < 0 || opt.RenewInterval < 0 || opt.SafetyMargin < 0 || opt.CallTimeout < 0 || opt.ConfirmWindow < 0 {
-		errs = append(errs, fmt.Errorf("lease options: durations must not be negative (ttl %v, retry %v, renew interval %v, safety margin %v, call timeout %v, confirm window %v)",
-			opt.TTL, opt.Retry, opt.RenewInterval, opt.SafetyMargin, opt.CallTimeout, opt.ConfirmWindow))
-	}
-	if opt.ConfirmWindow > opt.SafetyMargin {
-		errs = append(errs, fmt.Errorf("lease options: confirm window %v must not exceed the safety margin %v", opt.ConfirmWindow, opt.SafetyMargin))
+	if opt.TTL < 0 || opt.Retry < 0 || opt.RenewInterval < 0 || opt.SafetyMargin < 0 || opt.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("lease options: durations must not be negative (ttl %v, retry %v, renew interval %v, safety margin %v, call timeout %v)",
+			opt.TTL, opt.Retry, opt.RenewInterval, opt.SafetyMargin, opt.CallTimeout))
 	}
 	if opt.SafetyMargin >= opt.TTL {
 		errs = append(errs, fmt.Errorf("lease options: safety margin %v must be shorter than the ttl %v", opt.SafetyMargin, opt.TTL))
@@ -143,7 +95,7 @@ func NewElector(client Client, opt Options) (*Elector, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	e := &Elector{client: client, opt: opt, log: opt.Logger, holding: newHolding(), confirmed: map[termKey]time.Time{}}
+	e := &Elector{client: client, opt: opt, log: opt.Logger, holding: newHolding()}
 	e.answers.answered()
 	if opt.Meter != nil {
 		if err := e.holding.register(opt.Meter); err != nil {
@@ -215,35 +167,15 @@ func (e *Elector) Run(ctx context.Context, name, holder string, fn func(ctx cont
 // ended (expired, released, force-released, taken over) returns an error
 // wrapping ErrFenced and ErrLost; any other error means "unknown", and the
 // side effect must wait.
-//
-// A renewal or confirmation of the term sent less than ConfirmWindow ago
-// answers without a call. Such an answer is as good as a new one but for
-// an operator's force-release within the window: no other instance can
-// hold the lease before the expiry that call set, TTL after it reached the
-// control plane, and the window is within the safety margin the term
-// already keeps from that expiry. It is the difference between one
-// control-plane round trip per produce and one per window: the ingest
-// scanner confirms before each page of claim-batch rows, and with
-// PostgreSQL 200 ms away a confirmation a page held the scan at about 200
-// rows a second (R-M2). A force-released term may so produce for up to the
-// window more — the same at-least-once repeat as a term lost between a
-// check and its side effect (see Term.Check); a process paused longer than
-// the window asks again when it resumes.
 func (e *Elector) Confirm(ctx context.Context, name, holder string, token int64) error {
-	if e.provedWithin(name, token, e.opt.ConfirmWindow) {
-		return nil
-	}
 	cctx, cancel := context.WithTimeout(ctx, e.opt.CallTimeout)
 	defer cancel()
-	sent := time.Now()
 	if _, err := e.client.Renew(cctx, name, holder, token, e.opt.TTL); err != nil {
 		if errors.Is(err, ErrLost) {
-			e.forget(name, token)
 			return fmt.Errorf("confirming lease %s token %d: %w: %w", name, token, ErrFenced, err)
 		}
 		return fmt.Errorf("confirming lease %s token %d: %w", name, token, err)
 	}
-	e.proved(name, token, sent)
 	return nil
 }
 
@@ -289,8 +221,6 @@ func (e *Elector) acquire(ctx context.Context, name, holder string, log *slog.Lo
 // or its context was cancelled with such a cause (Term ends it so).
 func (e *Elector) term(ctx context.Context, name, holder string, g Grant, sent time.Time, fn func(context.Context, int64) error, log *slog.Logger) (fenced bool) {
 	released := e.holding.hold(name)
-	e.proved(name, g.Token, sent)
-	defer e.forget(name, g.Token)
 	tctx, cancel := context.WithCancelCause(ctx)
 	renewed := make(chan struct{})
 	go func() {
@@ -355,14 +285,12 @@ func (e *Elector) renew(tctx context.Context, cancel context.CancelCauseFunc, na
 		}
 		switch {
 		case err == nil:
-			e.proved(name, token, sent)
 			deadline = sent.Add(e.opt.TTL - e.opt.SafetyMargin)
 			expire.Reset(time.Until(deadline))
 			next.Reset(e.opt.RenewInterval)
 		case tctx.Err() != nil:
 			return
 		case errors.Is(err, ErrLost):
-			e.forget(name, token)
 			cancel(fmt.Errorf("renewing token %d: %w", token, err))
 			return
 		default:
