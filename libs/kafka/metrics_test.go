@@ -88,8 +88,12 @@ func TestMetrics_R_I4_ClientsMeasuredFromTheirOptions(t *testing.T) {
 		got += fs.NumRecords()
 	}
 
-	s = series(t, tel)
-	require.Equal(t, float64(n), s["msgx_kafka_produced_records_total{client=test-producer,topic=msgx.inbox}"])
+	// franz-go calls the batch-written hook around the records' promises,
+	// not necessarily before ProduceSync returns: wait for the count.
+	require.Eventually(t, func() bool {
+		s = series(t, tel)
+		return s["msgx_kafka_produced_records_total{client=test-producer,topic=msgx.inbox}"] == float64(n)
+	}, 10*time.Second, 10*time.Millisecond, "every produced record counted")
 	require.Positive(t, s["msgx_kafka_produced_bytes_total{client=test-producer,topic=msgx.inbox}"])
 	require.GreaterOrEqual(t, s["msgx_kafka_fetched_records_total{client=test-consumer,topic=msgx.inbox}"], float64(n))
 	require.GreaterOrEqual(t, s["msgx_kafka_connects_total{client=test-producer}"], 1.0)
