@@ -487,8 +487,11 @@ func perfProbe(t testing.TB, s *stack, n int) (pg, my time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Each phase that measures throughput probes again (R-J2, R-M2): the
+	// tables are dropped after each probe.
 	_, err := s.pg.Exec(ctx, `CREATE TABLE perf_probe (id bigint)`)
 	require.NoError(t, err)
+	defer func() { _, _ = s.pg.Exec(context.Background(), `DROP TABLE IF EXISTS perf_probe`) }()
 	start := time.Now()
 	for i := range n {
 		_, err := s.pg.Exec(ctx, `INSERT INTO perf_probe VALUES ($1)`, i)
@@ -497,6 +500,7 @@ func perfProbe(t testing.TB, s *stack, n int) (pg, my time.Duration) {
 	pg = time.Since(start) / time.Duration(n)
 	_, err = s.mailbox.ExecContext(ctx, `CREATE TABLE perf_probe (id bigint) ENGINE=InnoDB`)
 	require.NoError(t, err)
+	defer func() { _, _ = s.mailbox.ExecContext(context.Background(), `DROP TABLE IF EXISTS perf_probe`) }()
 	start = time.Now()
 	for i := range n {
 		_, err := s.mailbox.ExecContext(ctx, `INSERT INTO perf_probe VALUES (?)`, i)
