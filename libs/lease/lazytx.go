@@ -61,6 +61,11 @@ type lazyTx struct {
 	done bool   // ended without having begun
 }
 
+// begun reports whether the first statement is behind it: BEGIN was sent,
+// or the transaction ended without one. Later calls go to pgx's
+// transaction (begin).
+func (l *lazyTx) begun() bool { return l.tx != nil || l.done }
+
 // begin returns the transaction, beginning it with a round trip of its own
 // when no statement began it yet (the calls that cannot carry BEGIN: a
 // savepoint, COPY, large objects).
@@ -111,7 +116,7 @@ func multi(sql string, args []any) bool {
 }
 
 func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if l.tx != nil || l.done || multi(sql, args) {
+	if l.begun() || multi(sql, args) {
 		tx, err := l.begin(ctx)
 		if err != nil {
 			return pgconn.CommandTag{}, err
@@ -127,7 +132,7 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if l.tx != nil || l.done {
+	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
 			return nil, err
@@ -144,7 +149,7 @@ func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if l.tx != nil || l.done {
+	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
 			return errRow{err}
@@ -156,7 +161,7 @@ func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 func (l *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if l.tx != nil || l.done {
+	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
 			return failedBatch{err: err}
@@ -187,14 +192,11 @@ func (l *lazyTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 // live only inside one); should that fail, the returned value's calls
 // fail with the closed transaction's error.
 func (l *lazyTx) LargeObjects() pgx.LargeObjects {
-	tx, err := l.begin(context.Background())
-	if err != nil && tx == nil {
-		tx = l.tx
-	}
-	if tx == nil {
+	_, _ = l.begin(context.Background())
+	if l.tx == nil {
 		return pgx.LargeObjects{}
 	}
-	return tx.LargeObjects()
+	return l.tx.LargeObjects()
 }
 
 func (l *lazyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
@@ -208,26 +210,23 @@ func (l *lazyTx) Conn() *pgx.Conn { return l.conn }
 
 // Commit commits with the commit query (the fence and COMMIT). A
 // transaction that sent nothing has nothing to commit: it is closed.
-func (l *lazyTx) Commit(ctx context.Context) error {
-	if l.tx == nil {
-		if l.done {
-			return pgx.ErrTxClosed
-		}
-		l.done = true
-		return nil
-	}
-	return l.tx.Commit(ctx)
-}
+func (l *lazyTx) Commit(ctx context.Context) error { return l.end(ctx, pgx.Tx.Commit) }
 
-func (l *lazyTx) Rollback(ctx context.Context) error {
-	if l.tx == nil {
-		if l.done {
-			return pgx.ErrTxClosed
-		}
-		l.done = true
-		return nil
+// Rollback rolls back what was sent; a transaction that sent nothing is
+// closed.
+func (l *lazyTx) Rollback(ctx context.Context) error { return l.end(ctx, pgx.Tx.Rollback) }
+
+// end ends the transaction with how (Commit or Rollback) once it began,
+// and closes it without a statement when it did not.
+func (l *lazyTx) end(ctx context.Context, how func(pgx.Tx, context.Context) error) error {
+	if l.tx != nil {
+		return how(l.tx, ctx)
 	}
-	return l.tx.Rollback(ctx)
+	if l.done {
+		return pgx.ErrTxClosed
+	}
+	l.done = true
+	return nil
 }
 
 // batchRows are a query's rows read from the batch that began the

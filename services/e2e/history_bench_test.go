@@ -133,7 +133,6 @@ type historyMaintenance struct {
 // ran (historyPauses).
 func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z benchSizes, next func() (int64, int)) benchHistory {
 	t.Helper()
-	ctx := context.Background()
 	hz := historySizesFor(historyScale(t))
 	out := benchHistory{ran: true, sizes: hz}
 	hwm.note("processor")
@@ -154,12 +153,6 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	allMarked := func(timeout time.Duration) { s.awaitMarked(t, timeout, from) }
 
 	measure := func() (float64, perfLatency) {
-		// throughputOf probes one write in each database in tables of its
-		// own, which a second call must not find.
-		_, err := s.pg.Exec(ctx, `DROP TABLE IF EXISTS perf_probe`)
-		require.NoError(t, err)
-		_, err = s.mailbox.ExecContext(ctx, `DROP TABLE IF EXISTS perf_probe`)
-		require.NoError(t, err)
 		tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
 		rate := float64(z.endToEnd) / tp.lastAt[len(tp.lastAt)-1].Seconds()
 		return rate, benchLatency(t, s, w, z, next, allMarked)
