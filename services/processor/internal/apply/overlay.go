@@ -305,6 +305,51 @@ func (o *Overlay) Load(br pgx.BatchResults, flids []int64) error {
 	return nil
 }
 
+// Preload (decide.Preloader) reads the flights of flids the overlay does
+// not know yet, with their code-share children and archived versions,
+// locked, in one round trip.
+func (o *Overlay) Preload(ctx context.Context, flids []int64) error {
+	var missing []int64
+	for _, f := range flids {
+		if _, ok := o.rows[f]; !ok || !o.kids[f] {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	QueueLoad(b, missing)
+	br := o.tx.SendBatch(ctx, b)
+	if err := o.Load(br, missing); err != nil {
+		_ = br.Close()
+		return &ReadError{Err: fmt.Errorf("loading %d flights: %w", len(missing), err)}
+	}
+	if err := br.Close(); err != nil {
+		return &ReadError{Err: fmt.Errorf("loading %d flights: %w", len(missing), err)}
+	}
+	return nil
+}
+
+// Write writes every change and reference-data write the overlay holds,
+// its outbox rows in the order of the changes, in one round trip: the
+// single message's counterpart of the batch's flush.
+func (o *Overlay) Write(ctx context.Context) error {
+	b := &pgx.Batch{}
+	n := o.Queue(b, o.OutboxSince(Mark{}))
+	if n == 0 {
+		return nil
+	}
+	br := o.tx.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("writing %d flight changes: %w", len(o.changes), err)
+		}
+	}
+	return br.Close()
+}
+
 // Queue queues the batch's decision, in this order: each changed flight
 // once at its last state, the outbox rows in the order given, the pending
 // projections, the reference-data writes in order. It returns how many

@@ -162,6 +162,13 @@ func SnapshotStep(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink
 	recs, days, order, inSnapshot, dayList := pl.recs, pl.days, pl.order, pl.inSnapshot, pl.dayList
 	if p.Next < len(order) {
 		end := min(p.Next+budget, len(order))
+		flids := make([]int64, 0, end-p.Next)
+		for _, i := range order[p.Next:end] {
+			flids = append(flids, recs[i].FLID)
+		}
+		if err := w.Preload(ctx, flids); err != nil {
+			return Outcome{}, err
+		}
 		for _, i := range order[p.Next:end] {
 			r := recs[i]
 			cur, err := w.Load(ctx, r.FLID)
@@ -270,6 +277,9 @@ func deleteAbsent(ctx context.Context, w *Writer, v SnapshotView, days []time.Ti
 	if budget <= 0 && len(gone) > 0 {
 		// The batch is full: the deletions start in the next one.
 		return 0, true, nil
+	}
+	if err := w.Preload(ctx, gone); err != nil {
+		return 0, false, err
 	}
 	deleted := 0
 	for _, flid := range gone {

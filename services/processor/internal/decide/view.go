@@ -40,6 +40,14 @@ type View interface {
 	Retired(ctx context.Context, flid int64) (int64, error)
 }
 
+// Preloader is a View that can read many flights ahead of their use, each
+// with its code-share children and archived version, in one round trip: a
+// daily snapshot's step names hundreds of flights, and reading them one by
+// one made its cost a round trip per flight (R-K4, R-M2).
+type Preloader interface {
+	Preload(ctx context.Context, flids []int64) error
+}
+
 // OutboxRow is one outbox row a change produces.
 type OutboxRow = outbox.Row
 

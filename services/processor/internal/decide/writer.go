@@ -62,6 +62,15 @@ func (w *Writer) Load(ctx context.Context, flid int64) (*Flight, error) {
 	return w.View.Flight(ctx, flid)
 }
 
+// Preload reads flids ahead of their use when the view is a Preloader;
+// other views read each flight when it is loaded.
+func (w *Writer) Preload(ctx context.Context, flids []int64) error {
+	if p, ok := w.View.(Preloader); ok && len(flids) > 0 {
+		return p.Preload(ctx, flids)
+	}
+	return nil
+}
+
 // Put writes doc, with its derived keys recomputed, as the ACTIVE state of
 // flid when it differs from cur (INV-13: exactly one version bump per
 // effective change). opDay is kept once set (INV-12).

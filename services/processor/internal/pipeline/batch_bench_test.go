@@ -34,44 +34,8 @@ func BenchmarkExecutor_R_J1(b *testing.B) {
 	for _, batch := range []int{1, DefaultBatch} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			ctx := context.Background()
-			url := pgtest.NewDatabase(b)
-			require.NoError(b, migrations.Up(ctx, url))
-			cfg, err := pgxpool.ParseConfig(url)
-			require.NoError(b, err)
-			trips := &roundTrips{}
-			cfg.ConnConfig.Tracer = trips
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(b, err)
-			b.Cleanup(pool.Close)
-			opt := defaultOptions()
-			opt.Logger = slog.New(slog.DiscardHandler)
-			opt.Clock = clock.NewFake(t0)
-			opt.Pool = pool
-			opt.Batch = batch
-			opt.SnapshotBatch = 1000
-			e, err := NewEngine(opt)
-			require.NoError(b, err)
-			var offset int64
-			register := func(first int64, raws []string) {
-				var recs []*kgo.Record
-				for i, raw := range raws {
-					recs = append(recs, &kgo.Record{Topic: inboxTopic, Offset: offset, Key: []byte(strconv.FormatInt(first+int64(i), 10)), Value: []byte(raw)})
-					offset++
-					if len(recs) == 500 || i == len(raws)-1 {
-						require.NoError(b, e.register(ctx, inboxTopic, recs))
-						recs = nil
-					}
-				}
-			}
-			drain := func() {
-				for {
-					progressed, _, err := e.Step(ctx)
-					require.NoError(b, err)
-					if !progressed {
-						return
-					}
-				}
-			}
+			be := newBenchEngine(b, batch)
+			pool, trips, register, drain := be.pool, be.trips, be.register, be.drain
 			const flights = 1000
 			var recs []string
 			for i := int64(1); i <= flights; i++ {
@@ -96,6 +60,63 @@ func BenchmarkExecutor_R_J1(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
 			b.ReportMetric(float64(trips.n.Load())/float64(b.N), "roundtrips/msg")
 		})
+	}
+}
+
+// benchEngine is an engine on a migrated database of its own, for the
+// benchmarks: register queues raw messages on the inbox from a first msg_id
+// on, drain steps until the head is idle.
+type benchEngine struct {
+	b     testing.TB
+	e     *Engine
+	pool  *pgxpool.Pool
+	trips *roundTrips
+	off   int64
+}
+
+func newBenchEngine(b *testing.B, batch int) *benchEngine {
+	b.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(b)
+	require.NoError(b, migrations.Up(ctx, url))
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(b, err)
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	opt := defaultOptions()
+	opt.Logger = slog.New(slog.DiscardHandler)
+	opt.Clock = clock.NewFake(t0)
+	opt.Pool = pool
+	opt.Batch = batch
+	opt.SnapshotBatch = 1000
+	e, err := NewEngine(opt)
+	require.NoError(b, err)
+	return &benchEngine{b: b, e: e, pool: pool, trips: trips}
+}
+
+func (be *benchEngine) register(first int64, raws []string) {
+	ctx := context.Background()
+	var recs []*kgo.Record
+	for i, raw := range raws {
+		recs = append(recs, &kgo.Record{Topic: inboxTopic, Offset: be.off, Key: []byte(strconv.FormatInt(first+int64(i), 10)), Value: []byte(raw)})
+		be.off++
+		if len(recs) == 500 || i == len(raws)-1 {
+			require.NoError(be.b, be.e.register(ctx, inboxTopic, recs))
+			recs = nil
+		}
+	}
+}
+
+func (be *benchEngine) drain() {
+	for {
+		progressed, _, err := be.e.Step(context.Background())
+		require.NoError(be.b, err)
+		if !progressed {
+			return
+		}
 	}
 }
 

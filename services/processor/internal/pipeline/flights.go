@@ -33,3 +33,21 @@ func newTxWriter(ctx context.Context, tx pgx.Tx, msgID int64, src Source, now ti
 		tx: tx, msgID: msgID, now: now, zone: zone,
 	}
 }
+
+// overlaid runs one step of a daily snapshot with w reading and writing
+// through an overlay of its transaction (apply.Overlay, as a batch does):
+// the step's flights are read in one round trip (decide.Writer.Preload)
+// and its changes written at its end in one statement per table, where
+// the transaction's own view and sink cost a round trip or two per flight
+// (R-K4: 20,000 flights took about 80,000 round trips).
+func (w *writer) overlaid(ctx context.Context, step func() (decide.Outcome, error)) (decide.Outcome, error) {
+	ov := apply.NewOverlay(w.tx)
+	view, sink := w.View, w.Sink
+	w.View, w.Sink = ov, ov
+	defer func() { w.View, w.Sink = view, sink }()
+	out, err := step()
+	if err != nil {
+		return out, err
+	}
+	return out, ov.Write(ctx)
+}

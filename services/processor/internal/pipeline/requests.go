@@ -50,7 +50,9 @@ func (e *Engine) requests(w *writer) *decide.Requests {
 func (e *Engine) scheduleResponse(ctx context.Context, w *writer, msg *sis.Message) (decide.Outcome, error) {
 	st := apply.Snapshot{Tx: w.tx, MsgID: w.msgID, Now: w.now}
 	plan := func(ctx context.Context) (*decide.SnapshotPlan, error) { return e.snapshotPlan(ctx, st, w.msgID, msg) }
-	out, err := decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch())
+	out, err := w.overlaid(ctx, func() (decide.Outcome, error) {
+		return decide.ScheduleResponse(ctx, w.Writer, st, st, e.requests(w), msg, plan, e.snapshotBatch())
+	})
 	e.snapshotStepDone(w.msgID, out, err)
 	return out, err
 }

@@ -49,6 +49,56 @@ func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	require.Equal(t, StateApplied, h.state(399))
 }
 
+// TestSnapshot_R_K4_R_M2_RoundTripsDoNotGrowWithFlights: a step of a daily
+// snapshot reads its flights in one round trip and writes their changes in
+// one, so a step of 100 flights costs the round trips of a step of 10, and
+// deleting 99 absent flights those of deleting 9. Read and written one by
+// one, 20,000 flights took about 80,000 round trips: 15 s on a local
+// PostgreSQL (R-K4's bound is 12 s end to end), hours at +200 ms (R-M2).
+func TestSnapshot_R_K4_R_M2_RoundTripsDoNotGrowWithFlights(t *testing.T) {
+	t.Parallel()
+	var rt *pgtest.RoundTrips
+	h := newHarness(t, func(o *Options) {
+		cfg := o.Pool.Config()
+		rt = pgtest.Count(&cfg.ConnConfig.Config)
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		o.Pool = pool
+		o.SnapshotBatch = 100
+	})
+	const day25 = "25JAN210535"
+	costOf := func(id int64, raw string) int64 {
+		t.Helper()
+		before := rt.N()
+		h.run(id, raw)
+		require.Equal(t, StateApplied, h.state(id), h.proc(id).Reason)
+		return rt.N() - before
+	}
+	day := func(first, n int64, sodt string) []string {
+		var out []string
+		for f := first; f < first+n; f++ {
+			out = append(out, fltr(f, sodt))
+		}
+		return out
+	}
+	// Every statement of a step, creating and deleting, on every
+	// connection the steps take.
+	for i := range int64(3) {
+		costOf(1+2*i, schd(1+2*i, "DNLD", day(500, 3, day25)...))
+		costOf(2+2*i, schd(2+2*i, "DNLD", day(500, 1, day25)...))
+	}
+	small := costOf(10, schd(10, "DNLD", day(1000, 10, day23)...))
+	large := costOf(11, schd(11, "DNLD", day(2000, 100, day24)...))
+	t.Logf("round trips: 10 flights %d, 100 flights %d", small, large)
+	require.LessOrEqual(t, large, small+2, "a step of 100 new flights costs the round trips of a step of 10")
+	fewGone := costOf(12, schd(12, "DNLD", day(1000, 1, day23)...))
+	manyGone := costOf(13, schd(13, "DNLD", day(2000, 1, day24)...))
+	t.Logf("round trips: 9 deleted %d, 99 deleted %d", fewGone, manyGone)
+	require.LessOrEqual(t, manyGone, fewGone+2, "deleting 99 absent flights costs the round trips of deleting 9")
+	require.Equal(t, 1+1+1, h.count(`SELECT count(*) FROM flight WHERE state = 'ACTIVE'`), "one flight of each day left")
+}
+
 // TestBatch_R_M2_R_J1_RolledBackBatchIsSearchedInHalves: a batch that a
 // statement of one message rolls back runs again in halves, halving at
 // each rollback and doubling at each commit, so the message at fault runs

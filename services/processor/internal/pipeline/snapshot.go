@@ -47,7 +47,9 @@ func (e *Engine) snapshot(ctx context.Context, w *writer, msg *sis.Message) (dec
 		e.snapshotStepDone(w.msgID, decide.Outcome{}, err)
 		return decide.Outcome{}, err
 	}
-	out, err := decide.SnapshotStep(ctx, w.Writer, st, st, pl, p, e.snapshotBatch())
+	out, err := w.overlaid(ctx, func() (decide.Outcome, error) {
+		return decide.SnapshotStep(ctx, w.Writer, st, st, pl, p, e.snapshotBatch())
+	})
 	e.snapshotStepDone(w.msgID, out, err)
 	return out, err
 }
