@@ -146,11 +146,26 @@ func (e *Engine) Step(ctx context.Context) (progressed bool, wait time.Duration,
 	return e.charge(ctx, h, err)
 }
 
-// headsSQL reads the first $1 open messages at or above the floor $2.
+// headsSQL reads the first $1 open messages at or above the floor $2, as
+// long as the raw texts before each stay under $4 bytes (the first message
+// is always read): a FIFO of large messages — a backlog of daily
+// snapshots, up to the 10 MB message limit each — would otherwise load a
+// whole batch of them, gigabytes, to execute one (R-J4). The raw of
+// message $3, the daily snapshot whose reading the engine keeps between
+// its steps (snapshot_memo.go), is not sent again at each step.
 const headsSQL = `
-	SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class, raw, executing_by, executing_through,
-		trace_parent, trace_state
-	FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $2 ORDER BY msg_id LIMIT $1`
+	SELECT msg_id, state, attempts, next_attempt_at, processing_started_at, error_class,
+		CASE WHEN msg_id = $3 THEN NULL ELSE raw END, executing_by, executing_through, trace_parent, trace_state
+	FROM (
+		SELECT p.*, sum(octet_length(p.raw)) OVER (ORDER BY p.msg_id) - octet_length(p.raw) AS raw_before
+		FROM proc_state p WHERE p.state IN ('PENDING', 'FAILED') AND p.msg_id >= $2 ORDER BY p.msg_id LIMIT $1
+	) h
+	WHERE raw_before < $4 ORDER BY msg_id`
+
+// headsRawBudget is $4 of headsSQL: a step reads at most about this much
+// raw text beyond its first message. A batch of 1,024 FLOPs of a few
+// kilobytes each stays within it.
+const headsRawBudget = 8 << 20
 
 // loadHeads returns up to n open messages from the FIFO head, in order,
 // reading from the head floor (floor.go) and raising it to the head, and
@@ -161,12 +176,19 @@ const headsSQL = `
 func (e *Engine) loadHeads(ctx context.Context, n int) (heads []*head, replays bool, err error) {
 	floor, gen := e.floor.read()
 	e.floorGen = gen
+	kept, keptRaw := e.snapshots.kept()
 	b := &pgx.Batch{}
 	b.Queue(replaysPendingSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&replays) })
-	b.Queue(headsSQL, n, floor).Query(func(rows pgx.Rows) error {
+	b.Queue(headsSQL, n, floor, kept, headsRawBudget).Query(func(rows pgx.Rows) error {
 		heads, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
 			var h head
-			err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &h.Raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
+			var raw *string
+			err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
+			if raw != nil {
+				h.Raw = *raw
+			} else {
+				h.Raw = keptRaw // proc_state.raw never changes once registered
+			}
 			return &h, err
 		})
 		return err

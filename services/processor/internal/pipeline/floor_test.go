@@ -40,7 +40,7 @@ func (h *harness) explainBuffers(sql string, args ...any) int {
 func (h *harness) headLookupBuffers() (heads, next int) {
 	h.t.Helper()
 	floor, _ := h.e.floor.read()
-	heads = h.explainBuffers(headsSQL, h.e.batchSize(), floor)
+	heads = h.explainBuffers(headsSQL, h.e.batchSize(), floor, int64(0), headsRawBudget)
 	next = h.explainBuffers(markNextSQL, int64(0), h.e.instance, h.clk.Now(), int64(0), floor)
 	return heads, next
 }
@@ -105,7 +105,7 @@ func TestHead_R_J5_LookupCostIndependentOfFinishedHistory(t *testing.T) {
 	require.LessOrEqual(t, next, 2*freshNext+8, "markNext reads the finished history")
 
 	// The same lookups from floor 0 (a new term's first) walk the history.
-	walk := h.explainBuffers(headsSQL, h.e.batchSize(), int64(0))
+	walk := h.explainBuffers(headsSQL, h.e.batchSize(), int64(0), int64(0), headsRawBudget)
 	require.Greater(t, walk, 10*heads+50, "the dead entries are what the floor skips")
 
 	// And they find exactly what the engine's do.

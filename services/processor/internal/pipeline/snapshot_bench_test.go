@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ func BenchmarkSnapshot_R_K4(b *testing.B) {
 			be := newBenchEngine(b, DefaultBatch)
 			be.e.opt.SnapshotBatch = DefaultSnapshotBatch
 			var spent time.Duration
+			peak := watchHeap(b)
 			for i := range int64(b.N) {
 				// SIS times are DDMMMYYHHMM: one day of 2021 per iteration.
 				day := strings.ToUpper(time.Date(2021, 1, 23+int(i), 5, 35, 0, 0, time.UTC).Format("02Jan061504"))
@@ -50,6 +53,34 @@ func BenchmarkSnapshot_R_K4(b *testing.B) {
 			require.EqualValues(b, int64(b.N)*flights, stored, "every flight stored")
 			b.ReportMetric(float64(spent.Microseconds())/1000/float64(int64(b.N)*flights), "ms/flight")
 			b.ReportMetric(float64(be.trips.n.Load())/float64(int64(b.N)*flights), "roundtrips/flight")
+			b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MB")
 		})
 	}
+}
+
+// watchHeap samples the live heap every 5 ms until the benchmark ends;
+// the function returned reads the highest sample so far.
+func watchHeap(b *testing.B) func() uint64 {
+	var top atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > top.Load() {
+				top.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	b.Cleanup(func() { close(stop); <-done })
+	return top.Load
 }

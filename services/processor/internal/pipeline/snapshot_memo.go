@@ -26,6 +26,17 @@ type snapshotMemo struct {
 	plan  *decide.SnapshotPlan
 }
 
+// kept is the message ID and raw text of the kept snapshot; 0 and "" when
+// none is kept.
+func (m *snapshotMemo) kept() (int64, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.read == nil {
+		return 0, ""
+	}
+	return m.msgID, m.raw
+}
+
 // reading returns the memorised reading of msgID when raw is the text it
 // was read from.
 func (m *snapshotMemo) reading(msgID int64, raw string) (reading, bool) {
