@@ -27,3 +27,22 @@ func (m *Message) Body() []*Node {
 	}
 	return out
 }
+
+// WithoutBody returns a copy of m that keeps META and drops the body, for
+// holding a large message's envelope after its body was read into another
+// form (a daily snapshot's plan keeps its records; its decoded tree is
+// several times the size of its text).
+func (m *Message) WithoutBody() *Message {
+	out := &Message{Meta: m.Meta}
+	if m.Root != nil {
+		root := *m.Root
+		root.Children = nil
+		for _, c := range m.Root.Children {
+			if c.Name == metaElement {
+				root.Children = append(root.Children, c)
+			}
+		}
+		out.Root = &root
+	}
+	return out
+}
