@@ -49,6 +49,10 @@ type PipelineConfig struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// ClaimBatch is the most rows one mailbox query returns (default 50).
 	ClaimBatch int `yaml:"claim_batch"`
+	// ReadAhead is how many unmarked new rows a round reads, page by page,
+	// before it publishes them with one lease confirmation and one produce
+	// (default 500).
+	ReadAhead int `yaml:"read_ahead"`
 	// FullRescanInterval is the time between the starts of reconciliation
 	// passes over the whole table, spread over rounds, that find rows
 	// committed late outside the gap window (default 10m).
@@ -122,6 +126,14 @@ const (
 	DefaultPollInterval = 50 * time.Millisecond
 	// DefaultClaimBatch is the default pipeline.claim-batch.
 	DefaultClaimBatch = 50
+	// DefaultReadAhead is the default pipeline.read-ahead: ten pages of
+	// the default claim-batch. Every produce waits for a lease
+	// confirmation, a round trip to the control plane and its PostgreSQL;
+	// one per page held the scan to a page per round trip, about 240
+	// rows/s with PostgreSQL 200 ms away (R-M2). A backlog is published
+	// 500 rows a confirmation; a round that finds fewer publishes them at
+	// once, so latency does not change (R-J3).
+	DefaultReadAhead = 500
 	// DefaultFullRescanInterval is the default pipeline.full-rescan-interval.
 	DefaultFullRescanInterval = 10 * time.Minute
 	// DefaultGapWindow is the default pipeline.gap-window: far above the
@@ -160,6 +172,8 @@ func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
 		"time from the start of one mailbox scan round to the start of the next (a round that takes longer is followed at once); a compat insert starts a round at once. A round reads only new rows and recent gaps, so its mailbox cost follows the insert rate, not this interval; 50ms (the seeds' lower bound) is the one that leaves room for R-J3's p50 of 50 ms insert → msg event")
 	fs.IntVar(&c.Pipeline.ClaimBatch, prefix+"pipeline.claim-batch", DefaultClaimBatch,
 		"most mailbox rows one scan query returns; a round pages until a page is short (1.."+strconv.Itoa(MaxClaimBatch)+")")
+	fs.IntVar(&c.Pipeline.ReadAhead, prefix+"pipeline.read-ahead", DefaultReadAhead,
+		"most unmarked new rows a round reads, in pages of pipeline.claim-batch, before it publishes them together: one lease confirmation and one produce (within the scanner's 8 MB fetch budget) for them, where one per page made every page wait a round trip to the control plane; a round that finds fewer publishes them at once (1.."+strconv.Itoa(MaxClaimBatch)+")")
 	fs.DurationVar(&c.Pipeline.FullRescanInterval, prefix+"pipeline.full-rescan-interval", DefaultFullRescanInterval,
 		"time between the starts of reconciliation passes over the whole mailbox, spread over rounds, that find rows committed late outside pipeline.gap-window and forget marked rows")
 	fs.DurationVar(&c.Pipeline.GapWindow, prefix+"pipeline.gap-window", DefaultGapWindow,
@@ -219,6 +233,9 @@ func (c *Config) Validate() error {
 	positive("stall-limit", c.StallLimit)
 	if c.Pipeline.ClaimBatch < 1 || c.Pipeline.ClaimBatch > MaxClaimBatch {
 		errs = append(errs, fmt.Errorf("pipeline.claim-batch: must be between 1 and %d, got %d", MaxClaimBatch, c.Pipeline.ClaimBatch))
+	}
+	if c.Pipeline.ReadAhead < 1 || c.Pipeline.ReadAhead > MaxClaimBatch {
+		errs = append(errs, fmt.Errorf("pipeline.read-ahead: must be between 1 and %d, got %d", MaxClaimBatch, c.Pipeline.ReadAhead))
 	}
 	if len(c.Mailbox.StatusFilter) > maxStatusLen {
 		errs = append(errs, fmt.Errorf("mailbox.status-filter: CMINMSGS_STATUS holds at most %d characters, got %q", maxStatusLen, c.Mailbox.StatusFilter))

@@ -54,6 +54,7 @@ func TestConfig_R_F6_ValidateRejectsEachProblem(t *testing.T) {
 		{"ZeroGapWindow", func(c *ingest.Config) { c.Pipeline.GapWindow = 0 }, "pipeline.gap-window"},
 		{"ZeroBatch", func(c *ingest.Config) { c.Pipeline.ClaimBatch = 0 }, "pipeline.claim-batch"},
 		{"HugeBatch", func(c *ingest.Config) { c.Pipeline.ClaimBatch = ingest.MaxClaimBatch + 1 }, "pipeline.claim-batch"},
+		{"ZeroReadAhead", func(c *ingest.Config) { c.Pipeline.ReadAhead = 0 }, "pipeline.read-ahead"},
 		{"UnknownZone", func(c *ingest.Config) { c.Mailbox.Zone = "Mars/Olympus" }, "mailbox.zone"},
 		{"EmptyZone", func(c *ingest.Config) { c.Mailbox.Zone = "" }, "mailbox.zone"},
 		{"BadCIDR", func(c *ingest.Config) { c.Compat.AllowedNetworks = "10.0.0.0/8, 300.1.1.1/8" }, "compat.allowed-networks"},

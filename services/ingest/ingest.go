@@ -294,6 +294,7 @@ func (s *Service) starting(ctx context.Context) error {
 	}
 	scfg := scanner.Config{
 		ClaimBatch:         s.cfg.Pipeline.ClaimBatch,
+		ReadAhead:          s.cfg.Pipeline.ReadAhead,
 		FullRescanInterval: s.cfg.Pipeline.FullRescanInterval,
 		RepublishAfter:     s.cfg.Pipeline.RepublishAfter,
 		GapWindow:          s.cfg.Pipeline.GapWindow,

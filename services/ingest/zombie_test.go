@@ -63,7 +63,9 @@ func newScannerInstance(t *testing.T, b *testBundle, leases lease.Client, holder
 	require.NoError(t, err)
 	in.elector = &recordingElector{Elector: e, started: make(chan int64, 100), ended: make(chan termEnd, 100)}
 	cfg := b.cfg
-	cfg.Pipeline.ClaimBatch = 2 // pages of two rows: one produce per page
+	// Pages of two rows, each its own produce (no read-ahead), so that the
+	// old holder has a second produce to refuse.
+	cfg.Pipeline.ClaimBatch, cfg.Pipeline.ReadAhead = 2, 2
 	cfg.Pipeline.PollInterval = 20 * time.Millisecond
 	deps := b.deps
 	deps.Kafka, deps.Elector, deps.Holder, deps.Logger = in.kcfg, in.elector, holder, b.deps.Logger.With("instance", holder)

@@ -127,3 +127,31 @@ func TestScanner_R_J3_R_H6_ConfirmIsAskedWhileTheRowsAreRead(t *testing.T) {
 	require.ErrorIs(t, err, lease.ErrFenced)
 	require.EqualValues(t, 2, pub.served.Load(), "nothing produced after the refusal")
 }
+
+// R-M2, R-A1, R-H6: a backlog is read page by page (claim-batch rows per
+// query) and published pipeline.read-ahead rows at a time, each produce
+// with one lease confirmation asked before it — not one confirmation per
+// page, which with the control plane's PostgreSQL 200 ms away held the
+// scan to a page per round trip. The rows still go out in ID order.
+func TestScanner_R_M2_R_A1_BacklogIsPublishedReadAheadPerConfirmation(t *testing.T) {
+	t.Parallel()
+	probe := &confirmProbe{bump: make(chan struct{}, 1)}
+	b := setup(t, func(c *scanner.Config) {
+		c.Confirm = probe.confirm
+		c.ClaimBatch = 2
+		c.ReadAhead = 6
+	})
+	probe.Mailbox = mailbox.New(b.mb.DB, ingesttest.Location(t), "VALID")
+	pub := &orderedPublisher{Publisher: b.pub, probe: probe}
+	b.scanner = b.newScannerWith(t, probe, pub)
+	require.Equal(t, 0, b.round(t).Published) // the startup pass over an empty table
+
+	ids := b.mb.InsertValid(t, 11)
+	r := b.round(t)
+	require.Equal(t, 11, r.Published)
+	require.Equal(t, 6, r.Queries, "pages of claim-batch: 2+2+2 | 2+2+1")
+	require.Equal(t, ids, ingesttest.Keys(t, b.inbox.Await(t, 11, awaitTimeout)))
+	require.EqualValues(t, 2, pub.served.Load(), "one produce per read-ahead: 6 rows, then 5")
+	require.EqualValues(t, 2, probe.asked.Load(), "one confirmation per produce")
+	require.False(t, pub.early.Load(), "a produce started before its confirmation was answered")
+}

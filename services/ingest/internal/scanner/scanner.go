@@ -102,6 +102,10 @@ type Publisher interface {
 type Config struct {
 	// ClaimBatch is the most rows one mailbox query returns.
 	ClaimBatch int
+	// ReadAhead is how many unmarked new rows readNew reads, page by page,
+	// before it publishes them together (one confirmation and one produce
+	// within FetchBudget); ClaimBatch when zero, a page at a time.
+	ReadAhead int
 	// FullRescanInterval is the time between the starts of two
 	// reconciliation passes over the whole table.
 	FullRescanInterval time.Duration
@@ -623,41 +627,57 @@ func (s *Scanner) known(id int64) bool {
 }
 
 // readNew pages through the rows above the high-water mark, publishes the
-// unmarked ones and remembers the IDs missing between them as gaps. The mark
-// moves past a page only once the page is published.
+// unmarked ones and remembers the IDs missing between them as gaps. It
+// reads pages ahead until ReadAhead unmarked rows are due or a page is
+// short, and publishes them together: every produce waits for a lease
+// confirmation, a round trip to the control plane, so one per page held a
+// backlog to a page per round trip (R-M2). The mark moves past the pages
+// only once they are published.
 func (s *Scanner) readNew(ctx context.Context, now time.Time, r *Round) error {
+	ahead := max(s.cfg.ReadAhead, s.cfg.ClaimBatch)
 	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("scanning mailbox: %w", err)
-		}
-		page, err := s.mb.After(ctx, s.high, s.cfg.ClaimBatch)
-		r.Queries++
-		if err != nil {
-			return s.scanFailed(ctx, err)
-		}
+		var pages [][]mailbox.Seen
 		var due []int64
-		for _, row := range page {
-			if row.Unmarked {
-				r.Unmarked++
-				if !s.known(row.ID) {
-					due = append(due, row.ID)
+		after, short := s.high, false
+		for !short && len(due) < ahead {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("scanning mailbox: %w", err)
+			}
+			page, err := s.mb.After(ctx, after, s.cfg.ClaimBatch)
+			r.Queries++
+			if err != nil {
+				return s.scanFailed(ctx, err)
+			}
+			for _, row := range page {
+				if row.Unmarked {
+					r.Unmarked++
+					if !s.known(row.ID) {
+						due = append(due, row.ID)
+					}
 				}
 			}
+			pages = append(pages, page)
+			if len(page) > 0 {
+				after = page[len(page)-1].ID
+			}
+			short = len(page) < s.cfg.ClaimBatch
 		}
 		if err := s.publish(ctx, now, due, false, r); err != nil {
 			return err
 		}
-		next := s.high + 1
-		for _, row := range page {
-			if row.ID > next {
-				s.addGap(gap{lo: next, hi: row.ID - 1, since: now})
+		for _, page := range pages {
+			next := s.high + 1
+			for _, row := range page {
+				if row.ID > next {
+					s.addGap(gap{lo: next, hi: row.ID - 1, since: now})
+				}
+				next = row.ID + 1
 			}
-			next = row.ID + 1
+			if len(page) > 0 {
+				s.high = page[len(page)-1].ID
+			}
 		}
-		if len(page) > 0 {
-			s.high = page[len(page)-1].ID
-		}
-		if len(page) < s.cfg.ClaimBatch {
+		if short {
 			return nil
 		}
 	}

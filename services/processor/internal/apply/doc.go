@@ -17,6 +17,12 @@
 // pgx.Batch (Queue): flights once at their last state, outbox rows in
 // decision order, pending projections, reference-data writes in order.
 //
+// A daily snapshot's step uses an Overlay too, in the message's own
+// transaction: decide asks it to read the step's flights at once
+// (Preload, decide.Preloader) and the pipeline writes its changes when the
+// step ends (Write), one statement per table instead of a round trip or
+// two per flight (R-K4).
+//
 // The history sweep (no message): Sweep is decide's SweepView and
 // SweepSink over the transaction of one flight due for history. It locks
 // rows without waiting, copies the flight to flight_history before its
