@@ -27,7 +27,9 @@
 // markers the dispatcher cannot write, were 50,000 rows read per round. A
 // round now reads the rows above the highest ID it has read (the high-water
 // mark, through the primary key, pipeline.claim-batch rows per query, paging
-// until a page is short) and publishes the unmarked ones; every ID it skips
+// until a page is short) and publishes the unmarked ones, reading a backlog
+// ahead up to pipeline.read-ahead rows so that one lease confirmation and
+// one produce serve several pages (R-M2); every ID it skips
 // between two rows read is a gap: not committed yet (or rolled back). Each
 // gap is looked up again by every round for pipeline.gap-window (1 minute),
 // one primary-key range probe per gap, and a row found in one is a late
