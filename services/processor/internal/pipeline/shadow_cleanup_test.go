@@ -163,3 +163,44 @@ func awaitDone(t *testing.T, done <-chan error, msg string) {
 		t.Fatal(msg)
 	}
 }
+
+// TestCleanup_R_M5_R_L6_OnlyShadowedRecordsWaitForRegistration: the
+// cleanup deletes records whose markers the dispatcher wrote without the
+// cleanup lock, so registration — which holds it shared for each of its
+// transactions — is never held by them (R-M5: with a year of history a
+// locked batch of 1,000 took seconds, the pipeline's longest pause); a
+// shadowed record, whose mailbox row can come again, is still deleted only
+// under the lock (R-L6).
+func TestCleanup_R_M5_R_L6_OnlyShadowedRecordsWaitForRegistration(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
+	h.run(7, refMsg(7, "GLST", "ADD", glst("G1", "first")))
+	h.run(8, refMsg(8, "GLST", "ADD", glst("G2", "second")))
+	h.run(9, refMsg(9, "GLST", "ADD", glst("G3", "third")))
+	h.settleShadowed(7, 8) // the dispatcher wrote 7's and 8's markers; 9 is shadowed
+	h.clk.Advance(DefaultRecordRetention + day)
+
+	ctx := context.Background()
+	tx, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, cleanupLockShared, cleanupLockKey) // a registration in flight
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.e.RunCleanup(ctx)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id IN (7, 8)`) == 0 },
+		20*time.Second, 10*time.Millisecond, "records with written markers are deleted while a registration holds the lock")
+	require.Eventually(t, func() bool { return h.count(waitingForLocks) == 1 }, 20*time.Second, 10*time.Millisecond,
+		"the shadowed record waits for the registration's lock")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM proc_state WHERE msg_id = 9`))
+
+	require.NoError(t, tx.Commit(ctx))
+	awaitDone(t, done, "the cleanup did not finish after the registration committed")
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id = 9`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM shadow_cleanup WHERE min_msg_id = 9 AND max_msg_id = 9`),
+		"only the shadowed record widens the cleaned range")
+}
