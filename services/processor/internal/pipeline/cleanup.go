@@ -33,10 +33,16 @@ type CleanupResult struct {
 // deletes, finished before the parameter $1; sweptDeletionDue that on an
 // outbox row of a delivered sweep deletion (no message) it deletes. The
 // dry run (CountCleanup) counts with the same conditions.
+//
+// OFFSET 0 keeps the NOT EXISTS a probe of outbox_msg_idx for each
+// candidate: as an anti join, PostgreSQL, expecting almost no undelivered
+// outbox rows, scanned the whole outbox once per batch to find them — with
+// a year of history 4.4 GB and about 5 s for every 1,000 records, against
+// 32 ms probed (EXPLAIN ANALYZE, R-M5).
 const (
 	cleanupDue = `p.backfilled_at IS NOT NULL AND p.finished_at < $1
 				  AND p.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id AND o.state <> 'SENT')`
+				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id AND o.state <> 'SENT' OFFSET 0)`
 	sweptDeletionDue = `msg_id IS NULL AND state = 'SENT' AND sent_at < $1
 				  AND target IN ('` + TargetFlightState + `', '` + TargetMsg + `', '` + TargetSchd + `')`
 )
@@ -132,6 +138,10 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 // alone; locked, it takes the cleanup lock first and deletes any due
 // record, widening the shadow_cleanup range to the shadowed ones.
 func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int, now time.Time, locked bool) (records, outbox int64, err error) {
+	onlyWritten := "AND p.backfill_outcome IS DISTINCT FROM 'shadowed'"
+	if locked {
+		onlyWritten = ""
+	}
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		if locked {
 			if _, err := tx.Exec(ctx, cleanupLockExclusive, cleanupLockKey); err != nil {
@@ -142,7 +152,7 @@ func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int
 			WITH victims AS (
 				SELECT p.msg_id, p.backfill_outcome = 'shadowed' AS shadowed FROM proc_state p
 				WHERE `+cleanupDue+`
-				  AND ($4 OR p.backfill_outcome IS DISTINCT FROM 'shadowed')
+				  `+onlyWritten+`
 				ORDER BY p.finished_at, p.msg_id
 				LIMIT $2
 				FOR UPDATE OF p SKIP LOCKED
@@ -157,7 +167,7 @@ func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int
 					max_msg_id = greatest(s.max_msg_id, EXCLUDED.max_msg_id),
 					records = s.records + EXCLUDED.records, updated_at = EXCLUDED.updated_at
 			)
-			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, cutoff, batch, now, locked).Scan(&records, &outbox)
+			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, cutoff, batch, now).Scan(&records, &outbox)
 	})
 	return records, outbox, err
 }
