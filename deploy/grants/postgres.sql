@@ -108,6 +108,7 @@ GRANT SELECT, INSERT, UPDATE         ON shadow_cleanup     TO msgx_processor; --
 GRANT USAGE ON SEQUENCE outbox_id_seq, replay_audit_id_seq, maintenance_run_id_seq, season_schedule_id_seq,
     snapshot_log_id_seq TO msgx_processor;
 GRANT EXECUTE ON FUNCTION msgx_fence(text, bigint) TO msgx_processor;
+GRANT EXECUTE ON FUNCTION msgx_check(boolean, text) TO msgx_processor; -- asserts a batch's writes before the COMMIT sent with them
 
 -- ---------------------------------------------------------------------
 -- msgx_dispatcher: relays outbox rows (services/dispatcher/internal/relay).

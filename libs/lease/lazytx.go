@@ -31,6 +31,9 @@ import (
 //
 // A one-statement fenced transaction thus costs two round trips, whatever
 // the latency; TestLazyTx_R_M2_FencedTransactionRoundTrips counts them.
+// A transaction whose work ends in a batch of writes saves one more with
+// SendAtCommit: that batch, the fence and COMMIT go in one pipeline, and a
+// transaction that is one such batch costs one round trip.
 
 // pooled is a Beginner that lends connections (*pgxpool.Pool): the lazy
 // transaction needs the connection itself to send BEGIN with the first
@@ -59,6 +62,122 @@ type lazyTx struct {
 	opts pgx.TxOptions
 	tx   pgx.Tx // nil until the first statement was sent
 	done bool   // ended without having begun
+	// last is what SendAtCommit queued, to go with the fence and COMMIT.
+	last *pgx.Batch
+	// ended: the transaction ended with last's pipeline (committed or
+	// rolled back); neither pgx's transaction nor a rollback is used again.
+	ended bool
+}
+
+// ErrCommitUnknown wraps the error of a callback of a batch sent with
+// COMMIT (SendAtCommit) that failed on the client's side (a scan) while
+// PostgreSQL ran the statements: the transaction may have committed, and
+// what the callback was to collect is not known.
+var ErrCommitUnknown = errors.New("a batch sent with its commit was not read: the transaction may have committed")
+
+// SendAtCommit queues b as the last statements of tx, to travel with its
+// commit. In a transaction of Term.InTx or Terms.InTx on a pool, b, the
+// fence and COMMIT go to PostgreSQL in one pipeline once fn has returned:
+// a round trip fewer for every transaction that ends in a batch of writes,
+// and a transaction that is one such batch costs one (R-M2). In any other
+// transaction b is sent at once.
+//
+// b's callbacks run when its results arrive — with a pooled transaction
+// after COMMIT went out behind its statements. So a callback may only
+// collect what the statements return; a condition the commit depends on
+// belongs in the SQL (msgx_check), where a failing statement makes
+// PostgreSQL skip the fence and COMMIT: nothing is committed and InTx
+// returns that statement's error. A callback that fails on the client's
+// side makes InTx return its error wrapping ErrCommitUnknown.
+//
+// A statement fn sends after SendAtCommit sends b first; another
+// SendAtCommit adds its batch behind b.
+func SendAtCommit(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	l, ok := tx.(*lazyTx)
+	if !ok {
+		return tx.SendBatch(ctx, b).Close()
+	}
+	if l.ended || (l.done && l.tx == nil) {
+		return pgx.ErrTxClosed
+	}
+	if l.last == nil {
+		l.last = &pgx.Batch{}
+	}
+	l.last.QueuedQueries = append(l.last.QueuedQueries, b.QueuedQueries...)
+	return nil
+}
+
+// flush sends what SendAtCommit queued, before a statement that fn sends
+// after it.
+func (l *lazyTx) flush(ctx context.Context) error {
+	if l.last == nil {
+		return nil
+	}
+	b := l.last
+	l.last = nil
+	return l.SendBatch(ctx, b).Close()
+}
+
+// commitWith ends the transaction with one pipeline: BEGIN if no statement
+// began it, the batch SendAtCommit queued, the fence f (none when nil)
+// and COMMIT. Whatever fails before COMMIT — a statement, the fence —
+// makes PostgreSQL skip the rest to the pipeline's end: the transaction is
+// then rolled back here, and the first error returned.
+func (l *lazyTx) commitWith(ctx context.Context, f *fenceOf) error {
+	b := l.last
+	l.last = nil
+	p := &pgx.Batch{}
+	if l.tx == nil {
+		p.Queue("begin")
+	}
+	p.QueuedQueries = append(p.QueuedQueries, b.QueuedQueries...)
+	if f != nil {
+		p.Queue(fenceSQL, f.name, f.token)
+	}
+	p.Queue("commit")
+	l.ended = true
+	br := l.conn.SendBatch(ctx, p)
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	var committed bool
+	for i, q := range p.QueuedQueries {
+		switch {
+		case q.Fn != nil:
+			note(q.Fn(br))
+		case i == len(p.QueuedQueries)-1:
+			_, err := br.Exec()
+			committed = err == nil
+			note(err)
+		default:
+			_, err := br.Exec()
+			note(err)
+		}
+	}
+	note(br.Close())
+	// A callback that failed on the client's side (a scan, or its own
+	// verdict) fails every later read of the batch in pgx, the COMMIT's
+	// too, while PostgreSQL ran the pipeline on: idle and no error of
+	// PostgreSQL's means it reached its end.
+	var pgErr *pgconn.PgError
+	switch {
+	case committed && first == nil:
+		return nil
+	case committed || (!errors.As(first, &pgErr) && !l.conn.IsClosed() && l.conn.PgConn().TxStatus() == 'I'):
+		return fmt.Errorf("%w: %w", ErrCommitUnknown, first)
+	}
+	if l.conn.PgConn().TxStatus() != 'I' {
+		if _, err := l.conn.Exec(context.WithoutCancel(ctx), "rollback"); err != nil {
+			_ = l.conn.Close(context.WithoutCancel(ctx))
+		}
+	}
+	if f != nil && errors.As(first, &pgErr) && pgErr.Code == FencedSQLState {
+		return fenceError(f.name, f.token, first)
+	}
+	return first
 }
 
 // begun reports whether the first statement is behind it: BEGIN was sent,
@@ -68,8 +187,14 @@ func (l *lazyTx) begun() bool { return l.tx != nil || l.done }
 
 // begin returns the transaction, beginning it with a round trip of its own
 // when no statement began it yet (the calls that cannot carry BEGIN: a
-// savepoint, COPY, large objects).
+// savepoint, COPY, large objects). What SendAtCommit queued is sent first.
 func (l *lazyTx) begin(ctx context.Context) (pgx.Tx, error) {
+	if err := l.flush(ctx); err != nil {
+		return nil, err
+	}
+	if l.ended {
+		return nil, pgx.ErrTxClosed
+	}
 	if l.tx != nil {
 		return l.tx, nil
 	}
@@ -116,6 +241,9 @@ func multi(sql string, args []any) bool {
 }
 
 func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := l.flush(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	if l.begun() || multi(sql, args) {
 		tx, err := l.begin(ctx)
 		if err != nil {
@@ -132,6 +260,9 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := l.flush(ctx); err != nil {
+		return nil, err
+	}
 	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
@@ -149,6 +280,9 @@ func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := l.flush(ctx); err != nil {
+		return errRow{err}
+	}
 	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
@@ -161,6 +295,12 @@ func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 func (l *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := l.flush(ctx); err != nil {
+		return failedBatch{err: err}
+	}
+	if l.ended {
+		return failedBatch{err: pgx.ErrTxClosed}
+	}
 	if l.begun() {
 		tx, err := l.begin(ctx)
 		if err != nil {
@@ -200,7 +340,7 @@ func (l *lazyTx) LargeObjects() pgx.LargeObjects {
 }
 
 func (l *lazyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if l.done && l.tx == nil {
+	if l.ended || (l.done && l.tx == nil) {
 		return nil, pgx.ErrTxClosed
 	}
 	return l.conn.Prepare(ctx, name, sql)
@@ -219,6 +359,9 @@ func (l *lazyTx) Rollback(ctx context.Context) error { return l.end(ctx, pgx.Tx.
 // end ends the transaction with how (Commit or Rollback) once it began,
 // and closes it without a statement when it did not.
 func (l *lazyTx) end(ctx context.Context, how func(pgx.Tx, context.Context) error) error {
+	if l.ended {
+		return pgx.ErrTxClosed
+	}
 	if l.tx != nil {
 		return how(l.tx, ctx)
 	}
@@ -310,6 +453,9 @@ func inLazyTx(ctx context.Context, db pooled, fn func(pgx.Tx) error, f *fenceOf,
 	defer func() { _ = l.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(l); err != nil {
 		return true, err
+	}
+	if l.last != nil {
+		return true, l.commitWith(ctx, f)
 	}
 	if l.tx == nil {
 		l.done = true

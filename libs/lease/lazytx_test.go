@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -63,6 +64,21 @@ func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
 			return tx.SendBatch(ctx, b).Close()
 		}},
 		{"nothing sent", 1, func(pgx.Tx) error { return nil }},
+		{"a batch sent at commit", 1, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ($1)`, 3)
+			b.Queue(`UPDATE t SET v = v WHERE v = $1`, 3)
+			return SendAtCommit(ctx, tx, b)
+		}},
+		{"a read, then a batch sent at commit", 2, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM t WHERE v = $1`, 3).Scan(&n); err != nil {
+				return err
+			}
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t VALUES ($1)`, n)
+			return SendAtCommit(ctx, tx, b)
+		}},
 	}
 	for _, sh := range shapes {
 		require.NoError(t, s.InTx(ctx, sh.fn), sh.name)
@@ -74,7 +90,90 @@ func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
 	before := rt.N()
 	require.NoError(t, s.Check(ctx))
 	require.Equal(t, int64(1), rt.N()-before, "a term's check is one round trip")
-	require.Equal(t, 6, countT(t, pool))
+	require.Equal(t, 10, countT(t, pool))
+}
+
+// TestLazyTx_R_M2_R_H6_BatchSentAtCommitCommitsOnlyWhatHeld: a batch that
+// travels with the fence and COMMIT (SendAtCommit) commits with them when
+// every statement and the fence pass, and its callbacks hear its results;
+// a failing statement of the batch, or a refused fence, commits nothing —
+// PostgreSQL skips what follows it in the pipeline — and leaves the
+// connection usable; a statement sent after SendAtCommit sends the queued
+// batch first; a callback that fails after the commit says so.
+func TestLazyTx_R_M2_R_H6_BatchSentAtCommitCommitsOnlyWhatHeld(t *testing.T) {
+	t.Parallel()
+	pool, s, _ := countedTerms(t)
+	ctx, end := s.Start(context.Background(), 7)
+	defer end()
+	count := func(v int) int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM t WHERE v = $1`, v).Scan(&n))
+		return n
+	}
+	atCommit := func(sqls ...string) func(tx pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			for _, q := range sqls {
+				b.Queue(q)
+			}
+			return SendAtCommit(ctx, tx, b)
+		}
+	}
+
+	var got []int
+	require.NoError(t, s.InTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES (1), (1) RETURNING v`).Query(func(rows pgx.Rows) error {
+			var err error
+			got, err = pgx.CollectRows(rows, pgx.RowTo[int])
+			return err
+		})
+		return SendAtCommit(ctx, tx, b)
+	}))
+	require.Equal(t, []int{1, 1}, got, "the batch's callbacks hear its rows")
+	require.Equal(t, 2, count(1))
+
+	err := s.InTx(ctx, atCommit(`INSERT INTO t VALUES (2)`, `INSERT INTO t VALUES ('not a number')`, `INSERT INTO t VALUES (2)`))
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrFenced)
+	require.Zero(t, count(2), "a statement refused when prepared commits nothing of the batch")
+	err = s.InTx(ctx, atCommit(`INSERT INTO t VALUES (2)`, `INSERT INTO t SELECT v / (v - v) FROM t LIMIT 1`, `INSERT INTO t VALUES (2)`))
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22012", pgErr.Code, "division by zero, when executed")
+	require.Zero(t, count(2), "a statement failing when executed commits nothing of the batch")
+	require.NoError(t, insertT(ctx, s, 3), "the connection serves the next transaction")
+	require.Equal(t, 1, count(3))
+
+	require.NoError(t, s.InTx(ctx, func(tx pgx.Tx) error {
+		if err := atCommit(`INSERT INTO t VALUES (4)`)(tx); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM t WHERE v = 4`).Scan(&n); err != nil {
+			return err
+		}
+		require.Equal(t, 1, n, "a statement after SendAtCommit sees the queued batch's work")
+		return nil
+	}))
+	require.Equal(t, 1, count(4))
+
+	err = s.InTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES (5) RETURNING v`).QueryRow(func(r pgx.Row) error {
+			var s string
+			return r.Scan(&s, &s)
+		})
+		return SendAtCommit(ctx, tx, b)
+	})
+	require.ErrorIs(t, err, ErrCommitUnknown)
+	require.Equal(t, 1, count(5), "PostgreSQL ran the pipeline to its COMMIT")
+
+	_, err = pool.Exec(context.Background(), `UPDATE lease SET token = 8 WHERE name = 'p'`)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.InTx(ctx, atCommit(`INSERT INTO t VALUES (6)`)), ErrFenced)
+	require.ErrorIs(t, context.Cause(ctx), ErrFenced, "the refusal ends the term")
+	require.Zero(t, count(6), "a refused fence commits nothing of the batch")
 }
 
 // TestLazyTx_R_H6_EveryCallBeginsAndTheFenceStillRefuses: whichever call

@@ -25,7 +25,8 @@ type Claim struct {
 }
 
 // claimSQL writes a Claim: the marker on the head if it is still open and
-// none on the previous one.
+// none on the previous one; the statement fails (msgx_check) unless the
+// head is now claimed.
 const claimSQL = `
 	WITH m AS (
 		UPDATE proc_state SET executing_by = CASE WHEN msg_id = $1 THEN $2 END,
@@ -33,24 +34,32 @@ const claimSQL = `
 			processing_started_at = CASE WHEN msg_id = $1 THEN COALESCE(processing_started_at, $3) ELSE processing_started_at END
 		WHERE msg_id = ANY (ARRAY[$1::bigint, $4::bigint]) AND (msg_id <> $1 OR state IN ('PENDING', 'FAILED'))
 		RETURNING executing_by)
-	SELECT EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL)`
+	SELECT msgx_check(EXISTS (SELECT 1 FROM m WHERE executing_by IS NOT NULL), 'the head is no longer open: not claimed')`
 
-// WriteClaim writes c in tx, a transaction of its own that it does not
-// commit synchronously: the marker guards against the death of the
-// processor, not of PostgreSQL, and the next synchronous commit (the
-// execution's outcome) makes it durable with itself. It reports whether
-// the head was still open and is now claimed.
+// QueueClaim queues c on b, the statements of a transaction of its own
+// that is not committed synchronously: the marker guards against the
+// death of the processor, not of PostgreSQL, and the next synchronous
+// commit (the execution's outcome) makes it durable with itself. The
+// claim's statement fails with msgx_check (Checked) unless the head was
+// still open and is now claimed, so the transaction can be sent with its
+// COMMIT (lease.SendAtCommit): a refused claim commits nothing.
+func QueueClaim(b *pgx.Batch, c Claim) {
+	b.Queue(`SET LOCAL synchronous_commit TO off`)
+	b.Queue(claimSQL, c.Head, c.Instance, c.At, c.Previous, c.Through)
+}
+
+// WriteClaim writes c in tx (QueueClaim) and reports whether the head was
+// still open and is now claimed; if it was not, tx is aborted.
 func WriteClaim(ctx context.Context, tx pgx.Tx, c Claim) (bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(`SET LOCAL synchronous_commit TO off`)
-	var claimed bool
-	b.Queue(claimSQL, c.Head, c.Instance, c.At, c.Previous, c.Through).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&claimed)
-	})
+	QueueClaim(b, c)
 	if err := send(ctx, tx, b); err != nil {
+		if Checked(err) {
+			return false, nil
+		}
 		return false, fmt.Errorf("claiming message %d for execution: %w", c.Head, err)
 	}
-	return claimed, nil
+	return true, nil
 }
 
 // HandOver moves an instance's claim, in the transaction that finished

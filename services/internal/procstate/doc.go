@@ -22,11 +22,15 @@
 // The functions named Queue… add their statement to a pgx.Batch with a
 // callback that reads its result when the batch is read, so a caller
 // sends them in the same round trip as its other writes; the others run
-// at once on a transaction or pool.
+// at once on a transaction or pool. Those whose condition the caller's
+// commit depends on check it in the statement (msgx_check, Checked) and
+// only collect in their callback, so the batch may travel with its
+// COMMIT (lease.SendAtCommit).
 package procstate
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,6 +42,18 @@ type DB interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// CheckSQLState is the SQLSTATE msgx_check raises when a statement's
+// condition does not hold ("MX002", migrations/postgres/00035_check.sql).
+const CheckSQLState = "MX002"
+
+// Checked reports whether err is a statement's msgx_check that failed:
+// a condition of the transaction (every message of a batch still open, a
+// claim taken) did not hold, and nothing of the transaction committed.
+func Checked(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == CheckSQLState
 }
 
 // send sends b on db and reads every result, running the callbacks the

@@ -3,6 +3,7 @@ package procstate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,44 @@ const applySQL = `
 // left out is open with nothing pending (its caller finishes it
 // SUCCEEDED) or no longer open.
 func QueueApply(b *pgx.Batch, rows []Apply, done func([]AppliedAt) error) {
+	b.Queue(applySQL, applyArgs(rows)...).Query(func(r pgx.Rows) error {
+		moved, err := pgx.CollectRows(r, pgx.RowToStructByPos[AppliedAt])
+		if err != nil {
+			return fmt.Errorf("marking applied: %w", err)
+		}
+		return done(moved)
+	})
+}
+
+// applyAllSQL is applySQL that fails (msgx_check) unless every message
+// of $1 moved, returning their IDs and registration times as arrays.
+var applyAllSQL = `WITH m AS (` + applySQL + `)
+	SELECT msgx_check(count(*) = cardinality($1::bigint[]), 'marking applied: a message of the batch is no longer open or has nothing pending'),
+		COALESCE(array_agg(msg_id), '{}'), COALESCE(array_agg(registered_at), '{}') FROM m`
+
+// QueueApplyAll is QueueApply whose statement fails (Checked) unless
+// every message of rows moved to APPLIED — a batch whose messages wrote
+// their pending projections in the same transaction, under their row
+// locks — so the batch may travel with its COMMIT; done only collects.
+func QueueApplyAll(b *pgx.Batch, rows []Apply, done func([]AppliedAt)) {
+	b.Queue(applyAllSQL, applyArgs(rows)...).QueryRow(func(r pgx.Row) error {
+		var ok bool
+		var ids []int64
+		var at []time.Time
+		if err := r.Scan(&ok, &ids, &at); err != nil {
+			return fmt.Errorf("marking applied: %w", err)
+		}
+		moved := make([]AppliedAt, len(ids))
+		for i := range ids {
+			moved[i] = AppliedAt{MsgID: ids[i], Registered: at[i]}
+		}
+		done(moved)
+		return nil
+	})
+}
+
+// applyArgs are the arrays of applySQL's parameters.
+func applyArgs(rows []Apply) []any {
 	n := len(rows)
 	ids, notes, ats := make([]int64, n), make([]string, n), make([]time.Time, n)
 	sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
@@ -85,13 +124,7 @@ func QueueApply(b *pgx.Batch, rows []Apply, done func([]AppliedAt) error) {
 		ids[i], notes[i], ats[i], keys[i] = r.MsgID, clip.Text(r.Note), r.At, nullable(r.Identity)
 		sndr[i], typ[i], styp[i], seqn[i], dttm[i] = r.Meta.SNDR, r.Meta.TYPE, r.Meta.STYP, r.Meta.SEQN, r.Meta.DTTM
 	}
-	b.Queue(applySQL, ids, notes, ats, sndr, typ, styp, seqn, dttm, keys).Query(func(r pgx.Rows) error {
-		moved, err := pgx.CollectRows(r, pgx.RowToStructByPos[AppliedAt])
-		if err != nil {
-			return fmt.Errorf("marking applied: %w", err)
-		}
-		return done(moved)
-	})
+	return []any{ids, notes, ats, sndr, typ, styp, seqn, dttm, keys}
 }
 
 // Fail is FAILED with a retry (R-B3): the attempt is counted and the
@@ -170,11 +203,35 @@ var finishSQL = `
 	` + outbox.InsertInOrder("u", 13) + `
 	SELECT count(*) FROM u`
 
+// finishAllSQL is finishSQL that fails (msgx_check) unless every message
+// of $1 was still open and is now terminal.
+var finishAllSQL = strings.TrimSuffix(finishSQL, "SELECT count(*) FROM u") +
+	`SELECT msgx_check(count(*) = cardinality($1::bigint[]), 'writing terminal states: a message of the batch is no longer open') FROM u`
+
 // QueueFinish queues rows and the outbox rows of their batch (nil for
 // none) on b as one statement; done receives how many messages were still
 // open and are now terminal. The caller rolls back if that is not all of
-// them, or the intents of the others would be missing.
+// them, or the intents of the others would be missing — or uses
+// QueueFinishAll, whose statement checks it.
 func QueueFinish(b *pgx.Batch, rows []Finish, ordered []OutboxRow, done func(finished int) error) {
+	b.Queue(finishSQL, finishArgs(rows, ordered)...).QueryRow(func(r pgx.Row) error {
+		var finished int
+		if err := r.Scan(&finished); err != nil {
+			return fmt.Errorf("writing terminal states: %w", err)
+		}
+		return done(finished)
+	})
+}
+
+// QueueFinishAll is QueueFinish whose statement fails (Checked) unless
+// every message of rows was still open and is now terminal: nothing for
+// the caller to check before COMMIT, so the batch may travel with it.
+func QueueFinishAll(b *pgx.Batch, rows []Finish, ordered []OutboxRow) {
+	b.Queue(finishAllSQL, finishArgs(rows, ordered)...)
+}
+
+// finishArgs are the arrays of finishSQL's parameters.
+func finishArgs(rows []Finish, ordered []OutboxRow) []any {
 	n := len(rows)
 	ids, states, classes, reasons, ats := make([]int64, n), make([]string, n), make([]*string, n), make([]string, n), make([]time.Time, n)
 	sndr, typ, styp, seqn, dttm, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
@@ -196,14 +253,8 @@ func QueueFinish(b *pgx.Batch, rows []Finish, ordered []OutboxRow, done func(fin
 			headers[i] = &h
 		}
 	}
-	b.Queue(finishSQL, ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm, keys, attempts,
-		targets, pkeys, payloads, headers, msgIDs, oats).QueryRow(func(r pgx.Row) error {
-		var finished int
-		if err := r.Scan(&finished); err != nil {
-			return fmt.Errorf("writing terminal states: %w", err)
-		}
-		return done(finished)
-	})
+	return []any{ids, states, classes, reasons, ats, sndr, typ, styp, seqn, dttm, keys, attempts,
+		targets, pkeys, payloads, headers, msgIDs, oats}
 }
 
 // WriteFinish writes rows in db at once and reports how many messages

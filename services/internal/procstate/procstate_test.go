@@ -2,6 +2,7 @@ package procstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -267,14 +268,20 @@ func TestClaim_R_H1_MarksAnOpenHeadAndHandsOn(t *testing.T) {
 	ctx := context.Background()
 	insert(t, db, Pending, 1, 2, 3)
 	insert(t, db, Dead, 9)
+	refused := errors.New("refused")
 	claim := func(c Claim) bool {
-		var ok bool
-		inTx(t, db, func(tx pgx.Tx) error {
-			var err error
-			ok, err = WriteClaim(ctx, tx, c)
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			ok, err := WriteClaim(ctx, tx, c)
+			if err == nil && !ok {
+				return refused // the claim's statement aborted tx
+			}
 			return err
 		})
-		return ok
+		if errors.Is(err, refused) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
 	}
 	require.True(t, claim(Claim{Head: 1, Instance: "a", At: t0}))
 	require.Equal(t, "a", read(t, db, 1).By)
@@ -594,4 +601,64 @@ func TestReopenShadowed_R_L6_INV8_RepublishedSameTextOnly(t *testing.T) {
 		require.NotNil(t, read(t, db, 2).Backfilled, "a written marker stays")
 		require.Equal(t, want, outboxRows(t, db))
 	})
+}
+
+// TestAll_R_M2_INV8_StatementsCheckEveryMessageBeforeCommit: the batch
+// forms of a terminal state and of APPLIED, whose transaction is sent with
+// its COMMIT (lease.SendAtCommit) and so cannot be checked by the client
+// in between, fail in the statement itself (Checked) when a message of the
+// batch is no longer open — a terminal state with the intents of the
+// others only would lose a marker (INV-8) — and write every message when
+// all are.
+func TestAll_R_M2_INV8_StatementsCheckEveryMessageBeforeCommit(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	insert(t, db, Pending, 1, 2, 3, 4, 5)
+	insert(t, db, Dead, 9)
+	for _, id := range []int64{3, 4, 9} {
+		_, err := db.Exec(ctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES ($1, 7, 1)`, id)
+		require.NoError(t, err)
+	}
+	send := func(b *pgx.Batch) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	}
+	finish := func(ids ...int64) error {
+		var rows []Finish
+		var intents []OutboxRow
+		for _, id := range ids {
+			rows = append(rows, Finish{MsgID: id, State: Succeeded, At: t1})
+			intents = append(intents, OutboxRow{Target: "mailbox", Pkey: fmt.Sprint(id), MsgID: id, At: t1})
+		}
+		b := &pgx.Batch{}
+		QueueFinishAll(b, rows, intents)
+		return send(b)
+	}
+	err := finish(1, 9, 2)
+	require.True(t, Checked(err), "a terminal message in the batch fails the statement: %v", err)
+	require.Equal(t, Pending, read(t, db, 1).State, "nothing of the batch written")
+	require.Empty(t, outboxRows(t, db))
+	require.NoError(t, finish(1, 2))
+	require.Equal(t, Succeeded, read(t, db, 2).State)
+	require.Equal(t, []string{"mailbox:1", "mailbox:2"}, outboxRows(t, db))
+
+	var moved []AppliedAt
+	apply := func(ids ...int64) error {
+		var rows []Apply
+		for _, id := range ids {
+			rows = append(rows, Apply{MsgID: id, At: t1})
+		}
+		b := &pgx.Batch{}
+		QueueApplyAll(b, rows, func(a []AppliedAt) { moved = a })
+		return send(b)
+	}
+	err = apply(3, 4, 9)
+	require.True(t, Checked(err), "a terminal message in the batch fails the statement: %v", err)
+	err = apply(3, 5)
+	require.True(t, Checked(err), "so does one with nothing pending: %v", err)
+	require.Equal(t, Pending, read(t, db, 3).State, "nothing of the batch written")
+	require.NoError(t, apply(3, 4))
+	require.Len(t, moved, 2, "the moved messages are collected")
+	require.Equal(t, Applied, read(t, db, 4).State)
+	require.False(t, moved[0].Registered.IsZero())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/backoff"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
 )
@@ -151,14 +152,23 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 	for p, off := range next {
 		parts, offs = append(parts, p), append(offs, off)
 	}
+	flids := make([]int64, len(acks))
+	versions := make([]int64, len(acks))
+	for i, a := range acks {
+		flids[i], versions[i] = a.FLID, a.Version
+	}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		done = done[:0]
-		// Every partition's offset and the acks' plan settings go in one
-		// round trip, the one that begins the transaction (R-M2).
+		// Every partition's offset, the acks' plan settings and the first
+		// lock of the acknowledged messages go in one round trip, the one
+		// that begins the transaction; the SUCCEEDED states go with the
+		// fence and COMMIT (R-M2).
 		b := &pgx.Batch{}
 		b.Queue(ackOffsetsSQL, e.opt.ConsumerName, topic, parts, offs, now)
+		var locked []int64
 		if len(acks) > 0 {
 			b.Queue(ackJoinsByProbe)
+			queueAckLock(b, flids, versions, nil, &locked)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("storing ack offsets: %w", err)
@@ -166,23 +176,19 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		if len(acks) == 0 {
 			return nil
 		}
-		flids := make([]int64, len(acks))
-		versions := make([]int64, len(acks))
-		for i, a := range acks {
-			flids[i], versions[i] = a.FLID, a.Version
-		}
-		touched, err := deleteAcked(ctx, tx, flids, versions)
+		touched, err := deleteAcked(ctx, tx, flids, versions, locked)
 		if err != nil || len(touched) == 0 {
 			return err
 		}
 		// Every message with nothing pending any more is SUCCEEDED, with
-		// its backfill intent, in the same transaction.
+		// its backfill intent, in the same transaction; the statement
+		// only reports which (a message still pending stays APPLIED).
 		b = &pgx.Batch{}
 		procstate.QueueSucceed(b, touched, now, nil, func(f []procstate.SucceededAt) error {
 			done = f
 			return nil
 		})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := lease.SendAtCommit(ctx, tx, b); err != nil {
 			return fmt.Errorf("finishing acknowledged messages: %w", err)
 		}
 		return nil
@@ -273,20 +279,13 @@ SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
 // projections of locked messages are deleted: should the deletion's
 // snapshot show a satisfied projection of a message locked by nobody, that
 // message is locked and its projections deleted in another round. The
-// transaction has ackJoinsByProbe set before (applyAcks sends it with the
-// offsets).
-func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int64, error) {
+// first lock went before, with the offsets and ackJoinsByProbe
+// (applyAcks): first are the messages it locked.
+func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions, first []int64) ([]int64, error) {
 	locked := []int64{}
 	var touched []int64
+	more := first
 	for {
-		rows, err := tx.Query(ctx, ackLockQuery, flids, versions, locked)
-		if err != nil {
-			return nil, fmt.Errorf("locking acknowledged messages: %w", err)
-		}
-		more, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("locking acknowledged messages: %w", err)
-		}
 		if len(more) == 0 {
 			return touched, nil
 		}
@@ -300,7 +299,28 @@ func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions []int64) ([]int
 		if !unlocked {
 			return touched, nil
 		}
+		b := &pgx.Batch{}
+		queueAckLock(b, flids, versions, locked, &more)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
 	}
+}
+
+// queueAckLock queues ackLockQuery: it locks the messages of the acks'
+// satisfied projections not in locked yet and puts them in *more.
+func queueAckLock(b *pgx.Batch, flids, versions, locked []int64, more *[]int64) {
+	if locked == nil {
+		locked = []int64{}
+	}
+	b.Queue(ackLockQuery, flids, versions, locked).Query(func(rows pgx.Rows) error {
+		var err error
+		*more, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("locking acknowledged messages: %w", err)
+		}
+		return nil
+	})
 }
 
 // txHook is a point inside a transaction where a test runs a concurrent

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
 	"msgexchange/services/internal/procstate"
 	"msgexchange/services/internal/sis"
 	"msgexchange/services/processor/internal/apply"
@@ -21,8 +22,10 @@ import (
 // the first message's handler failed, nothing is written (errBatchEmpty)
 // and stop is its failure.
 func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, stop, err error) {
+	registered := map[int64]time.Time{}
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
-		done, stop = nil, nil
+		done, stop, next = nil, nil, 0
+		clear(registered)
 		ov, holders, err := e.loadBatch(ctx, tx, msgs)
 		if err != nil {
 			return err
@@ -57,11 +60,23 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		if len(done) == 0 {
 			return errBatchEmpty
 		}
-		n, err := e.flushBatch(ctx, tx, ov, binds, outbox, done)
-		next = n
-		return err
+		return e.flushBatch(ctx, tx, ov, binds, outbox, done, &next, registered)
 	})
-	return done, next, stop, err
+	if procstate.Checked(err) {
+		// A message of the batch was not open any more: nothing committed.
+		err = fmt.Errorf("%w: %w", errBatchChanged, err)
+	}
+	if err != nil {
+		return done, 0, stop, err
+	}
+	// The writes' results arrive with the commit.
+	for _, m := range done {
+		if m.state == StateApplied {
+			at := registered[m.h.MsgID]
+			m.registered = &at
+		}
+	}
+	return done, next, stop, nil
 }
 
 // batchBind is an identity binding of the batch (R-B4).
@@ -185,10 +200,12 @@ func (e *Engine) decideOne(m *batchMsg, ov *apply.Overlay, mark apply.Mark, hold
 	return nil, nil
 }
 
-// flushBatch writes the batch's decisions (step 4) and hands the marker
-// to the next head.
+// flushBatch queues the batch's decisions (step 4) and the hand-over of
+// the marker to the next head, to be sent with the transaction's COMMIT;
+// once it committed, next is the head it marked and registered holds the
+// registration time of every message it APPLIED.
 func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, binds []batchBind, outbox []decide.OutboxRow,
-	done []*batchMsg) (int64, error) {
+	done []*batchMsg, next *int64, registered map[int64]time.Time) error {
 	b := &pgx.Batch{}
 	// Identity bindings are written with the states below: one row version
 	// per message.
@@ -199,7 +216,7 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 	// The decision's writes (package apply) but its outbox rows, then the
 	// states of the messages with the outbox rows in decision order and
 	// the mailbox intents in their places (package procstate).
-	writes := ov.Queue(b, nil)
+	ov.Queue(b, nil)
 	var term []procstate.Finish
 	var applied []procstate.Apply
 	for _, m := range done {
@@ -214,53 +231,31 @@ func (e *Engine) flushBatch(ctx context.Context, tx pgx.Tx, ov *apply.Overlay, b
 		term = append(term, procstate.Finish{MsgID: m.h.MsgID, State: m.state, Class: m.class, Reason: m.reason, At: m.now, Meta: meta,
 			Identity: identity[m.h.MsgID]})
 	}
+	// Every statement checks what the commit depends on (every message of
+	// the batch still open: the row locks loadBatch took hold them), so the
+	// writes travel with the fence and COMMIT in one round trip (R-M2).
 	if len(term) > 0 || len(outbox) > 0 {
-		procstate.QueueFinish(b, term, outbox, func(n int) error {
-			if n != len(term) {
-				return errBatchChanged
-			}
-			return nil
-		})
+		procstate.QueueFinishAll(b, term, outbox)
 	}
-	registered := map[int64]time.Time{}
 	if len(applied) > 0 {
 		// Every message here wrote its pending projections in this
 		// transaction, under the row locks loadBatch took, so no ack can
 		// have removed them (compare markApplied, R-H4).
-		procstate.QueueApply(b, applied, func(moved []procstate.AppliedAt) error {
-			if len(moved) != len(applied) {
-				return errBatchChanged
-			}
+		procstate.QueueApplyAll(b, applied, func(moved []procstate.AppliedAt) {
 			for _, a := range moved {
 				registered[a.MsgID] = a.Registered
 			}
-			return nil
 		})
 	}
 	// The marker goes to the next head in the same round trip (markNext).
-	var next int64
 	procstate.QueueHandOver(b, e.handOver(done[len(done)-1].h.MsgID), func(n int64, _ bool) error {
-		next = n
+		*next = n
 		return nil
 	})
-	br := tx.SendBatch(ctx, b)
-	for i := 0; i < writes; i++ {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return 0, fmt.Errorf("writing batch decisions: %w", err)
-		}
+	if err := lease.SendAtCommit(ctx, tx, b); err != nil {
+		return fmt.Errorf("writing batch decisions: %w", err)
 	}
-	if err := br.Close(); err != nil {
-		return 0, err
-	}
-	for _, m := range done {
-		if m.state == StateApplied {
-			at := registered[m.h.MsgID]
-			m.registered = &at
-			runHook(m.ctx, hookApplied, tx, m.h.MsgID)
-		}
-	}
-	return next, nil
+	return nil
 }
 
 // reportFinished counts and logs one message the batch finished, as the

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/backoff"
+	"msgexchange/libs/lease"
 	"msgexchange/services/internal/procstate"
 )
 
@@ -28,18 +29,18 @@ func (e *Engine) markHead(ctx context.Context, msgID int64) error {
 // longer open.
 func (e *Engine) claim(ctx context.Context, c procstate.Claim, refused error) error {
 	c.Instance, c.At, c.Previous = e.instance, e.clock.Now(), e.marked
+	// The claim's statement checks itself, so it travels with the fence and
+	// COMMIT: one round trip (R-M2).
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		claimed, err := procstate.WriteClaim(ctx, tx, c)
-		if err != nil {
-			return err
-		}
-		if !claimed {
-			return refused
-		}
-		return nil
+		b := &pgx.Batch{}
+		procstate.QueueClaim(b, c)
+		return lease.SendAtCommit(ctx, tx, b)
 	})
+	if procstate.Checked(err) {
+		return refused
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("claiming message %d for execution: %w", c.Head, err)
 	}
 	e.marked = c.Head
 	if c.Through != 0 {

@@ -15,10 +15,12 @@ import (
 // executor's round trips to PostgreSQL, what a slow path multiplies: with
 // 200 ms added to each, every one costs the batch 200 ms (R-M2). A batch
 // that follows another, its head marked by the hand-over of the one
-// before, takes six: the FIFO head with the replay flag (one pipelined
-// read); the batch's marker (BEGIN with the claim, the fence with COMMIT);
-// the batch's transaction (BEGIN with the loads, the writes with the
-// hand-over to the next head, the fence with COMMIT).
+// before, takes four: the FIFO head with the replay flag (one pipelined
+// read); the batch's marker (BEGIN, the claim, the fence and COMMIT in one
+// pipeline); the batch's transaction (BEGIN with the loads; the writes
+// with the hand-over to the next head, the fence and COMMIT). Each
+// statement sent with COMMIT checks in SQL what the commit depends on
+// (lease.SendAtCommit); checked by the client, they took six.
 func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	t.Parallel()
 	var rt *pgtest.RoundTrips
@@ -45,8 +47,45 @@ func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	before := rt.N()
 	progressed, _ = h.step()
 	require.True(t, progressed)
-	require.Equal(t, int64(6), rt.N()-before, "round trips of a batch of 50 FLOPs")
+	require.Equal(t, int64(4), rt.N()-before, "round trips of a batch of 50 FLOPs")
 	require.Equal(t, StateApplied, h.state(399))
+}
+
+// TestAcks_R_M2_RoundTripsPerAckBatch holds a batch of acks to its round
+// trips to PostgreSQL, each one 200 ms of every message's way to its
+// marker on a slow path (R-M2): three — BEGIN with the offsets and the
+// lock of the acknowledged messages; the deletion of their satisfied
+// projections; their SUCCEEDED states with the fence and COMMIT — however
+// many messages the acks finish. The lock still comes first and the
+// decision after the deletion, each a statement of its own (R-H4).
+func TestAcks_R_M2_RoundTripsPerAckBatch(t *testing.T) {
+	t.Parallel()
+	var rt *pgtest.RoundTrips
+	h := newHarness(t, func(o *Options) {
+		cfg := o.Pool.Config()
+		rt = pgtest.Count(&cfg.ConnConfig.Config)
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		o.Pool = pool
+	})
+	h.run(1, schd(1, "DNLD", fltr(1001, day23), fltr(1002, day23)))
+	h.ack(Ack{FLID: 1001, Version: 1}, Ack{FLID: 1002, Version: 1})
+	for i := range int64(40) {
+		h.insert(10+i, flopMsg(10+i, "STND", flopRec(1001+i%2, fmt.Sprintf("<STND>%d</STND>", i))))
+	}
+	h.drain()
+	var acks []Ack
+	for i := range int64(40) {
+		acks = append(acks, Ack{FLID: 1001 + i%2, Version: 2 + i/2})
+	}
+	h.ack(acks[:20]...) // warms the statements up, on every connection
+	before := rt.N()
+	h.ack(acks[20:]...)
+	require.Equal(t, int64(3), rt.N()-before, "round trips of a batch of 20 acks")
+	for i := range int64(40) {
+		require.Equal(t, StateSucceeded, h.state(10+i))
+	}
 }
 
 // TestSnapshot_R_K4_R_M2_RoundTripsDoNotGrowWithFlights: a step of a daily
