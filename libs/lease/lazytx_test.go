@@ -90,7 +90,14 @@ func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
 	before := rt.N()
 	require.NoError(t, s.Check(ctx))
 	require.Equal(t, int64(1), rt.N()-before, "a term's check is one round trip")
-	require.Equal(t, 10, countT(t, pool))
+	for range 2 {
+		before = rt.N()
+		tag, err := s.Exec(ctx, `INSERT INTO t VALUES ($1), ($1)`, 4)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), tag.RowsAffected(), "Exec returns its statement's tag")
+	}
+	require.Equal(t, int64(1), rt.N()-before, "a term's Exec of one statement is one round trip")
+	require.Equal(t, 14, countT(t, pool))
 }
 
 // TestLazyTx_R_M2_R_H6_BatchSentAtCommitCommitsOnlyWhatHeld: a batch that

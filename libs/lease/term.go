@@ -120,13 +120,25 @@ func (t *Term) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return t.refused(inTx(ctx, t.db, fn, &fenceOf{name: t.name, token: t.token}, t.observe))
 }
 
-// Exec runs one statement in a fenced transaction.
+// Exec runs one statement in a fenced transaction: on a pool BEGIN, the
+// statement, the fence and COMMIT in one round trip (SendAtCommit). Its
+// command tag is known only once the transaction committed, so the
+// statement cannot make the commit depend on it; a caller that must
+// decide from the tag whether to commit writes its own InTx.
 func (t *Term) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	err := t.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		tag, err = tx.Exec(ctx, sql, args...)
-		return err
+		if multi(sql, args) {
+			var err error
+			tag, err = tx.Exec(ctx, sql, args...)
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(sql, args...).Exec(func(ct pgconn.CommandTag) error {
+			tag = ct
+			return nil
+		})
+		return SendAtCommit(ctx, tx, b)
 	})
 	return tag, err
 }

@@ -76,21 +76,33 @@ type HandOver struct {
 	Previous int64
 	// Floor is the head floor: no message below it is open.
 	Floor int64
+	// Ahead is the run the executor would take as a batch from the next
+	// head: its marker names the last of the first Ahead open messages as
+	// executing_through, so that the batch needs no marker of its own (a
+	// round trip, R-M2) unless more arrived meanwhile. 0 or 1, or a head
+	// that is a retry (it runs alone), marks the head alone.
+	Ahead int
 }
 
 // HandOverSQL moves the marker ($2; its previous one on $4) from $1 to
-// the head at or above the floor $5 if it is due at $3. The rows are named
+// the head at or above the floor $5 if it is due at $3, through the last
+// of the first $6 open messages if that head is fresh (HandOver.Ahead). The rows are named
 // by one array, an index condition on the primary key: an OR of "IN (…)"
 // lists would make the planner scan the whole table.
 const HandOverSQL = `
 	WITH nxt AS (
 		SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $5 ORDER BY msg_id LIMIT 1
 	), due AS (
-		SELECT p.msg_id FROM proc_state p JOIN nxt USING (msg_id)
+		SELECT p.msg_id, p.state = 'PENDING' AND p.attempts = 0 AS fresh FROM proc_state p JOIN nxt USING (msg_id)
 		WHERE p.state = 'PENDING' OR p.next_attempt_at <= $3
+	), span AS (
+		SELECT NULLIF(max(s.msg_id), (SELECT msg_id FROM due)) AS through FROM (
+			SELECT msg_id FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND msg_id >= $5 ORDER BY msg_id LIMIT GREATEST($6::int, 1)
+		) s WHERE (SELECT fresh FROM due)
 	)
 	UPDATE proc_state p SET
-		executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END, executing_through = NULL,
+		executing_by = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN $2 END,
+		executing_through = CASE WHEN p.msg_id IN (SELECT msg_id FROM due) THEN (SELECT through FROM span) END,
 		processing_started_at = CASE WHEN p.msg_id IN (SELECT msg_id FROM due)
 			THEN COALESCE(p.processing_started_at, $3) ELSE p.processing_started_at END
 	WHERE p.msg_id = ANY (ARRAY[$1::bigint, $4::bigint] || ARRAY(SELECT msg_id FROM due))
@@ -114,7 +126,7 @@ func WriteHandOver(ctx context.Context, db DB, h HandOver) (next int64, open boo
 // h.From in one round trip; done hears the message it claimed (0 for none)
 // and whether h.From is still open.
 func QueueHandOver(b *pgx.Batch, h HandOver, done func(next int64, open bool) error) {
-	b.Queue(HandOverSQL, h.From, h.Instance, h.At, h.Previous, h.Floor).Query(func(rows pgx.Rows) error {
+	b.Queue(HandOverSQL, h.From, h.Instance, h.At, h.Previous, h.Floor, h.Ahead).Query(func(rows pgx.Rows) error {
 		var next int64
 		var open bool
 		for rows.Next() {

@@ -22,13 +22,17 @@ package pipeline
 //     batch rules R-C6, season schedules, answers to requests): that
 //     message becomes the next head and runs alone (in execute.go for the
 //     kinds decide does not handle and a decoding to retry).
-//  2. mark (R-H1): one small statement, not synchronously committed,
-//     marks the batch on its head: executing_by names this instance,
-//     executing_through the batch's last message (none for a batch of
-//     one, which a head the previous transaction marked skips). A process that dies
-//     before the batch commits leaves that marker; see crashedRun for how
-//     the next start treats it (nobody is charged, the range runs one at
-//     a time).
+//  2. mark (R-H1): the batch is marked on its head — executing_by names
+//     this instance, executing_through the batch's last message (none for
+//     a batch of one). Usually the transaction that finished the batch
+//     before did it, handing the marker to this head through the last of
+//     the next pipeline.batch open messages (procstate.HandOver.Ahead);
+//     only a head it did not mark, or a batch that grew past that range
+//     (messages registered meanwhile), takes one small statement of its
+//     own, not synchronously committed, and a head marked for a batch that
+//     runs alone is marked again alone. A process that dies before the
+//     batch commits leaves that marker; see crashedRun for how the next
+//     start treats it (nobody is charged, the range runs one at a time).
 //  3. one fenced transaction: lock the batch's proc_state rows, load the
 //     identity holders of their keys and every flight the messages name
 //     with its code-share children (one pipelined round trip); then decide
@@ -53,7 +57,9 @@ package pipeline
 //     per change, the mailbox intent of each terminal state in its place)
 //     in one statement, APPLIED states, both with their identity
 //     bindings (one row version per message), and the marker handed to
-//     the next head (markNext), which also clears the batch's.
+//     the next head (markNext), which also clears the batch's — with the
+//     fence and COMMIT (lease.SendAtCommit): each statement checks in SQL
+//     what the commit depends on (msgx_check).
 //
 // A statement that fails rolls the whole batch back; the executor then
 // runs the messages of that batch again in batches of half the size,
@@ -107,17 +113,36 @@ func (e *Engine) stepBatch(ctx context.Context, heads []*head) (progressed bool,
 		p, _, err := e.charge(ctx, h, retry)
 		return p, true, nil, err
 	}
+	single := own != nil || len(msgs) == 1
+	through := h.ExecutingThrough
+	if single && through != nil {
+		// The hand-over marked a batch from this head, which runs alone:
+		// marked alone, a crash of its run is counted against it
+		// (recordCrash), not taken for a batch's (crashedRun).
+		if err := e.markHead(ctx, h.MsgID); err != nil {
+			if own != nil {
+				own.x.end(err)
+			}
+			for _, m := range msgs {
+				m.x.end(err)
+			}
+			p, _, err := e.settle(ctx, h, err)
+			return p, true, nil, err
+		}
+		h.ExecutingThrough = nil
+	}
 	if own != nil {
 		return false, false, own, nil // a kind with its own transaction rules: execute
 	}
-	single := len(msgs) == 1
 	endAll := func(err error) {
 		for _, m := range msgs {
 			m.x.end(err)
 		}
 	}
-	// A batch is marked on its head with its last message (crashedRun).
-	if !single {
+	// A batch is marked on its head with its last message (crashedRun),
+	// unless the hand-over that marked the head marked it through the
+	// batch's last message already (procstate.HandOver.Ahead).
+	if !single && (through == nil || *through < msgs[len(msgs)-1].h.MsgID) {
 		if err := e.markBatch(ctx, msgs); err != nil {
 			endAll(err)
 			if errors.Is(err, errBatchChanged) {

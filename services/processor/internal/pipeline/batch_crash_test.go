@@ -193,3 +193,51 @@ func TestBatch_R_H1_CrashedBatchChargesNobody(t *testing.T) {
 	require.Equal(t, 6, e.batched, "past the crashed range, batches again")
 	requireSameState(t, one.dumpState(), h.dumpState())
 }
+
+// TestBatch_R_H1_R_M2_HandOverMarksTheNextBatch: the transaction that
+// finishes a batch marks the next head through the last message the next
+// batch will take (procstate.HandOver.Ahead), so that batch runs without a
+// marker of its own (R-M2) and a process that ends inside it still leaves
+// the batch's range on its head: the next process charges none of its
+// messages (R-H1) and every row ends as with pipeline.batch=1.
+func TestBatch_R_H1_R_M2_HandOverMarksTheNextBatch(t *testing.T) {
+	t.Parallel()
+	stream := func(h *harness) {
+		for id := int64(1); id <= 12; id++ {
+			h.insert(id, refMsg(id, "GLST", "ADD", glst(fmt.Sprint("G", id), "x")))
+		}
+	}
+	one := newHarness(t, func(o *Options) { o.Batch = 1 })
+	stream(one)
+	one.drain()
+
+	h := newHarness(t, func(o *Options) { o.Batch = 6; o.MaxAttempts = 1 })
+	stream(h)
+	progressed, _, err := h.e.Step(context.Background())
+	require.NoError(t, err)
+	require.True(t, progressed)
+	require.Equal(t, StateSucceeded, h.state(6), "the first batch, 1 to 6, committed")
+	require.Equal(t, h.e.instance, h.markerOf(7), "its hand-over marked the next head")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM proc_state WHERE msg_id = 7 AND executing_through = 12`), "through the next batch's last message")
+
+	release := h.lockTable("ref_data")
+	done := stepAsync(context.Background(), h.e)
+	pid := h.lockWaiter()
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM proc_state WHERE executing_by IS NOT NULL`), "no marker of the batch's own")
+	h.exec(`SELECT pg_terminate_backend($1)`, pid) // the process is gone mid-batch
+	require.Error(t, await(t, done))
+	release()
+
+	e := h.sibling()
+	progressed, _, err = e.Step(context.Background())
+	require.NoError(t, err)
+	require.True(t, progressed)
+	for id := int64(7); id <= 12; id++ {
+		r := h.proc(id)
+		require.Equal(t, StatePending, r.State, "message %d", id)
+		require.Zero(t, r.Attempts, "message %d was charged for a crash that was not its own", id)
+	}
+	h.e = e
+	h.drain()
+	requireSameState(t, one.dumpState(), h.dumpState())
+}

@@ -41,7 +41,7 @@ func (h *harness) headLookupBuffers() (heads, next int) {
 	h.t.Helper()
 	floor, _ := h.e.floor.read()
 	heads = h.explainBuffers(headsSQL, h.e.batchSize(), floor, int64(0), headsRawBudget)
-	next = h.explainBuffers(markNextSQL, int64(0), h.e.instance, h.clk.Now(), int64(0), floor)
+	next = h.explainBuffers(markNextSQL, int64(0), h.e.instance, h.clk.Now(), int64(0), floor, h.e.batchSize())
 	return heads, next
 }
 

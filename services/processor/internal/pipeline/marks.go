@@ -65,7 +65,21 @@ func (e *Engine) markNext(ctx context.Context, tx pgx.Tx, msgID int64) (next int
 // with its other statements (flushBatch).
 func (e *Engine) handOver(msgID int64) procstate.HandOver {
 	floor, _ := e.floor.read()
-	return procstate.HandOver{From: msgID, Instance: e.instance, At: e.clock.Now(), Previous: e.marked, Floor: floor}
+	return procstate.HandOver{From: msgID, Instance: e.instance, At: e.clock.Now(), Previous: e.marked, Floor: floor, Ahead: e.ahead(msgID)}
+}
+
+// ahead is the batch the executor would run from the head after msgID,
+// for the hand-over to mark (procstate.HandOver.Ahead): none while the
+// messages after a crashed batch run one at a time (singleUntil), the
+// narrowed size while a rolled-back batch is searched (narrowUntil).
+func (e *Engine) ahead(msgID int64) int {
+	switch {
+	case msgID < e.singleUntil:
+		return 0
+	case msgID < e.narrowUntil:
+		return e.narrowTo
+	}
+	return e.batchSize()
 }
 
 // finishTx runs fn — a write that finishes msgID or moves it on — in a
