@@ -502,3 +502,53 @@ func TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted(t *testing.T) {
 	require.NoError(t, r.Progress())
 	require.Zero(t, loopStalledSeconds(t, reader, loop))
 }
+
+// TestOutbox_R_L8_R_L2_RestartDuringRecordRefusalProducesNothingMore: the
+// dispatcher restarted (a new process, a new term) while PostgreSQL still
+// refuses it the record of its deliveries produces nothing more: its new
+// term proves the record possible before its first produce (R-L8), so the
+// row that went out before the refusal goes out no second time while the
+// refusal lasts, however often the new process tries; once granted, it is
+// produced once more (at least once, the same record) and recorded.
+func TestOutbox_R_L8_R_L2_RestartDuringRecordRefusalProducesNothingMore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	role, pool := b.dispatcherRole(t)
+	r, _ := b.refusalRelay(t, pool, b.mailbox)
+	target, topic, loop := TargetMsg, b.kcfg.Topics.Msg, "dispatcher-"+TargetMsg
+	record := pgGrant{b: b, grant: "UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox", role: role}
+
+	first := b.addRow(t, target, "15", state(15, 1), versionHeaders(1))
+	stop, _ := runKafkaLoop(t, r, target, topic)
+	require.Eventually(t, func() bool { return b.row(t, first).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+		"the first process delivers and records")
+
+	record.revoke(t)
+	late := b.addRow(t, target, "16", state(16, 1), versionHeaders(1))
+	r.wakeAll()
+	requireStalled(t, r, loop, "42501")
+	require.Equal(t, map[string]int{"15": 1, "16": 1}, keyRecords(t, b, topic), "the row went out before the refusal was known")
+	stop() // the process ends while the refusal lasts
+
+	again, _ := b.refusalRelay(t, pool, b.mailbox)
+	drains := &drainClock{reader: again.reads}
+	again.reads = drains
+	_, done := runKafkaLoop(t, again, target, topic)
+	requireStalled(t, again, loop, "42501")
+	require.Eventually(t, func() bool {
+		again.wakeAll()
+		return len(drains.drains()) >= 3
+	}, 20*time.Second, 10*time.Millisecond, "the new process tries again and again")
+	require.Equal(t, map[string]int{"15": 1, "16": 1}, keyRecords(t, b, topic),
+		"the new process produces nothing while PostgreSQL refuses it the record")
+	b.requireUncounted(t, late)
+	requireRunning(t, done, "refused within the limit")
+
+	record.restore(t)
+	again.wakeAll()
+	require.Eventually(t, func() bool { return b.row(t, late).State == "SENT" }, 20*time.Second, 10*time.Millisecond,
+		"the row is recorded once PostgreSQL may record it")
+	require.Equal(t, map[string]int{"15": 1, "16": 2}, keyRecords(t, b, topic),
+		"produced once more when PostgreSQL may record it (at least once)")
+	require.NoError(t, again.Progress())
+}
