@@ -64,6 +64,8 @@ type lazyTx struct {
 	done bool   // ended without having begun
 	// last is what SendAtCommit queued, to go with the fence and COMMIT.
 	last *pgx.Batch
+	// after is what ReadAfterCommit queued, to follow COMMIT.
+	after *pgx.Batch
 	// ended: the transaction ended with last's pipeline (committed or
 	// rolled back); neither pgx's transaction nor a rollback is used again.
 	ended bool
@@ -107,6 +109,26 @@ func SendAtCommit(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
 	return nil
 }
 
+// ReadAfterCommit queues the reads of b to follow the COMMIT of tx in the
+// same pipeline, outside the transaction: what a loop reads next, fresh
+// after its commit, at no round trip of its own (R-M2). It reports whether
+// they were queued: only a transaction of Term.InTx or Terms.InTx on a
+// pool whose last batch went with SendAtCommit takes them; otherwise the
+// caller reads when it needs to. b's callbacks run only if the transaction
+// committed; what they return does not change InTx's result, so a callback
+// notes its own success.
+func ReadAfterCommit(tx pgx.Tx, b *pgx.Batch) bool {
+	l, ok := tx.(*lazyTx)
+	if !ok || l.ended || l.last == nil {
+		return false
+	}
+	if l.after == nil {
+		l.after = &pgx.Batch{}
+	}
+	l.after.QueuedQueries = append(l.after.QueuedQueries, b.QueuedQueries...)
+	return true
+}
+
 // flush sends what SendAtCommit queued, before a statement that fn sends
 // after it.
 func (l *lazyTx) flush(ctx context.Context) error {
@@ -135,6 +157,11 @@ func (l *lazyTx) commitWith(ctx context.Context, f *fenceOf) error {
 		p.Queue(fenceSQL, f.name, f.token)
 	}
 	p.Queue("commit")
+	commitAt := len(p.QueuedQueries) - 1
+	if l.after != nil {
+		p.QueuedQueries = append(p.QueuedQueries, l.after.QueuedQueries...)
+		l.after = nil
+	}
 	l.ended = true
 	br := l.conn.SendBatch(ctx, p)
 	var first error
@@ -146,16 +173,26 @@ func (l *lazyTx) commitWith(ctx context.Context, f *fenceOf) error {
 	var committed bool
 	for i, q := range p.QueuedQueries {
 		switch {
+		case i > commitAt:
+			// The reads after COMMIT: only once it committed, their errors
+			// their callbacks' own.
+			if committed && q.Fn != nil {
+				_ = q.Fn(br)
+			}
 		case q.Fn != nil:
 			note(q.Fn(br))
-		case i == len(p.QueuedQueries)-1:
+		case i == commitAt:
 			_, err := br.Exec()
-			committed = err == nil
+			committed = err == nil && first == nil
 			note(err)
 		default:
 			_, err := br.Exec()
 			note(err)
 		}
+	}
+	if committed {
+		_ = br.Close() // an error of a read after COMMIT is its callback's
+		return nil
 	}
 	note(br.Close())
 	// A callback that failed on the client's side (a scan, or its own
@@ -457,6 +494,7 @@ func inLazyTx(ctx context.Context, db pooled, fn func(pgx.Tx) error, f *fenceOf,
 	if l.last != nil {
 		return true, l.commitWith(ctx, f)
 	}
+	l.after = nil // reads after a COMMIT sent on its own: the caller reads
 	if l.tx == nil {
 		l.done = true
 		if f == nil {

@@ -109,7 +109,7 @@ func TestLazyTx_R_M2_FencedTransactionRoundTrips(t *testing.T) {
 // batch first; a callback that fails after the commit says so.
 func TestLazyTx_R_M2_R_H6_BatchSentAtCommitCommitsOnlyWhatHeld(t *testing.T) {
 	t.Parallel()
-	pool, s, _ := countedTerms(t)
+	pool, s, rt := countedTerms(t)
 	ctx, end := s.Start(context.Background(), 7)
 	defer end()
 	count := func(v int) int {
@@ -175,6 +175,36 @@ func TestLazyTx_R_M2_R_H6_BatchSentAtCommitCommitsOnlyWhatHeld(t *testing.T) {
 	})
 	require.ErrorIs(t, err, ErrCommitUnknown)
 	require.Equal(t, 1, count(5), "PostgreSQL ran the pipeline to its COMMIT")
+
+	// Reads after COMMIT, in the same round trip, see what it committed;
+	// they are not read when it did not commit.
+	readAfter := func(v int, stmt string) (n int, read bool, err error) {
+		err = s.InTx(ctx, func(tx pgx.Tx) error {
+			if err := atCommit(stmt)(tx); err != nil {
+				return err
+			}
+			b := &pgx.Batch{}
+			b.Queue(`SELECT count(*) FROM t WHERE v = $1`, v).QueryRow(func(r pgx.Row) error {
+				read = true
+				return r.Scan(&n)
+			})
+			require.True(t, ReadAfterCommit(tx, b), "a pooled transaction with a batch at commit takes reads after it")
+			return nil
+		})
+		return n, read, err
+	}
+	_, _, err = readAfter(70, `INSERT INTO t VALUES (7)`) // prepares the statements
+	require.NoError(t, err)
+	before := rt.N()
+	n, read, err := readAfter(7, `INSERT INTO t VALUES (7)`)
+	require.NoError(t, err)
+	require.True(t, read)
+	require.Equal(t, 2, n, "the read after COMMIT sees what it committed")
+	require.Equal(t, int64(1), rt.N()-before, "BEGIN, the batch, the fence, COMMIT and the read: one round trip")
+	_, read, err = readAfter(7, `INSERT INTO t VALUES ('x')`)
+	require.Error(t, err)
+	require.False(t, read, "no read after a COMMIT that did not happen")
+	require.False(t, ReadAfterCommit(nil, &pgx.Batch{}), "no transaction of this package: the caller reads")
 
 	_, err = pool.Exec(context.Background(), `UPDATE lease SET token = 8 WHERE name = 'p'`)
 	require.NoError(t, err)

@@ -157,8 +157,9 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 	for i, a := range acks {
 		flids[i], versions[i] = a.FLID, a.Version
 	}
+	var unlocked bool
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		done = done[:0]
+		done, unlocked = done[:0], false
 		// Every partition's offset, the acks' plan settings and the first
 		// lock of the acknowledged messages go in one round trip, the one
 		// that begins the transaction; the SUCCEEDED states go with the
@@ -176,15 +177,23 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		if len(acks) == 0 {
 			return nil
 		}
-		touched, err := deleteAcked(ctx, tx, flids, versions, locked)
-		if err != nil || len(touched) == 0 {
-			return err
+		if len(locked) == 0 {
+			return nil
 		}
-		// Every message with nothing pending any more is SUCCEEDED, with
-		// its backfill intent, in the same transaction; the statement
-		// only reports which (a message still pending stays APPLIED).
+		// The deletion of the locked messages' satisfied projections and
+		// their SUCCEEDED states (every locked message that is APPLIED with
+		// nothing pending any more, with its backfill intent) go with the
+		// fence and COMMIT: each a statement of its own, after the lock,
+		// so each sees the executor's commit the lock waited for (R-H4).
 		b = &pgx.Batch{}
-		procstate.QueueSucceed(b, touched, now, nil, func(f []procstate.SucceededAt) error {
+		b.Queue(ackDeleteQuery, flids, versions, locked).QueryRow(func(r pgx.Row) error {
+			var deleted []int64
+			if err := r.Scan(&deleted, &unlocked); err != nil {
+				return fmt.Errorf("deleting acknowledged projections: %w", err)
+			}
+			return nil
+		})
+		procstate.QueueSucceed(b, locked, now, nil, func(f []procstate.SucceededAt) error {
 			done = f
 			return nil
 		})
@@ -201,6 +210,13 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		e.metrics.finished.Add(ctx, 1, stateAttr(StateSucceeded))
 		e.metrics.stage(ctx, StageSucceeded, f.Applied, now)
 		e.log.Info("message finished", "msg_id", f.MsgID, "state", StateSucceeded)
+	}
+	if unlocked {
+		// The deletion saw satisfied projections of messages the lock did
+		// not hold (written after the lock's snapshot): the same acks
+		// again, in a transaction of their own, lock and finish those too
+		// (acks are idempotent; the offsets are stored already).
+		return e.applyAcks(ctx, acks, topic, nil)
 	}
 	return nil
 }
@@ -272,40 +288,6 @@ d AS (
 	RETURNING p.msg_id)
 SELECT ARRAY(SELECT DISTINCT msg_id FROM d),
        EXISTS (SELECT 1 FROM s WHERE s.msg_id <> ALL ($3::bigint[]))`
-
-// deleteAcked locks the proc_state rows of the messages that have pending
-// projections the acks (flids[i], versions[i]) satisfy, then deletes those
-// projections, and returns the messages it deleted projections of. Only
-// projections of locked messages are deleted: should the deletion's
-// snapshot show a satisfied projection of a message locked by nobody, that
-// message is locked and its projections deleted in another round. The
-// first lock went before, with the offsets and ackJoinsByProbe
-// (applyAcks): first are the messages it locked.
-func deleteAcked(ctx context.Context, tx pgx.Tx, flids, versions, first []int64) ([]int64, error) {
-	locked := []int64{}
-	var touched []int64
-	more := first
-	for {
-		if len(more) == 0 {
-			return touched, nil
-		}
-		locked = append(locked, more...)
-		var deleted []int64
-		var unlocked bool
-		if err := tx.QueryRow(ctx, ackDeleteQuery, flids, versions, locked).Scan(&deleted, &unlocked); err != nil {
-			return nil, fmt.Errorf("deleting acknowledged projections: %w", err)
-		}
-		touched = append(touched, deleted...)
-		if !unlocked {
-			return touched, nil
-		}
-		b := &pgx.Batch{}
-		queueAckLock(b, flids, versions, locked, &more)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, err
-		}
-	}
-}
 
 // queueAckLock queues ackLockQuery: it locks the messages of the acks'
 // satisfied projections not in locked yet and puts them in *more.

@@ -59,7 +59,12 @@ package pipeline
 //     bindings (one row version per message), and the marker handed to
 //     the next head (markNext), which also clears the batch's — with the
 //     fence and COMMIT (lease.SendAtCommit): each statement checks in SQL
-//     what the commit depends on (msgx_check).
+//     what the commit depends on (msgx_check). Behind COMMIT, in the same
+//     round trip, go the next step's reads of the FIFO head and the replay
+//     flag (prefetchHeads), which that step takes instead of reading — if
+//     it runs in the same term and they found a head. A batch after a
+//     batch thus costs two round trips: the loads, and the writes with
+//     COMMIT.
 //
 // A statement that fails rolls the whole batch back; the executor then
 // runs the messages of that batch again in batches of half the size,

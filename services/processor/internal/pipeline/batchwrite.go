@@ -23,6 +23,7 @@ import (
 // and stop is its failure.
 func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batchMsg, next int64, stop, err error) {
 	registered := map[int64]time.Time{}
+	prefetched := func() *headsRead { return nil }
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		done, stop, next = nil, nil, 0
 		clear(registered)
@@ -60,7 +61,11 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 		if len(done) == 0 {
 			return errBatchEmpty
 		}
-		return e.flushBatch(ctx, tx, ov, binds, outbox, done, &next, registered)
+		if err := e.flushBatch(ctx, tx, ov, binds, outbox, done, &next, registered); err != nil {
+			return err
+		}
+		prefetched = e.prefetchHeads(tx, done[len(done)-1].h.MsgID)
+		return nil
 	})
 	if procstate.Checked(err) {
 		// A message of the batch was not open any more: nothing committed.
@@ -69,7 +74,9 @@ func (e *Engine) writeBatch(ctx context.Context, msgs []*batchMsg) (done []*batc
 	if err != nil {
 		return done, 0, stop, err
 	}
-	// The writes' results arrive with the commit.
+	// The writes' results arrive with the commit, and the next step's
+	// heads after it.
+	e.prefetched = prefetched()
 	for _, m := range done {
 		if m.state == StateApplied {
 			at := registered[m.h.MsgID]

@@ -159,6 +159,9 @@ type Engine struct {
 	// when the executor last loaded the heads.
 	floor    headFloor
 	floorGen uint64
+	// prefetched is the next step's heads, read with the last batch's
+	// COMMIT (prefetchHeads); nil when the next step reads them itself.
+	prefetched *headsRead
 	// batched counts the messages finished by batches of more than one
 	// (tests read it to see that a batch ran).
 	batched int

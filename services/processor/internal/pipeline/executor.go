@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgexchange/libs/clip"
+	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
 )
@@ -174,16 +175,51 @@ const headsRawBudget = 8 << 20
 // batch's (R-M2). It keeps the floor's generation for the raises of the
 // writes that follow.
 func (e *Engine) loadHeads(ctx context.Context, n int) (heads []*head, replays bool, err error) {
+	if p := e.prefetched; p != nil {
+		e.prefetched = nil
+		// Read with the last batch's COMMIT (prefetchHeads) in this term.
+		// An empty read is not taken: messages registered since then wait
+		// behind no batch, so the step reads for itself.
+		if len(p.heads) > 0 && p.term == e.db.Term() {
+			e.floorGen = p.gen
+			e.floor.raise(p.heads[0].MsgID, p.gen)
+			return p.heads, p.replays, nil
+		}
+	}
 	floor, gen := e.floor.read()
 	e.floorGen = gen
-	kept, keptRaw := e.snapshots.kept()
 	b := &pgx.Batch{}
-	b.Queue(replaysPendingSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&replays) })
-	b.Queue(headsSQL, n, floor, kept, headsRawBudget).Query(func(rows pgx.Rows) error {
-		heads, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*head, error) {
+	var read headsRead
+	e.queueHeads(b, n, floor, &read)
+	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, false, fmt.Errorf("loading FIFO head: %w", err)
+	}
+	if len(read.heads) > 0 {
+		e.floor.raise(read.heads[0].MsgID, gen)
+	}
+	return read.heads, read.replays, nil
+}
+
+// headsRead is what loadHeads reads: the heads and the replay flag, and,
+// when read ahead with a batch's COMMIT, the floor generation it was read
+// at.
+type headsRead struct {
+	heads   []*head
+	replays bool
+	gen     uint64
+	term    *lease.Term // of the batch that read them ahead
+}
+
+// queueHeads queues loadHeads' two reads, up to n heads from floor, into
+// r.
+func (e *Engine) queueHeads(b *pgx.Batch, n int, floor int64, r *headsRead) {
+	kept, keptRaw := e.snapshots.kept()
+	b.Queue(replaysPendingSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&r.replays) })
+	b.Queue(headsSQL, n, floor, kept, headsRawBudget).Query(func(rows pgx.Rows) (err error) {
+		r.heads, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*head, error) {
 			var h head
 			var raw *string
-			err := r.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
+			err := row.Scan(&h.MsgID, &h.State, &h.Attempts, &h.NextAttemptAt, &h.ProcessingStartedAt, &h.ErrorClass, &raw, &h.ExecutingBy, &h.ExecutingThrough, &h.TraceParent, &h.TraceState)
 			if raw != nil {
 				h.Raw = *raw
 			} else {
@@ -193,13 +229,40 @@ func (e *Engine) loadHeads(ctx context.Context, n int) (heads []*head, replays b
 		})
 		return err
 	})
-	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, false, fmt.Errorf("loading FIFO head: %w", err)
+}
+
+// prefetchHeads queues, on a batch's transaction tx, the next step's
+// heads from above the batch's last message (through), read after its
+// COMMIT in the same round trip (lease.ReadAfterCommit): a step after a
+// batch then reads nothing before its own (R-M2). The reads see the
+// marker the hand-over wrote. done reports, once the transaction ended,
+// what was read, nil when nothing was (the transaction did not commit, or
+// could not take the reads): the next step reads for itself.
+func (e *Engine) prefetchHeads(tx pgx.Tx, through int64) (done func() *headsRead) {
+	floor, gen := e.floor.read()
+	r := &headsRead{gen: gen, term: e.db.Term()}
+	var read bool
+	b := &pgx.Batch{}
+	e.queueHeads(b, e.batchSize(), max(floor, through+1), r)
+	b.QueuedQueries[len(b.QueuedQueries)-1].Fn = wrapRead(b.QueuedQueries[len(b.QueuedQueries)-1].Fn, &read)
+	if !lease.ReadAfterCommit(tx, b) {
+		return func() *headsRead { return nil }
 	}
-	if len(heads) > 0 {
-		e.floor.raise(heads[0].MsgID, gen)
+	return func() *headsRead {
+		if !read {
+			return nil
+		}
+		return r
 	}
-	return heads, replays, nil
+}
+
+// wrapRead is fn that sets *ok when it succeeds.
+func wrapRead(fn func(pgx.BatchResults) error, ok *bool) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		err := fn(br)
+		*ok = err == nil
+		return err
+	}
 }
 
 // crashedRun handles a head carrying another instance's marker for a

@@ -15,14 +15,16 @@ import (
 // executor's round trips to PostgreSQL, what a slow path multiplies: with
 // 200 ms added to each, every one costs the batch 200 ms (R-M2). A batch
 // that follows another, its head marked by the hand-over of the one
-// before, takes three: the FIFO head with the replay flag (one pipelined
-// read); the batch's transaction (BEGIN with the loads; the writes with
-// the hand-over to the next head, the fence and COMMIT). The batch needs
-// no marker of its own: the hand-over marked its head through its last
-// message (procstate.HandOver.Ahead; one round trip more when more
-// messages arrived meanwhile). Each statement sent with COMMIT checks in
-// SQL what the commit depends on (lease.SendAtCommit); checked by the
-// client, with a marker of its own, a batch took six.
+// before, takes two: the batch's transaction (BEGIN with the loads; the
+// writes with the hand-over to the next head, the fence, COMMIT and, read
+// after COMMIT, the next step's heads and replay flag). The batch needs no
+// head read of its own (the batch before read its heads after its COMMIT,
+// prefetchHeads) and no marker of its own (the hand-over marked its head
+// through its last message, procstate.HandOver.Ahead; one round trip more
+// when more messages arrived meanwhile). Each statement sent with COMMIT
+// checks in SQL what the commit depends on (lease.SendAtCommit); checked
+// by the client, with a head read and a marker of its own, a batch took
+// six.
 func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	t.Parallel()
 	var rt *pgtest.RoundTrips
@@ -49,17 +51,18 @@ func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	before := rt.N()
 	progressed, _ = h.step()
 	require.True(t, progressed)
-	require.Equal(t, int64(3), rt.N()-before, "round trips of a batch of 50 FLOPs")
+	require.Equal(t, int64(2), rt.N()-before, "round trips of a batch of 50 FLOPs")
 	require.Equal(t, StateApplied, h.state(399))
 }
 
 // TestAcks_R_M2_RoundTripsPerAckBatch holds a batch of acks to its round
 // trips to PostgreSQL, each one 200 ms of every message's way to its
-// marker on a slow path (R-M2): three — BEGIN with the offsets and the
-// lock of the acknowledged messages; the deletion of their satisfied
-// projections; their SUCCEEDED states with the fence and COMMIT — however
-// many messages the acks finish. The lock still comes first and the
-// decision after the deletion, each a statement of its own (R-H4).
+// marker on a slow path (R-M2): two — BEGIN with the offsets and the lock
+// of the acknowledged messages; the deletion of their satisfied
+// projections and their SUCCEEDED states with the fence and COMMIT —
+// however many messages the acks finish. The lock still comes first and
+// the decision after it, each a statement of its own (R-H4). Read and
+// decided by the client between the statements, it took five.
 func TestAcks_R_M2_RoundTripsPerAckBatch(t *testing.T) {
 	t.Parallel()
 	var rt *pgtest.RoundTrips
@@ -84,7 +87,7 @@ func TestAcks_R_M2_RoundTripsPerAckBatch(t *testing.T) {
 	h.ack(acks[:20]...) // warms the statements up, on every connection
 	before := rt.N()
 	h.ack(acks[20:]...)
-	require.Equal(t, int64(3), rt.N()-before, "round trips of a batch of 20 acks")
+	require.Equal(t, int64(2), rt.N()-before, "round trips of a batch of 20 acks")
 	for i := range int64(40) {
 		require.Equal(t, StateSucceeded, h.state(10+i))
 	}
