@@ -174,6 +174,7 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("storing ack offsets: %w", err)
 		}
+		runHook(ctx, hookAcksLocked, tx, 0)
 		if len(acks) == 0 {
 			return nil
 		}
@@ -319,6 +320,9 @@ const (
 	// hookApplied runs in markApplied after the message was marked APPLIED,
 	// before its transaction commits.
 	hookApplied hookPoint = iota
+	// hookAcksLocked runs in applyAcks after the acknowledged messages
+	// were locked, before their projections are deleted.
+	hookAcksLocked
 )
 
 // runHook calls the hook the context carries for p, if any.

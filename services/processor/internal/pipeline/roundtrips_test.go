@@ -3,8 +3,11 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -171,4 +174,37 @@ func TestBatch_R_M2_R_J1_RolledBackBatchIsSearchedInHalves(t *testing.T) {
 		"every message before it finished")
 	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id <> $1 AND attempts > 0`, fault), "and none of them was charged")
 	t.Logf("message at fault charged after %d steps", steps)
+}
+
+// TestAcks_R_H4_SatisfiedProjectionWrittenAfterTheLockIsFinishedToo: a
+// message whose pending projection an ack satisfies, committed after the
+// ack transaction locked the messages it knew of and before its deletion
+// (its deletion sees the projection, its lock did not hold the message),
+// is finished by the same acks in a transaction of their own: SUCCEEDED
+// with nothing pending, not left APPLIED where no later ack reaches it.
+func TestAcks_R_H4_SatisfiedProjectionWrittenAfterTheLockIsFinishedToo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(1, schd(1, "DNLD", fltr(1001, day23)))
+	h.insert(2, flopMsg(2, "STND", flopRec(1001, "<STND>S2</STND>")))
+	h.drain()
+	require.Equal(t, StateApplied, h.state(2))
+	h.insert(3, flopMsg(3, "STND", flopRec(1001, "<STND>S3</STND>")))
+	h.exec(`UPDATE proc_state SET state = 'APPLIED', applied_at = now() WHERE msg_id = 3`)
+	var once sync.Once
+	ctx := withHook(context.Background(), hookAcksLocked, func(context.Context, pgx.Tx, int64) {
+		// Message 3 stands for one whose projection, satisfied by the ack,
+		// committed after the lock: a pending projection of flight 1001 at
+		// a version the ack covers. The acks' own transaction only.
+		once.Do(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := h.pool.Exec(cctx, `INSERT INTO projection_pending (msg_id, flid, version) VALUES (3, 1001, 2)`)
+			require.NoError(t, err)
+		})
+	})
+	require.NoError(t, h.e.ApplyAcks(ctx, []Ack{{FLID: 1001, Version: 2}}))
+	require.Equal(t, StateSucceeded, h.state(2))
+	require.Equal(t, StateSucceeded, h.state(3), "finished by the same acks, not left APPLIED")
+	require.Zero(t, h.count(`SELECT count(*) FROM projection_pending`))
 }
