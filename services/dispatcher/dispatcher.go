@@ -68,7 +68,7 @@ type SchdConfig struct {
 
 // RegisterFlags registers the dispatcher's flags.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
-	fs.IntVar(&c.Delivery.Batch, prefix+"delivery.batch", 1024, "outbox rows read and produced per batch")
+	fs.IntVar(&c.Delivery.Batch, prefix+"delivery.batch", 1024, "outbox rows read and produced per batch (as the processor's pipeline.batch: one drain per executed batch; a drain costs two PostgreSQL round trips, R-M2)")
 	fs.IntVar(&c.Delivery.MaxAttempts, prefix+"delivery.max-attempts", 10, "attempts before an outbox row becomes DEAD (dead-letter)")
 	fs.DurationVar(&c.Delivery.BackoffMin, prefix+"delivery.backoff-min", time.Second, "first retry delay of a failed outbox row; doubles per attempt (or, while a dependency is unreachable, per failed try of the target), with jitter")
 	fs.DurationVar(&c.Delivery.BackoffMax, prefix+"delivery.backoff-max", time.Minute, "largest retry delay of a failed outbox row (at most 1m: an outage is retried at least once a minute, R-L2)")
