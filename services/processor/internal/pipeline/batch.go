@@ -88,12 +88,6 @@ import (
 // configuration (chosen by measurement, docs/performance.md R-J1).
 const DefaultBatch = 1024
 
-// batchSize is the configured batch; 0 or 1 is one message per
-// transaction.
-func (e *Engine) batchSize() int {
-	return max(e.opt.Batch, 1)
-}
-
 // stepBatch runs a batch from heads (loaded in msg_id order, the head due
 // and not poisoned); one message is a batch of one. ok is false when no
 // batch was run: the head, decoded in own with its execution started, has

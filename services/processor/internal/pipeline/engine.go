@@ -258,3 +258,9 @@ const LeaseName = "processor"
 type Elector interface {
 	Run(ctx context.Context, name, holder string, fn func(ctx context.Context, token int64) error) error
 }
+
+// batchSize is the configured batch; 0 or 1 is one message per
+// transaction.
+func (e *Engine) batchSize() int {
+	return max(e.opt.Batch, 1)
+}

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"time"
 
+	"msgexchange/libs/lease"
+
 	"msgexchange/services/internal/procstate"
 )
 
@@ -68,4 +70,14 @@ var (
 // rejected for good (MALFORMED, PROTOCOL) or given up on (EXHAUSTED).
 func parkedClass(class string) bool {
 	return class == ClassUnsupported || class == ClassCodec
+}
+
+// headsRead is what loadHeads reads: the heads and the replay flag, and,
+// when read ahead with a batch's COMMIT, the floor generation it was read
+// at.
+type headsRead struct {
+	heads   []*head
+	replays bool
+	gen     uint64
+	term    *lease.Term // of the batch that read them ahead
 }
