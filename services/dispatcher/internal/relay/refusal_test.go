@@ -499,7 +499,9 @@ func TestMarkers_R_L8_R_L2_RefusedOutboxRecordStallsUntilGranted(t *testing.T) {
 	again, _ := b.marker(t, msgID)
 	require.True(t, again.Time.Equal(at.Time), "the marker is written once, never over itself")
 	require.NotNil(t, b.backfilledAt(t, msgID))
-	require.NoError(t, r.Progress())
+	// The loop reports its progress once the drain that recorded the row
+	// has returned, a moment after the row reads SENT.
+	require.Eventually(t, func() bool { return r.Progress() == nil }, 10*time.Second, 10*time.Millisecond, "the loop progresses again")
 	require.Zero(t, loopStalledSeconds(t, reader, loop))
 }
 
