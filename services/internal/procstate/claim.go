@@ -48,20 +48,6 @@ func QueueClaim(b *pgx.Batch, c Claim) {
 	b.Queue(claimSQL, c.Head, c.Instance, c.At, c.Previous, c.Through)
 }
 
-// WriteClaim writes c in tx (QueueClaim) and reports whether the head was
-// still open and is now claimed; if it was not, tx is aborted.
-func WriteClaim(ctx context.Context, tx pgx.Tx, c Claim) (bool, error) {
-	b := &pgx.Batch{}
-	QueueClaim(b, c)
-	if err := send(ctx, tx, b); err != nil {
-		if Checked(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("claiming message %d for execution: %w", c.Head, err)
-	}
-	return true, nil
-}
-
 // HandOver moves an instance's claim, in the transaction that finished
 // (or moved) a message, to the head that follows.
 type HandOver struct {

@@ -271,8 +271,10 @@ func TestClaim_R_H1_MarksAnOpenHeadAndHandsOn(t *testing.T) {
 	refused := errors.New("refused")
 	claim := func(c Claim) bool {
 		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			ok, err := WriteClaim(ctx, tx, c)
-			if err == nil && !ok {
+			b := &pgx.Batch{}
+			QueueClaim(b, c)
+			err := tx.SendBatch(ctx, b).Close()
+			if Checked(err) {
 				return refused // the claim's statement aborted tx
 			}
 			return err

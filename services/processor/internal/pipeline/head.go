@@ -80,4 +80,5 @@ type headsRead struct {
 	replays bool
 	gen     uint64
 	term    *lease.Term // of the batch that read them ahead
+	read    bool        // the heads were read (after a COMMIT: it committed)
 }

@@ -68,6 +68,7 @@ func (e *Engine) queueHeads(b *pgx.Batch, n int, floor int64, r *headsRead) {
 	kept, keptRaw := e.snapshots.kept()
 	b.Queue(replaysPendingSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&r.replays) })
 	b.Queue(headsSQL, n, floor, kept, headsRawBudget).Query(func(rows pgx.Rows) (err error) {
+		defer func() { r.read = err == nil }()
 		r.heads, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*head, error) {
 			var h head
 			var raw *string
@@ -93,26 +94,15 @@ func (e *Engine) queueHeads(b *pgx.Batch, n int, floor int64, r *headsRead) {
 func (e *Engine) prefetchHeads(tx pgx.Tx, through int64) (done func() *headsRead) {
 	floor, gen := e.floor.read()
 	r := &headsRead{gen: gen, term: e.db.Term()}
-	var read bool
 	b := &pgx.Batch{}
 	e.queueHeads(b, e.batchSize(), max(floor, through+1), r)
-	b.QueuedQueries[len(b.QueuedQueries)-1].Fn = wrapRead(b.QueuedQueries[len(b.QueuedQueries)-1].Fn, &read)
 	if !lease.ReadAfterCommit(tx, b) {
 		return func() *headsRead { return nil }
 	}
 	return func() *headsRead {
-		if !read {
+		if !r.read {
 			return nil
 		}
 		return r
-	}
-}
-
-// wrapRead is fn that sets *ok when it succeeds.
-func wrapRead(fn func(pgx.BatchResults) error, ok *bool) func(pgx.BatchResults) error {
-	return func(br pgx.BatchResults) error {
-		err := fn(br)
-		*ok = err == nil
-		return err
 	}
 }

@@ -30,14 +30,7 @@ import (
 // six.
 func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 	t.Parallel()
-	var rt *pgtest.RoundTrips
-	h := newHarness(t, func(o *Options) {
-		cfg := o.Pool.Config()
-		rt = pgtest.Count(&cfg.ConnConfig.Config)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		o.Pool = pool
+	h, rt := countedHarness(t, func(o *Options) {
 		o.Batch = 50
 	})
 	h.run(1, schd(1, "DNLD", fltr(1001, day23)))
@@ -68,15 +61,7 @@ func TestExecutor_R_M2_RoundTripsPerBatch(t *testing.T) {
 // decided by the client between the statements, it took five.
 func TestAcks_R_M2_RoundTripsPerAckBatch(t *testing.T) {
 	t.Parallel()
-	var rt *pgtest.RoundTrips
-	h := newHarness(t, func(o *Options) {
-		cfg := o.Pool.Config()
-		rt = pgtest.Count(&cfg.ConnConfig.Config)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		o.Pool = pool
-	})
+	h, rt := countedHarness(t, nil)
 	h.run(1, schd(1, "DNLD", fltr(1001, day23), fltr(1002, day23)))
 	h.ack(Ack{FLID: 1001, Version: 1}, Ack{FLID: 1002, Version: 1})
 	for i := range int64(40) {
@@ -104,14 +89,7 @@ func TestAcks_R_M2_RoundTripsPerAckBatch(t *testing.T) {
 // PostgreSQL (R-K4's bound is 12 s end to end), hours at +200 ms (R-M2).
 func TestSnapshot_R_K4_R_M2_RoundTripsDoNotGrowWithFlights(t *testing.T) {
 	t.Parallel()
-	var rt *pgtest.RoundTrips
-	h := newHarness(t, func(o *Options) {
-		cfg := o.Pool.Config()
-		rt = pgtest.Count(&cfg.ConnConfig.Config)
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		o.Pool = pool
+	h, rt := countedHarness(t, func(o *Options) {
 		o.SnapshotBatch = 100
 	})
 	const day25 = "25JAN210535"
@@ -207,4 +185,23 @@ func TestAcks_R_H4_SatisfiedProjectionWrittenAfterTheLockIsFinishedToo(t *testin
 	require.Equal(t, StateSucceeded, h.state(2))
 	require.Equal(t, StateSucceeded, h.state(3), "finished by the same acks, not left APPLIED")
 	require.Zero(t, h.count(`SELECT count(*) FROM projection_pending`))
+}
+
+// countedHarness is a harness whose pool counts its round trips to
+// PostgreSQL (pgtest.Count); opt, if not nil, sets further options.
+func countedHarness(t *testing.T, opt func(*Options)) (*harness, *pgtest.RoundTrips) {
+	t.Helper()
+	var rt *pgtest.RoundTrips
+	h := newHarness(t, func(o *Options) {
+		cfg := o.Pool.Config()
+		rt = pgtest.Count(&cfg.ConnConfig.Config)
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		o.Pool = pool
+		if opt != nil {
+			opt(o)
+		}
+	})
+	return h, rt
 }
