@@ -60,6 +60,7 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
 
 require (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,7 @@ const TopicCreatorServiceName = "kafka-topics"
 // topicAttemptTimeout bounds one round of EnsureTopics.
 const topicAttemptTimeout = 10 * time.Second
 
-// TopicCreator creates the system's topics in the background, retrying
+// TopicCreator creates a service's topics in the background, retrying
 // with capped backoff until the brokers accept them (R-N1). A process
 // therefore starts during a Kafka outage and serves what does not need
 // Kafka — the flight list, the board, the control plane — instead of
@@ -28,16 +29,25 @@ const topicAttemptTimeout = 10 * time.Second
 // outage, and the topics appear as soon as the brokers answer.
 type TopicCreator struct {
 	cfg     Config
+	specs   []TopicSpec
 	log     *slog.Logger
 	first   time.Duration
 	max     time.Duration
 	created atomic.Bool
 }
 
-// NewTopicCreator returns the creator of cfg.Specs(); its retries wait from
+// NewTopicCreator returns the creator of the named topics of cfg.Specs()
+// — a service creates only the topics it writes (Access), so that its
+// principal needs Create on nothing else (R-K7); its retries wait from
 // first doubling to max.
-func NewTopicCreator(cfg Config, logger *slog.Logger, first, max time.Duration) *TopicCreator {
-	return &TopicCreator{cfg: cfg, log: logger.With("component", TopicCreatorServiceName), first: first, max: max}
+func NewTopicCreator(cfg Config, topics []string, logger *slog.Logger, first, max time.Duration) *TopicCreator {
+	var specs []TopicSpec
+	for _, s := range cfg.Specs() {
+		if slices.Contains(topics, s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	return &TopicCreator{cfg: cfg, specs: specs, log: logger.With("component", TopicCreatorServiceName), first: first, max: max}
 }
 
 // Created reports whether every topic exists with its enforced configs.
@@ -58,7 +68,7 @@ func (tc *TopicCreator) run(ctx context.Context) error {
 	b := backoff.New(tc.first, tc.max)
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, topicAttemptTimeout)
-		err := EnsureTopics(actx, cl, tc.cfg.ReplicationFactor, tc.cfg.Specs())
+		err := EnsureTopics(actx, cl, tc.cfg.ReplicationFactor, tc.specs)
 		cancel()
 		if err == nil {
 			break
@@ -77,7 +87,7 @@ func (tc *TopicCreator) run(ctx context.Context) error {
 	}
 	cl.Close()
 	tc.created.Store(true)
-	tc.log.Info("kafka topics exist", "topics", len(tc.cfg.Specs()))
+	tc.log.Info("kafka topics exist", "topics", len(tc.specs))
 	<-ctx.Done()
 	return nil
 }

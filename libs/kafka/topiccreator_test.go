@@ -28,7 +28,11 @@ func TestTopicCreator_R_N1_StartsWithoutBrokerAndCreatesTopicsLater(t *testing.T
 	cfg := kafkatest.DefaultConfig()
 	cfg.Brokers = fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.DialTimeout = 200 * time.Millisecond
-	tc := kafka.NewTopicCreator(cfg, slog.New(slog.DiscardHandler), 20*time.Millisecond, 200*time.Millisecond)
+	var names []string
+	for _, s := range cfg.Specs() {
+		names = append(names, s.Name)
+	}
+	tc := kafka.NewTopicCreator(cfg, names, slog.New(slog.DiscardHandler), 20*time.Millisecond, 200*time.Millisecond)
 	svc := tc.Service()
 	mgr := lifecycle.NewManager(slog.New(slog.DiscardHandler), svc)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
@@ -80,6 +81,14 @@ func New(c Config, log *slog.Logger) (*redis.Client, error) {
 	opt.ReadTimeout = 2 * time.Second
 	opt.WriteTimeout = 2 * time.Second
 	opt.MaxRetries = 1
+	// No CLIENT command at connect: neither the library's name (CLIENT
+	// SETINFO) nor maintenance notifications (CLIENT MAINT_NOTIFICATIONS,
+	// a managed-cloud feature) serve this client, and the projector's
+	// least-privilege Redis user is granted no CLIENT command
+	// (projector.RedisCommands, R-K7): each try would be refused and
+	// logged by the server.
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if opt.TLSConfig != nil && c.TLS.On() {
 		host := opt.TLSConfig.ServerName // the URL's host, as rediss:// alone verifies
 		load := func() (*tls.Config, error) {

@@ -245,15 +245,43 @@ func newStack(t testing.TB) *stack {
 // (nil: this tree's migrations), e.g. an earlier release's binary.
 func newStackMigrated(t testing.TB, migrate func(pgURL string)) *stack {
 	t.Helper()
+	return newStackWith(t, stackOptions{migrate: migrate})
+}
+
+// stackOptions are the choices of newStackWith.
+type stackOptions struct {
+	// migrate applies the PostgreSQL schema; nil: this tree's migrations.
+	migrate func(pgURL string)
+	// broker are more options of the in-process broker (kfake.EnableACLs).
+	broker []kfake.Opt
+	// noTopics starts the broker without topics: the services create
+	// theirs (-kafka.create-topics=true).
+	noTopics bool
+	// privateRedis gives the stack a Redis of its own instead of a prefix
+	// on the machine's, for tests that change the server's users.
+	privateRedis bool
+}
+
+func newStackWith(t testing.TB, o stackOptions) *stack {
+	t.Helper()
+	migrate := o.migrate
 	s := newStackOn(t)
 	s.migrate = migrate
 	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
 	s.redisURL = redistest.URL()
+	if o.privateRedis {
+		s.redisURL = private.NewRedis(t).URL()
+	}
 	s.kafka = kafkatest.DefaultConfig()
 	s.sec.kafka(&s.kafka)
-	s.cluster = kafkatest.NewCluster(t, &s.kafka, s.sec.kfakeOpts()...)
+	withTopics := &s.kafka
+	if o.noTopics {
+		withTopics = nil
+	}
+	s.cluster = kafkatest.NewCluster(t, withTopics, append(s.sec.kfakeOpts(), o.broker...)...)
+	s.kafka.Brokers = s.cluster.Brokers
 	if migrate == nil {
 		// Before connect: runs after the services stopped, before the
 		// broker closes. An earlier release's records follow its own

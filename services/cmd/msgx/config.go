@@ -63,6 +63,7 @@ type Config struct {
 type cliOptions struct {
 	cfg     config.Options
 	list    bool
+	acls    string
 	docFlag bool
 	version bool
 	fs      *flag.FlagSet
@@ -110,6 +111,7 @@ func loadConfig(args []string) (*Config, *cliOptions, error) {
 	fs := flag.NewFlagSet("msgx", flag.ContinueOnError)
 	opts.cfg.RegisterFlags(fs)
 	fs.BoolVar(&opts.list, "list-targets", false, "print the targets and their dependencies and exit")
+	fs.StringVar(&opts.acls, "print-acls", "", "print, as a shell script, the Kafka ACLs and (with the projector) the Redis user that the named user needs to run the selected targets with this configuration's topics, groups, client ID and key prefix, and exit (R-K7)")
 	fs.BoolVar(&opts.version, "version", false, "print the version, commit and build date and exit")
 	fs.BoolVar(&opts.docFlag, "doc.configuration", false, "print the configuration reference (every flag, its YAML key and default) as Markdown and exit")
 	opts.fs = fs
@@ -221,7 +223,7 @@ func printConfigDoc(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "`ingest.pipeline.poll-interval` is `ingest: {pipeline: {poll_interval: …}}`.")
 	fmt.Fprintln(w, "The one exception is `-http.addr`, whose YAML key is `http_addr`. Flags of the")
 	fmt.Fprintln(w, "command line only (`-config.*`, `-print-config`, `-verify-config`, `-list-targets`,")
-	fmt.Fprintln(w, "`-doc.configuration`, `-version`) have no YAML key. `msgx -print-config` prints the effective")
+	fmt.Fprintln(w, "`-print-acls`, `-doc.configuration`, `-version`) have no YAML key. `msgx -print-config` prints the effective")
 	fmt.Fprintln(w, "configuration.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| flag | default | meaning |")

@@ -42,6 +42,9 @@ func run(args []string) error {
 		printTargets(os.Stdout)
 		return nil
 	}
+	if opts.acls != "" {
+		return printACLs(os.Stdout, cfg, opts.acls)
+	}
 	if opts.cfg.PrintConfig {
 		return printConfig(os.Stdout, cfg)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/kafka"
 )
 
 // Every Kafka target produces through a transactional producer whose
@@ -37,11 +39,10 @@ const endTxnTimeout = 30 * time.Second
 var errProducerRestart = errors.New("the target's transactional producer cannot go on; its term ends")
 
 // TransactionalID is the transactional ID of target's producer: the
-// deployment's Kafka client ID and the target, so that every instance of
-// one deployment fences the others and two deployments on one cluster
-// (distinct client IDs) do not.
+// deployment's prefix (kafka.DispatcherTransactionalIDPrefix, which the
+// site's ACLs grant) and the target.
 func TransactionalID(clientID, target string) string {
-	return clientID + "-dispatcher-" + target
+	return kafka.DispatcherTransactionalIDPrefix(clientID) + target
 }
 
 // producerOpts are the options of target's producer: the common client
