@@ -115,4 +115,3 @@ func printACLs(w io.Writer, cfg *Config, user string) error {
 	_, err = io.WriteString(out, b.String())
 	return err
 }
-
