@@ -95,8 +95,9 @@ image: ## build the msgx OCI image (no Docker daemon, no base image pulled) into
 release: ## signed release into build/release: image (cosign signature, SLSA provenance, CycloneDX SBOM attestations), msgxctl for linux/darwin × amd64/arm64, chart .tgz + .prov, SHA256SUMS(.sig); verified offline (MSGX_RELEASE_KEY: the operator's key, see docs/release.md)
 	bash scripts/release.sh
 
-release-test: ## R-N6 full release run into a temporary directory, verified offline and broken one byte at a time (make test verifies a small fixture release)
+release-test: ## R-N6 full release run into a temporary directory, verified offline (by the project's verifier and by the cosign CLI) and broken one byte at a time (make test verifies a small fixture release)
 	bash scripts/gotool.sh cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod $$(sed -n 's/^CYCLONEDX_GOMOD_VERSION=//p' scripts/release.sh) >/dev/null
+	bash scripts/gotool.sh cosign github.com/sigstore/cosign/v2 github.com/sigstore/cosign/v2/cmd/cosign $$(sed -n 's/^COSIGN_VERSION=//p' scripts/release.sh) >/dev/null
 	IMAGE_DEPS_ONLY=1 bash scripts/image.sh
 	cd deploy && $(GO) test -tags release -count=1 -v -timeout 30m -run '^TestRelease_R_N6_FullRelease' ./internal/release/
 

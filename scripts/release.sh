@@ -22,6 +22,9 @@ set -euo pipefail
 # cyclonedx-gomod, CycloneDX's generator for Go, reads the module list the
 # Go toolchain recorded in each binary (its `bin` mode).
 CYCLONEDX_GOMOD_VERSION=v1.10.0
+# cosign, sigstore's CLI: `make release-test` checks the release with it
+# (docs/release.md, "Verifying a release"); `make release` does not need it.
+COSIGN_VERSION=v2.6.5
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}

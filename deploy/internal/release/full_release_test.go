@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,22 @@ func TestRelease_R_N6_FullReleaseVerifiesAndOneByteBreaksIt(t *testing.T) {
 	// SBOM of the image, the chart and its .prov.
 	require.Equal(t, 14, v.Subjects)
 
+	// The ecosystem's verifier: sigstore's cosign CLI, offline, runs the
+	// commands of docs/release.md against the release with its public key
+	// and refuses every one of them with another key.
+	cosign := filepath.Join(root, "bin", "tools", "cosign")
+	require.FileExists(t, cosign, "make release-test builds it (scripts/gotool.sh)")
+	other, err := GenerateKeys()
+	require.NoError(t, err)
+	otherDir := t.TempDir()
+	require.NoError(t, other.Write(otherDir))
+	for _, check := range cosignChecks {
+		msg, err := runCosign(ctx, t, cosign, out, check(filepath.Join(out, KeysDir, CosignPublicKey)))
+		require.NoError(t, err, "%s", msg)
+		msg, err = runCosign(ctx, t, cosign, out, check(filepath.Join(otherDir, CosignPublicKey)))
+		require.Error(t, err, "another key must not verify:\n%s", msg)
+	}
+
 	host := ociimage.HostPlatform()
 	for _, p := range CLIPlatforms {
 		bin := filepath.Join(out, BinDir, "msgxctl-"+p.OS+"-"+p.Arch)
@@ -84,4 +101,32 @@ func TestRelease_R_N6_FullReleaseVerifiesAndOneByteBreaksIt(t *testing.T) {
 	require.NoError(t, writeSums(out, keys.Cosign))
 	_, err = Verify(out, VerifyOptions{})
 	require.ErrorIs(t, err, ErrProvenance)
+}
+
+// cosignChecks are the cosign commands of docs/release.md ("Verifying a
+// release"), each for a public key file, run in the release's directory.
+var cosignChecks = []func(key string) []string{
+	func(key string) []string {
+		return []string{"verify-blob", "--key", key, "--signature", SumsSig, "--insecure-ignore-tlog", SumsFile}
+	},
+	func(key string) []string {
+		return []string{"verify", "--key", key, "--insecure-ignore-tlog", "--offline", "--local-image", LayoutDir}
+	},
+	func(key string) []string {
+		return []string{"verify-attestation", "--key", key, "--insecure-ignore-tlog", "--offline", "--local-image", "--type", "slsaprovenance1", LayoutDir}
+	},
+	func(key string) []string {
+		return []string{"verify-attestation", "--key", key, "--insecure-ignore-tlog", "--offline", "--local-image", "--type", "cyclonedx", LayoutDir}
+	},
+}
+
+// runCosign runs cosign with args in dir, with a home of its own (cosign
+// keeps a TUF cache there; a key-signed release needs none, and cosign
+// goes on without it when the network is away, as here).
+func runCosign(ctx context.Context, t *testing.T, cosign, dir string, args []string) (string, error) {
+	cmd := exec.CommandContext(ctx, cosign, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	return "cosign " + strings.Join(args, " ") + ":\n" + string(out), err
 }
