@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -26,7 +27,8 @@ const DefaultUnreachableAfter = 8 * time.Second
 // readiness reflects an unreachable broker), without a ping of its own:
 // the clients' own requests are the probe. A client that asks nothing
 // (an idle producer, a standby without a term, a consumer whose buffer is
-// full) is no evidence either way; a client that asked and heard nothing
+// full) is no evidence either way — a service whose clients idle probes
+// them (Probe); a client that asked and heard nothing
 // for the bound, whether its requests hang in a black hole or its
 // connections are refused, is. The services that serve something without
 // Kafka (the projector's flight list, ingest's compat entry) do not use it
@@ -116,3 +118,30 @@ func (h *reachHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time
 	}
 	h.lastAnswer.Store(h.now())
 }
+
+// Probe asks the brokers something small (an ApiVersions request,
+// kgo.Client.Ping) every interval until ctx ends, so that a client that
+// would otherwise ask nothing for a while is evidence for Reachability
+// too. The dispatcher's producers are idle between bursts: without a
+// probe, an idle dispatcher whose brokers hang or are gone reported ready
+// (R-M1: readiness false within 10 s of a hang; R-M2). A probe waits for
+// its answer at most until the next one, and the hooks of the client see
+// its request written and no answer read, as for any other request.
+func Probe(ctx context.Context, cl *kgo.Client, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		_ = cl.Ping(pctx) // the answer, or its absence, is what the hooks record
+		cancel()
+	}
+}
+
+// ProbeInterval is how often Probe asks: well inside DefaultUnreachableAfter,
+// so that a hang turns readiness false within about that bound.
+const ProbeInterval = 2 * time.Second

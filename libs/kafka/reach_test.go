@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"log/slog"
 	"testing"
 	"time"
@@ -98,4 +100,50 @@ func TestReachability_R_M2_BrokerKilledIsUnreachableAndRestartedReachable(t *tes
 	consumer.Close()
 	consumerOpen = false
 	require.NoError(t, cfg.Reach.Ready(), "only closed or idle clients left")
+}
+
+// TestReachability_R_M1_ProbedIdleClientCountsWhenTheBrokerHangs: behind
+// an address that accepts connections and never answers (a hung broker),
+// a client that asks nothing stays ready, while the same idle client
+// probed (Probe) turns unreachable within the bound: its probes are
+// written and never answered.
+func TestReachability_R_M1_ProbedIdleClientCountsWhenTheBrokerHangs(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	const bound = 500 * time.Millisecond
+	log := slog.New(slog.DiscardHandler)
+	client := func(name string) (*kgo.Client, *kafka.Reachability) {
+		cfg := kafkatest.DefaultConfig()
+		cfg.Brokers = ln.Addr().String()
+		cfg.Reach = kafka.NewReachability(clock.Real{}, bound)
+		cl, err := kgo.NewClient(cfg.ClientOpts(log, name)...)
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl, cfg.Reach
+	}
+	_, idleReach := client("reach-idle")
+	probed, probedReach := client("reach-probed")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); kafka.Probe(ctx, probed, 100*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+
+	var notReady error
+	require.Eventually(t, func() bool {
+		notReady = probedReach.Ready()
+		return notReady != nil
+	}, 10*bound, 20*time.Millisecond, "the probed client is unreachable within the bound")
+	require.ErrorContains(t, notReady, "reach-probed")
+	require.NoError(t, idleReach.Ready(), "an idle client that is not probed asks nothing")
 }

@@ -551,21 +551,32 @@ func (e *chaosEnv) hang(kind, server string, problem func(string, ...any)) time.
 }
 
 // awaitRecovery returns how long processing took to resume after a
-// dependency answered again: every instance ready again and more rows
-// marked (or none left unmarked). A recovery slower than
+// dependency answered again: every instance ready again and a row
+// inserted after that marked (or none left unmarked). A recovery slower than
 // hangRecoverWithin is a finding.
 func (e *chaosEnv) awaitRecovery(problem func(string, ...any)) time.Duration {
 	resumed := time.Now()
-	markedBefore := e.markedRows()
+	// Processing has resumed when a row inserted after this moment is
+	// marked: the FIFO executes it only after every older row, so work a
+	// fault left stranded (a produce on a connection a black hole killed)
+	// has gone through too. A row marked from before the fault would say
+	// nothing about that, and the next fault would be judged on its tail.
+	var lastBefore int64
+	if e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&lastBefore) != nil {
+		lastBefore = -1 // unreadable: only "nothing unmarked" can tell
+	}
 	recovered := e.poll(hangRecoverWithin+10*time.Second, func() bool {
 		for _, in := range chaosInstances {
 			if ok, _ := e.ready(in.name); !ok {
 				return false
 			}
 		}
-		u, err := e.unmarked()
-		m := e.markedRows()
-		return (m > markedBefore) || (err == nil && u == 0)
+		if u, err := e.unmarked(); err == nil && u == 0 {
+			return true
+		}
+		var after bool
+		return lastBefore >= 0 && e.mailbox.QueryRow(`SELECT EXISTS (SELECT 1 FROM CMINMSGS
+			WHERE CMINMSGS_ID > ? AND CMINMSGS_DATE_PROCESSED IS NOT NULL)`, lastBefore).Scan(&after) == nil && after
 	})
 	took := time.Since(resumed)
 	if e.isBroken() {
@@ -647,7 +658,10 @@ func (e *chaosEnv) markedRows() int {
 
 // kafkaLeases are the leases under which an instance holds Kafka clients:
 // the processor's (inbox, acknowledgements) and the dispatcher's Kafka
-// targets. A standby holds none, asks the brokers nothing and stays ready.
+// targets. A standby processor holds none, asks the brokers nothing and
+// stays ready; a dispatcher probes its producers whether it holds a term
+// or not (kafka.Probe), so its standby may turn not-ready too, but only
+// the holders must.
 var kafkaLeases = map[string][]string{
 	"processor":  {"processor"},
 	"dispatcher": {"dispatcher/msg", "dispatcher/flight-state", "dispatcher/schd"},

@@ -44,6 +44,9 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 		},
 		func(ctx context.Context) error {
 			closeNow = kafka.CloseOnStop(ctx, cl) // a produce in flight ends with the stop
+			// An idle producer asks the brokers nothing: probed, a hang
+			// or an outage turns readiness false all the same (R-M1).
+			go kafka.Probe(ctx, cl, kafka.ProbeInterval)
 			return r.loop(ctx, target, func(ctx context.Context) (bool, error) { return r.drainKafka(ctx, cl, target) })
 		},
 		func(error) error {
