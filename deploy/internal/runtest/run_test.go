@@ -96,6 +96,14 @@ func TestRun_R_G1_MakeRunBringsUpEverything(t *testing.T) {
 func run(ctx context.Context, dir, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	// As an operator types it at a shell: under `make run-test` the outer
+	// make's level and flags would make this make a sub-make, which prints
+	// "Entering/Leaving directory" around its output.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKELEVEL" && k != "MAKEFLAGS" && k != "MFLAGS" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
