@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 

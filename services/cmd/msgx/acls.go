@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -42,18 +43,14 @@ func kafkaAccess(cfg *Config, target string) kafka.Access {
 	return kafka.Access{} // migrate, control: no Kafka
 }
 
-// selectedKafkaAccess is the union of the selected targets' access: what
-// one process running them does.
-func selectedKafkaAccess(cfg *Config) (kafka.Access, error) {
-	targets, err := cfg.targets()
-	if err != nil {
-		return kafka.Access{}, err
-	}
+// unionKafkaAccess is the union of targets' access: what one process
+// running them does.
+func unionKafkaAccess(cfg *Config, targets []string) kafka.Access {
 	var a kafka.Access
 	for _, t := range targets {
 		a = a.Merge(kafkaAccess(cfg, t))
 	}
-	return a, nil
+	return a
 }
 
 // printACLs writes, as a shell script a site's administrator runs once
@@ -69,10 +66,6 @@ func printACLs(w io.Writer, cfg *Config, user string) error {
 	if err != nil {
 		return err
 	}
-	access, err := selectedKafkaAccess(cfg)
-	if err != nil {
-		return err
-	}
 	// Each name one word of a POSIX shell, quoted only where it must be;
 	// a name no shell word can hold (a NUL byte) is refused.
 	var qerr error
@@ -83,13 +76,13 @@ func printACLs(w io.Writer, cfg *Config, user string) error {
 		}
 		return q
 	}
+	// Written whole or not at all: a refused name prints nothing.
 	var b strings.Builder
-	w, out := &b, w
-	fmt.Fprintf(w, "#!/bin/sh\n# What user %s may do to run the targets %s (msgx -print-acls; docs/deployment.md, \"Database accounts\").\n",
+	fmt.Fprintf(&b, "#!/bin/sh\n# What user %s may do to run the targets %s (msgx -print-acls; docs/deployment.md, \"Database accounts\").\n",
 		user, strings.Join(targets, ","))
-	fmt.Fprintln(w, "# Kafka: BOOTSTRAP is the brokers, ADMIN_CONFIG the administrator's client properties (kafka-acls.sh --command-config).")
-	fmt.Fprintln(w, "set -eu")
-	for _, acl := range cfg.Kafka.ACLs(access) {
+	fmt.Fprintln(&b, "# Kafka: BOOTSTRAP is the brokers, ADMIN_CONFIG the administrator's client properties (kafka-acls.sh --command-config).")
+	fmt.Fprintln(&b, "set -eu")
+	for _, acl := range cfg.Kafka.ACLs(unionKafkaAccess(cfg, targets)) {
 		line := []string{`kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-config "$ADMIN_CONFIG" --add`,
 			"--allow-principal", quote("User:" + user), "--" + acl.Kind, quote(acl.Name)}
 		if acl.Prefixed {
@@ -98,20 +91,20 @@ func printACLs(w io.Writer, cfg *Config, user string) error {
 		for _, op := range acl.Operations {
 			line = append(line, "--operation", op)
 		}
-		fmt.Fprintln(w, strings.Join(line, " "))
+		fmt.Fprintln(&b, strings.Join(line, " "))
 	}
-	if cfg.has("projector") {
-		fmt.Fprintln(w, "# Redis 6 or later: REDIS_ADMIN_URL is an administrator's redis:// or rediss:// URL, REDIS_PASSWORD the user's password.")
+	if slices.Contains(targets, "projector") {
+		fmt.Fprintln(&b, "# Redis 6 or later: REDIS_ADMIN_URL is an administrator's redis:// or rediss:// URL, REDIS_PASSWORD the user's password.")
 		line := []string{`redis-cli -u "$REDIS_ADMIN_URL" ACL SETUSER`, quote(user), "reset", "on", `">$REDIS_PASSWORD"`,
 			quote("~" + cfg.Redis.KeyPrefix + "*"), "resetchannels", "-@all"}
 		for _, c := range projector.RedisCommands {
 			line = append(line, quote("+"+c))
 		}
-		fmt.Fprintln(w, strings.Join(line, " "))
+		fmt.Fprintln(&b, strings.Join(line, " "))
 	}
 	if qerr != nil {
 		return qerr
 	}
-	_, err = io.WriteString(out, b.String())
+	_, err = io.WriteString(w, b.String())
 	return err
 }

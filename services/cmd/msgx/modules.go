@@ -235,12 +235,13 @@ func (a *app) init(ctx context.Context) error {
 		}
 		cfg.Kafka.Reach = kafka.NewReachability(a.clock, cfg.Kafka.UnreachableAfter)
 	}
-	if access, err := selectedKafkaAccess(cfg); err == nil && len(access.Writes) > 0 && cfg.Kafka.CreateTopics {
+	targets, _ := cfg.targets() // validated before the start
+	if writes := unionKafkaAccess(cfg, targets).Writes; len(writes) > 0 && cfg.Kafka.CreateTopics {
 		// The topics the process writes, in the background: a process
 		// started during a Kafka outage serves what does not need Kafka
 		// instead of exiting (R-N1), and a service's principal needs
 		// Create on its own topics only (R-K7).
-		tc := kafka.NewTopicCreator(cfg.Kafka, access.Writes, a.log, 100*time.Millisecond, topicRetryMax)
+		tc := kafka.NewTopicCreator(cfg.Kafka, writes, a.log, 100*time.Millisecond, topicRetryMax)
 		a.services = append(a.services, tc.Service())
 	}
 	return a.initServices()

@@ -77,7 +77,7 @@ func (r *Relay) schdService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
-			closeNow = kafka.CloseOnStop(ctx, s.cl) // a produce in flight ends with the stop
+			closeNow = kafka.CloseOnStop(ctx, s.cl)        // a produce in flight ends with the stop
 			go kafka.Probe(ctx, s.cl, kafka.ProbeInterval) // idle between flushes (R-M1)
 			return s.run(ctx)
 		},
