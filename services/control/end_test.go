@@ -312,8 +312,11 @@ func TestAdmin_R_H3_EndMessageRefusals(t *testing.T) {
 // staying committed; a lock held past the wait ends the call with ABORTED.
 func TestAdmin_R_H3_EndMessageWaitsForTheProcessorsTransaction(t *testing.T) {
 	t.Parallel()
-	// A query timeout of 1s makes the lock wait 500ms.
-	b := setup(t, func(c *control.Config) { c.QueryTimeout = time.Second })
+	// A query timeout of 3s makes the lock wait 1.5s: the other half is the
+	// room the call's own statements have before the lock (a new pooled
+	// connection under the race detector on a busy machine took more than
+	// 500ms once).
+	b := setup(t, func(c *control.Config) { c.QueryTimeout = 3 * time.Second })
 	client := controlv1.NewAdminServiceClient(b.conn)
 	b.exec(t, `INSERT INTO proc_state (msg_id, state, raw, kafka_offset, registered_at) VALUES
 	  (40, 'PENDING', '<MSG/>', 1, $1), (41, 'PENDING', '<MSG/>', 2, $1), (42, 'PENDING', '<MSG/>', 3, $1)`, testNow)
@@ -381,7 +384,7 @@ func TestAdmin_R_H3_EndMessageWaitsForTheProcessorsTransaction(t *testing.T) {
 		executorTx(t, 42) // stays open until the subtest ends
 		_, err := endWhileLocked(t, 42, func() {})
 		requireCode(t, codes.Aborted, err)
-		require.ErrorContains(t, err, "message 42 is being executed by the processor right now (its row stayed locked for 500ms); retry")
+		require.ErrorContains(t, err, "message 42 is being executed by the processor right now (its row stayed locked for 1.5s); retry")
 		require.Equal(t, "PENDING", b.procRow(t, 42).State)
 		require.Empty(t, b.mailboxIntents(t, 42))
 	})
