@@ -74,6 +74,21 @@ func historyScale(t testing.TB) float64 {
 	return f
 }
 
+// historyJobArgs are the processor's flags for the daily job's pacing:
+// MSGX_HISTORY_JOB_SHARE, when set, is its history.job-share (1: the job
+// flat out, to compare with the paced default); else none.
+func historyJobArgs(t testing.TB) []string {
+	t.Helper()
+	v := os.Getenv("MSGX_HISTORY_JOB_SHARE")
+	if v == "" {
+		return nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	require.NoError(t, err, "MSGX_HISTORY_JOB_SHARE must be a number")
+	require.True(t, f > 0 && f <= 1, "MSGX_HISTORY_JOB_SHARE must be in (0, 1], not %v", f)
+	return []string{"-processor.history.job-share=" + v}
+}
+
 // historySizes are the seeded row counts of one run.
 type historySizes struct {
 	scale                     float64
@@ -137,13 +152,13 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	out := benchHistory{ran: true, sizes: hz}
 	hwm.note("processor")
 	s.stop("processor")
-	waitReady(t, s.start("processor",
+	waitReady(t, s.start("processor", append([]string{
 		fmt.Sprintf("-processor.pipeline.record-retention=%dh", historyRecordRetentionDays*24),
 		fmt.Sprintf("-processor.history.keep=%dh", historyKeepDays*24),
 		// The maintenance loop looks for operators' requests at least this
 		// often (else every 30 s): the job starts seconds after it is asked
 		// for, and the paced load before it stays short.
-		"-processor.pipeline.self-check-interval="+historySelfCheck.String()), "processor")
+		"-processor.pipeline.self-check-interval=" + historySelfCheck.String()}, historyJobArgs(t)...)...), "processor")
 
 	// The waits read only the messages above from: the first probe is the
 	// newest message's marker by primary key, the count a primary-key

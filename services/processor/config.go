@@ -216,11 +216,14 @@ type HistoryConfig struct {
 	// Keep is how long a flight stays in flight_history after its
 	// operation day, in whole days (G-FLIGHT-HIST-RETENTION).
 	Keep time.Duration `yaml:"keep"`
+	// JobShare is the largest share of the time the daily job's deleting
+	// steps may take; it rests in between (R-M5).
+	JobShare float64 `yaml:"job_share"`
 }
 
 // registerMaintenanceFlags registers pipeline.record-retention,
 // pipeline.self-check-interval, pipeline.self-check-grace,
-// history.retention and history.run-at.
+// history.retention, history.keep, history.run-at and history.job-share.
 func (c *Config) registerMaintenanceFlags(prefix string, fs *flag.FlagSet) {
 	fs.DurationVar(&c.Pipeline.RecordRetention, prefix+"pipeline.record-retention", pipeline.DefaultRecordRetention,
 		"terminal, backfilled processing records are deleted this long after they finished (720h = 30 days); also how long a business identity is remembered for duplicate detection")
@@ -234,6 +237,8 @@ func (c *Config) registerMaintenanceFlags(prefix string, fs *flag.FlagSet) {
 		"flight_history keeps a flight this many whole days after its operation day (9600h = 400 days), then the daily maintenance deletes it; at least 30 days more than history.retention")
 	fs.StringVar(&c.History.RunAt, prefix+"history.run-at", "03:30",
 		"time of day HH:MM in operation-day.zone of the daily record cleanup and history sweep")
+	fs.Float64Var(&c.History.JobShare, prefix+"history.job-share", pipeline.DefaultJobShare,
+		"largest share of the time the daily cleanup, sweep and purge may spend deleting: after each batch that took d they rest d×(1−share)/share (at most 10s), so that their writes leave the live pipeline's commits room; 1 runs the batches back to back")
 }
 
 // validateMaintenance reports the invalid maintenance values.
@@ -244,6 +249,9 @@ func (c *Config) validateMaintenance() []error {
 	}
 	if r := c.History.Retention; r < 24*time.Hour || r%(24*time.Hour) != 0 {
 		errs = append(errs, fmt.Errorf("history.retention %v: must be a positive number of whole days, e.g. 72h for 3 days", r))
+	}
+	if f := c.History.JobShare; !(f > 0 && f <= 1) {
+		errs = append(errs, fmt.Errorf("history.job-share %v: must be above 0 and at most 1, e.g. 0.25 to delete a quarter of the time", f))
 	}
 	if k := c.History.Keep; k%(24*time.Hour) != 0 || k < c.History.Retention+30*24*time.Hour {
 		errs = append(errs, fmt.Errorf("history.keep %v: must be whole days, at least 30 days (720h) more than history.retention, e.g. 9600h for 400 days", k))

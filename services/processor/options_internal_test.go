@@ -17,6 +17,7 @@ import (
 var notFromFlags = map[string]bool{
 	"Logger": true, "Clock": true, "Meter": true, "Pool": true, "Kafka": true,
 	"Elector": true, "Holder": true, "CleanupBatch": true, "MaintenancePoll": true, "MarkerGrace": true,
+	"JobSleep": true,
 }
 
 // TestEngineOptions_R_L8_R_H4_EveryFlagReachesTheEngine: with the flags' defaults

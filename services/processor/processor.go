@@ -98,6 +98,7 @@ func engineOptions(cfg Config, deps Deps, retry backoff.Schedule) pipeline.Optio
 		HistoryRetention:     cfg.History.Retention,
 		HistoryRunAt:         runAt,
 		HistoryKeep:          cfg.History.Keep,
+		JobShare:             cfg.History.JobShare,
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/pace"
 )
 
 // Defaults of the record cleanup, used where Options leave them zero.
@@ -16,6 +18,13 @@ const (
 	DefaultRecordRetention = 30 * 24 * time.Hour
 
 	defaultCleanupBatch = 1000
+
+	// DefaultJobShare is the share of the time the daily job's deleting
+	// steps may take (Options.JobShare).
+	DefaultJobShare = 0.25
+	// maxJobRest caps one rest of the daily job: a step slowed by a
+	// stalled database does not stop the job for longer.
+	maxJobRest = 10 * time.Second
 )
 
 // CleanupResult is what one record cleanup did (R-B10).
@@ -73,6 +82,21 @@ func (e *Engine) recordRetention() time.Duration {
 	return DefaultRecordRetention
 }
 
+// jobPacer paces the daily job's deleting steps (R-M5). With a year of
+// history the job deletes hundreds of thousands of records with their raw
+// texts, and run flat out its WAL and dirtied pages made every commit of
+// the live pipeline wait for the disk: holds of the executor of 0.6–0.8 s
+// (docs/performance.md, "A year of history at full size").
+func (e *Engine) jobPacer() pace.Pacer {
+	share := e.opt.JobShare
+	if share <= 0 {
+		share = DefaultJobShare
+	}
+	// The steps are timed on the wall clock, not the engine's: the rest
+	// answers the database's real load.
+	return pace.Pacer{Share: share, MaxRest: maxJobRest, Sleep: e.opt.JobSleep}
+}
+
 func (e *Engine) cleanupBatch() int {
 	if e.opt.CleanupBatch > 0 {
 		return e.opt.CleanupBatch
@@ -101,11 +125,16 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 	now := e.clock.Now()
 	res := CleanupResult{Cutoff: now.Add(-e.recordRetention())}
 	batch := e.cleanupBatch()
+	pacer := e.jobPacer()
 	// First every due record but the shadowed ones, without the lock;
 	// then, under it, what is left: the shadowed ones.
 	for _, locked := range []bool{false, true} {
 		for {
-			records, outbox, err := e.cleanupBatchTx(ctx, res.Cutoff, batch, now, locked)
+			var records, outbox int64
+			err := pacer.Step(ctx, func() (err error) {
+				records, outbox, err = e.cleanupBatchTx(ctx, res.Cutoff, batch, now, locked)
+				return err
+			})
 			if err != nil {
 				return res, fmt.Errorf("deleting finished records: %w", err)
 			}
@@ -116,21 +145,35 @@ func (e *Engine) RunCleanup(ctx context.Context) (CleanupResult, error) {
 			}
 		}
 	}
-	for {
-		tag, err := e.exec(ctx, `
-			DELETE FROM outbox WHERE id IN (
-				SELECT id FROM outbox WHERE `+sweptDeletionDue+`
-				LIMIT $2)`, res.Cutoff, batch)
-		if err != nil {
-			return res, fmt.Errorf("deleting delivered sweep deletions: %w", err)
-		}
-		res.Outbox += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			break
-		}
+	deleted, err := e.deletePaced(ctx, pacer, batch, `
+		DELETE FROM outbox WHERE id IN (
+			SELECT id FROM outbox WHERE `+sweptDeletionDue+`
+			LIMIT $2)`, res.Cutoff, batch)
+	res.Outbox += deleted
+	if err != nil {
+		return res, fmt.Errorf("deleting delivered sweep deletions: %w", err)
 	}
 	e.log.Info("record cleanup done", "records", res.Records, "outbox_rows", res.Outbox, "finished_before", res.Cutoff)
 	return res, nil
+}
+
+// deletePaced runs sql, a DELETE of at most batch rows, one paced step at
+// a time until a step deletes fewer than batch rows, and returns how many
+// rows the steps deleted.
+func (e *Engine) deletePaced(ctx context.Context, pacer pace.Pacer, batch int, sql string, args ...any) (int64, error) {
+	var total int64
+	for {
+		var deleted int64
+		err := pacer.Step(ctx, func() error {
+			tag, err := e.exec(ctx, sql, args...)
+			deleted = tag.RowsAffected()
+			return err
+		})
+		total += deleted
+		if err != nil || deleted < int64(batch) {
+			return total, err
+		}
+	}
 }
 
 // cleanupBatchTx deletes up to batch due records with their delivered

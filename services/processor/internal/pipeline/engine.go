@@ -63,6 +63,16 @@ type Options struct {
 	// CleanupBatch is how many records one cleanup statement deletes at
 	// most; 0 means 1000.
 	CleanupBatch int
+	// JobShare is the largest share of the time the daily job's deleting
+	// steps (cleanup batches, sweep pages, purge batches) may take: after
+	// a step that took d the job rests d·(1−JobShare)/JobShare, so that
+	// the WAL and the writes of its deletions leave the live pipeline's
+	// commits room (R-M5). 0 means DefaultJobShare; 1 runs the steps back
+	// to back.
+	JobShare float64
+	// JobSleep is the job's rest between steps; nil means the wall clock's
+	// (tests inject a recorder).
+	JobSleep func(ctx context.Context, d time.Duration) error
 	// MaintenancePoll is how often the maintenance loop reads the clock;
 	// 0 means one minute.
 	MaintenancePoll time.Duration

@@ -58,31 +58,21 @@ func (e *Engine) historyKeepDays() int {
 func (e *Engine) RunHistoryPurge(ctx context.Context) (PurgeResult, error) {
 	res := PurgeResult{Cutoff: e.airportDaysAgo(e.historyKeepDays())}
 	batch := e.cleanupBatch()
-	for {
-		tag, err := e.exec(ctx, `
-			DELETE FROM flight_history WHERE (flid, state_version) IN (
-				SELECT flid, state_version FROM flight_history WHERE `+historyPurgeDue+` LIMIT $2)`,
-			res.Cutoff, batch, e.clock.Now().Add(-historyArchivedKeep))
-		if err != nil {
-			return res, fmt.Errorf("purging flight history before %s: %w", res.Cutoff.Format(time.DateOnly), err)
-		}
-		res.Flights += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			break
-		}
+	pacer := e.jobPacer()
+	var err error
+	res.Flights, err = e.deletePaced(ctx, pacer, batch, `
+		DELETE FROM flight_history WHERE (flid, state_version) IN (
+			SELECT flid, state_version FROM flight_history WHERE `+historyPurgeDue+` LIMIT $2)`,
+		res.Cutoff, batch, e.clock.Now().Add(-historyArchivedKeep))
+	if err != nil {
+		return res, fmt.Errorf("purging flight history before %s: %w", res.Cutoff.Format(time.DateOnly), err)
 	}
 	logCutoff := e.clock.Now().Add(-SnapshotLogKeep)
-	for {
-		tag, err := e.exec(ctx, `
-			DELETE FROM snapshot_log WHERE id IN (
-				SELECT id FROM snapshot_log WHERE finished_at < $1 LIMIT $2)`, logCutoff, batch)
-		if err != nil {
-			return res, fmt.Errorf("purging the snapshot log before %s: %w", logCutoff.Format(time.RFC3339), err)
-		}
-		res.SnapshotLogs += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			break
-		}
+	res.SnapshotLogs, err = e.deletePaced(ctx, pacer, batch, `
+		DELETE FROM snapshot_log WHERE id IN (
+			SELECT id FROM snapshot_log WHERE finished_at < $1 LIMIT $2)`, logCutoff, batch)
+	if err != nil {
+		return res, fmt.Errorf("purging the snapshot log before %s: %w", logCutoff.Format(time.RFC3339), err)
 	}
 	e.log.Info("flight history purge done", "deleted", res.Flights, "kept_from", res.Cutoff.Format(time.DateOnly),
 		"snapshot_log_deleted", res.SnapshotLogs)

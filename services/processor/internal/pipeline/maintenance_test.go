@@ -484,3 +484,48 @@ func TestHistory_R_L1_OldDayHistoryKeptThirtyDaysAfterArchiving(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Purge.Flights, "31 days after archiving it goes")
 }
+
+// TestMaintenance_R_M5_DailyJobRestsBetweenItsSteps: the daily job rests
+// after each of its deleting steps — every cleanup batch, sweep page and
+// purge batch — in proportion to how long the step took, so that with
+// history.job-share 0.25 its steps take at most a quarter of the time and
+// the live pipeline's commits find the disk free between them (R-M5).
+func TestMaintenance_R_M5_DailyJobRestsBetweenItsSteps(t *testing.T) {
+	t.Parallel()
+	var (
+		rests []time.Duration
+		steps []time.Duration // wall time from the previous rest to this one: the step and the loop around it
+	)
+	last := time.Now()
+	h := newHarness(t, maintenanceOptions, func(o *Options) {
+		o.CleanupBatch = 2
+		o.JobShare = 0.25
+		o.JobSleep = func(_ context.Context, d time.Duration) error {
+			steps = append(steps, time.Since(last))
+			rests = append(rests, d)
+			last = time.Now()
+			return nil
+		}
+	})
+	now := t0.Add(60 * day)
+	h.clk.Set(now)
+	old := now.Add(-30*day - time.Second)
+	for id := int64(1); id <= 5; id++ {
+		h.procAt(id, StateSucceeded, &old, &old)
+		h.outboxAt(TargetMailbox, id, "SENT", &old)
+	}
+	last = time.Now()
+	res, err := h.e.RunMaintenance(context.Background(), now)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, res.Cleanup.Records)
+
+	// The cleanup's batches of 2 records: 2, 2 and 1 without the lock, one
+	// under it (no shadowed record), one of delivered sweep deletions; one
+	// sweep page; one purge batch of flight_history and one of
+	// snapshot_log.
+	require.Len(t, rests, 8, "one rest after each step")
+	for i, rest := range rests {
+		require.Positive(t, rest, "rest %d", i)
+		require.LessOrEqual(t, rest, 3*steps[i], "rest %d: three times its step at most (share 0.25)", i)
+	}
+}

@@ -57,6 +57,7 @@ func (e *Engine) historyDays() int {
 // live row. A failing flight is counted and logged and the others go on.
 func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 	res := HistoryResult{Cutoff: e.airportDaysAgo(e.historyDays())}
+	pacer := e.jobPacer()
 	var after int64
 	for {
 		rows, err := e.pool.Query(ctx, `SELECT flid FROM flight WHERE operation_day < $1 AND flid > $2 ORDER BY flid LIMIT $3`,
@@ -68,24 +69,10 @@ func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("listing flights due for history: %w", err)
 		}
-		for _, flid := range flids {
-			if err := ctx.Err(); err != nil {
-				return res, fmt.Errorf("sweeping history: %w", err)
-			}
-			out, err := e.sweepFlight(ctx, flid, res.Cutoff, e.clock.Now())
-			switch {
-			case err != nil:
-				res.Failed++
-				e.log.Error("archiving flight failed; kept live until the next run", "flid", flid, "err", err, "alert", "history-sweep-failed")
-			case out == decide.SweptArchived:
-				res.Archived++
-			case out == decide.SweptTombstoned:
-				res.Archived++
-				res.Tombstones++
-			case out == decide.SweptHeld:
-				res.Skipped++
-				e.log.Info("flight locked by processing; archived next run", "flid", flid)
-			}
+		// A page is one paced step (R-M5): its flights' transactions are
+		// small, the page's are the job's load.
+		if err := pacer.Step(ctx, func() error { return e.sweepPage(ctx, flids, &res) }); err != nil {
+			return res, fmt.Errorf("sweeping history: %w", err)
 		}
 		if len(flids) < sweepPage {
 			break
@@ -95,6 +82,31 @@ func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 	e.log.Info("history sweep done", "archived", res.Archived, "tombstones", res.Tombstones,
 		"skipped", res.Skipped, "failed", res.Failed, "operation_day_before", res.Cutoff.Format(time.DateOnly))
 	return res, nil
+}
+
+// sweepPage sweeps the flights flids, each in its own transaction,
+// counting their outcomes into res; only a stop ends it early.
+func (e *Engine) sweepPage(ctx context.Context, flids []int64, res *HistoryResult) error {
+	for _, flid := range flids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		out, err := e.sweepFlight(ctx, flid, res.Cutoff, e.clock.Now())
+		switch {
+		case err != nil:
+			res.Failed++
+			e.log.Error("archiving flight failed; kept live until the next run", "flid", flid, "err", err, "alert", "history-sweep-failed")
+		case out == decide.SweptArchived:
+			res.Archived++
+		case out == decide.SweptTombstoned:
+			res.Archived++
+			res.Tombstones++
+		case out == decide.SweptHeld:
+			res.Skipped++
+			e.log.Info("flight locked by processing; archived next run", "flid", flid)
+		}
+	}
+	return nil
 }
 
 // airportDaysAgo is the date days before today in airport time (a day
