@@ -13,23 +13,32 @@ import (
 // PlanNode is the part of a node of EXPLAIN (ANALYZE, FORMAT JSON) that
 // plan checks read.
 type PlanNode struct {
-	NodeType    string     `json:"Node Type"`
-	Relation    string     `json:"Relation Name"`
-	Index       string     `json:"Index Name"`
-	ActualRows  float64    `json:"Actual Rows"`
-	ActualLoops float64    `json:"Actual Loops"`
-	Plans       []PlanNode `json:"Plans"`
+	NodeType    string  `json:"Node Type"`
+	Relation    string  `json:"Relation Name"`
+	Index       string  `json:"Index Name"`
+	ActualRows  float64 `json:"Actual Rows"`
+	ActualLoops float64 `json:"Actual Loops"`
+	// RemovedByFilter and RemovedByRecheck are rows the node read and
+	// dropped: a scan of a whole index filtered down to a batch returns
+	// the batch but reads everything (EXPLAIN reports them per loop,
+	// averaged like Actual Rows).
+	RemovedByFilter  float64    `json:"Rows Removed by Filter"`
+	RemovedByRecheck float64    `json:"Rows Removed by Index Recheck"`
+	Plans            []PlanNode `json:"Plans"`
 }
 
 // RowsScanned sums, over every node that scans rel (a ModifyTable node
-// writes, it does not scan), the rows it returned in all its loops, and
-// describes those nodes for a failure message.
+// writes, it does not scan), the rows it read in all its loops — those it
+// returned and those its filter or recheck dropped — and describes those
+// nodes for a failure message.
 func (n PlanNode) RowsScanned(rel string) (float64, []string) {
 	var sum float64
 	var nodes []string
 	if n.Relation == rel && n.NodeType != "ModifyTable" {
-		sum += n.ActualRows * n.ActualLoops
-		nodes = append(nodes, fmt.Sprintf("%s %s (%.0f rows × %.0f loops)", n.NodeType, n.Index, n.ActualRows, n.ActualLoops))
+		read := n.ActualRows + n.RemovedByFilter + n.RemovedByRecheck
+		sum += read * n.ActualLoops
+		nodes = append(nodes, fmt.Sprintf("%s %s (%.0f rows read, %.0f of them dropped, × %.0f loops)",
+			n.NodeType, n.Index, read, n.RemovedByFilter+n.RemovedByRecheck, n.ActualLoops))
 	}
 	for _, c := range n.Plans {
 		s, ns := c.RowsScanned(rel)
