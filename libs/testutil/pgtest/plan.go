@@ -48,6 +48,24 @@ func (n PlanNode) RowsScanned(rel string) (float64, []string) {
 	return sum, nodes
 }
 
+// MaxWork returns the most work any one node of the plan did — the rows
+// it read (returned or dropped, at least one: a probe that finds nothing
+// still costs a probe) times its loops — and describes that node. A plan
+// whose inner side is rescanned once per outer row shows here as the
+// product of the two sides: quadratic in the batch even when each scan
+// reads only the batch's rows.
+func (n PlanNode) MaxWork() (float64, string) {
+	read := max(n.ActualRows+n.RemovedByFilter+n.RemovedByRecheck, 1)
+	work := read * max(n.ActualLoops, 1)
+	desc := fmt.Sprintf("%s on %s %s (%.0f rows read × %.0f loops)", n.NodeType, n.Relation, n.Index, read, n.ActualLoops)
+	for _, c := range n.Plans {
+		if w, d := c.MaxWork(); w > work {
+			work, desc = w, d
+		}
+	}
+	return work, desc
+}
+
 // errRolledBack ends ExplainGeneric's transaction without committing.
 var errRolledBack = errors.New("rolled back on purpose")
 

@@ -75,6 +75,9 @@ func TestTransitions_R_M5_R_J2_PlansReadOnlyTheBatchsRows(t *testing.T) {
 				require.LessOrEqual(t, read, float64(batch),
 					"the %s statement read %.0f rows of %s for a batch of %d: %v", st.name, read, rel, batch, nodes)
 			}
+			work, node := plan.MaxWork()
+			require.LessOrEqual(t, work, float64(2*batch),
+				"the %s statement's node %s did work quadratic in the batch of %d", st.name, node, batch)
 		})
 	}
 }

@@ -69,6 +69,9 @@ func TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows(t *testing.T) {
 			read, nodes := plan.RowsScanned("outbox")
 			require.LessOrEqual(t, read, float64(batch),
 				"the %s settlement read %.0f outbox rows for a batch of %d: %v", st.name, read, batch, nodes)
+			work, node := plan.MaxWork()
+			require.LessOrEqual(t, work, float64(2*batch),
+				"the %s settlement's node %s did work quadratic in the batch of %d", st.name, node, batch)
 		})
 	}
 }
