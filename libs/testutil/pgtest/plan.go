@@ -35,7 +35,7 @@ func (n PlanNode) RowsScanned(rel string) (float64, []string) {
 	var sum float64
 	var nodes []string
 	if n.Relation == rel && n.NodeType != "ModifyTable" {
-		read := n.ActualRows + n.RemovedByFilter + n.RemovedByRecheck
+		read := n.rowsRead()
 		sum += read * n.ActualLoops
 		nodes = append(nodes, fmt.Sprintf("%s %s (%.0f rows read, %.0f of them dropped, × %.0f loops)",
 			n.NodeType, n.Index, read, n.RemovedByFilter+n.RemovedByRecheck, n.ActualLoops))
@@ -48,6 +48,11 @@ func (n PlanNode) RowsScanned(rel string) (float64, []string) {
 	return sum, nodes
 }
 
+// rowsRead is the rows the node read in one loop: returned or dropped.
+func (n PlanNode) rowsRead() float64 {
+	return n.ActualRows + n.RemovedByFilter + n.RemovedByRecheck
+}
+
 // MaxWork returns the most work any one node of the plan did — the rows
 // it read (returned or dropped, at least one: a probe that finds nothing
 // still costs a probe) times its loops — and describes that node. A plan
@@ -55,7 +60,7 @@ func (n PlanNode) RowsScanned(rel string) (float64, []string) {
 // product of the two sides: quadratic in the batch even when each scan
 // reads only the batch's rows.
 func (n PlanNode) MaxWork() (float64, string) {
-	read := max(n.ActualRows+n.RemovedByFilter+n.RemovedByRecheck, 1)
+	read := max(n.rowsRead(), 1)
 	work := read * max(n.ActualLoops, 1)
 	desc := fmt.Sprintf("%s on %s %s (%.0f rows read × %.0f loops)", n.NodeType, n.Relation, n.Index, read, n.ActualLoops)
 	for _, c := range n.Plans {

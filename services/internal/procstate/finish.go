@@ -51,7 +51,8 @@ type AppliedAt struct {
 	Registered time.Time
 }
 
-// applySQL moves open messages with a pending projection to APPLIED.
+// openRow and unfinishedRow are the state tests of the transitions: the
+// row is open (PENDING, FAILED), or not yet finished (APPLIED too).
 //
 // Every transition finds its rows only through the join with the unnest
 // of its values, each a probe of the primary key, and tests the state
@@ -67,6 +68,12 @@ type AppliedAt struct {
 // The CASE hides the state from the index and from the estimate; the
 // unnest drives and proc_state is probed once per message
 // (TestTransitions_R_M5_R_J2_PlansReadOnlyTheBatchsRows).
+const (
+	openRow       = `CASE WHEN p.state IN ('PENDING', 'FAILED') THEN true ELSE false END`
+	unfinishedRow = `CASE WHEN p.state IN ('PENDING', 'FAILED', 'APPLIED') THEN true ELSE false END`
+)
+
+// applySQL moves open messages with a pending projection to APPLIED.
 const applySQL = `
 		UPDATE proc_state p SET state='APPLIED', error_class=NULL, reason=NULLIF(v.note, ''), applied_at=v.at, updated_at=v.at,
 			next_attempt_at=NULL, executing_by=NULL, executing_through=NULL,
@@ -74,7 +81,7 @@ const applySQL = `
 			sndr=v.sndr, msg_type=v.typ, msg_styp=v.styp, seqn=v.seqn, dttm=v.dttm
 		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
 			AS v(id, note, at, sndr, typ, styp, seqn, dttm, ik)
-		WHERE p.msg_id = v.id AND CASE WHEN p.state IN ('PENDING', 'FAILED') THEN true ELSE false END
+		WHERE p.msg_id = v.id AND ` + openRow + `
 		  AND EXISTS (SELECT 1 FROM projection_pending pp WHERE pp.msg_id = v.id)
 		RETURNING p.msg_id, p.registered_at`
 
@@ -148,7 +155,7 @@ const failSQL = `
 		UPDATE proc_state p SET state='FAILED', error_class=v.cls, reason=v.reason, attempts=v.attempts, next_attempt_at=v.next, updated_at=v.at,
 			processing_started_at=COALESCE(p.processing_started_at, v.at)
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[]) AS v(id, cls, reason, attempts, next, at)
-		WHERE p.msg_id = v.id AND CASE WHEN p.state IN ('PENDING', 'FAILED') THEN true ELSE false END`
+		WHERE p.msg_id = v.id AND ` + openRow
 
 // WriteFails writes rows in db and reports how many messages were still
 // open and are now FAILED.
@@ -205,7 +212,7 @@ var finishSQL = `
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[], $9::text[],
 			$10::text[], $11::text[], $12::int[])
 			AS v(id, state, cls, reason, at, sndr, typ, styp, seqn, dttm, ik, attempts)
-		WHERE p.msg_id = v.id AND CASE WHEN p.state IN ('PENDING', 'FAILED', 'APPLIED') THEN true ELSE false END
+		WHERE p.msg_id = v.id AND ` + unfinishedRow + `
 		RETURNING p.msg_id, p.finished_at),
 	` + outbox.InsertInOrder("u", 13) + `
 	SELECT count(*) FROM u`

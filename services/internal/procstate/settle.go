@@ -87,7 +87,7 @@ var endSQL = `
 			UPDATE proc_state p SET state = 'DEAD', error_class = v.cls, reason = v.reason, finished_at = $4, updated_at = $4,
 				next_attempt_at = NULL
 			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, cls, reason)
-			WHERE p.msg_id = v.id AND CASE WHEN p.state IN ('PENDING', 'FAILED', 'APPLIED') THEN true ELSE false END
+			WHERE p.msg_id = v.id AND ` + unfinishedRow + `
 			RETURNING p.msg_id)
 		` + outbox.InsertMailboxIntent("u", 4) + `
 		RETURNING msg_id, id`

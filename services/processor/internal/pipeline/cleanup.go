@@ -84,9 +84,9 @@ func (e *Engine) recordRetention() time.Duration {
 
 // jobPacer paces the daily job's deleting steps (R-M5). With a year of
 // history the job deletes hundreds of thousands of records with their raw
-// texts, and run flat out its WAL and dirtied pages made every commit of
-// the live pipeline wait for the disk: holds of the executor of 0.6–0.8 s
-// (docs/performance.md, "A year of history at full size").
+// texts; run flat out, its WAL and dirtied pages make the live pipeline's
+// commits wait for the disk (docs/performance.md, "A year of history at
+// full size").
 func (e *Engine) jobPacer() pace.Pacer {
 	share := e.opt.JobShare
 	if share <= 0 {
