@@ -47,6 +47,16 @@ if [ ! -f .run/samples-loaded ]; then
 	touch .run/samples-loaded
 fi
 wait_until 60 "the sample flights" bash -c 'curl -fsS http://127.0.0.1:8080/all/flights | grep -q "\"flid\""'
+# Every sample processed and marked before the URL is printed, so the
+# flight list shows them all (a later FDEL included): at least as many
+# messages as the list holds, none unfinished, none waiting for its marker.
+samples_done() {
+	bin/msgxctl -addr 127.0.0.1:9095 -token dev-token backlog -o json | awk -v want="$(grep -vc '^[[:space:]]*\(#\|$\)' deploy/demo/messages.txt)" -F': ' '
+		/"(pending|applied|succeeded|skipped|failed|dead)"/ { gsub(/,/, "", $2); total += $2 }
+		/"(unfinished|unmarked_terminal)"/ { gsub(/,/, "", $2); open += $2 }
+		END { exit !(total >= want && open == 0) }'
+}
+wait_until 60 "the sample messages processed and marked" samples_done
 
 cat <<MSG
 
