@@ -75,3 +75,43 @@ func TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows(t *testing.T) {
 		})
 	}
 }
+
+// TestSchd_R_M5_FlushPlanIsLinearInThePending: the schd flush's select
+// does work linear in the pending rows, whatever the planner believes of
+// the table. The trap is the one of a year of history (R-M5): statistics
+// taken while no schd row was pending, then a backlog of thousands; a
+// generic plan that estimates one pending row and one picked FLID ran the
+// fresh floor's "pending FLIDs not picked" as a nested-loop anti join of
+// every pending row against every picked one (9,337 × 1,000, 4.5 s a
+// flush on the R-M5 bench's database).
+func TestSchd_R_M5_FlushPlanIsLinearInThePending(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := migratetest.NewDatabase(t)
+	db, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+
+	const pending, limit = 6000, 1000
+	for _, sql := range []string{
+		`ALTER TABLE outbox SET (autovacuum_enabled = false)`,
+		`INSERT INTO outbox (target, pkey, payload, state, sent_at, next_attempt_at, created_at)
+			SELECT 'schd', (g % 3000)::text, '\x00', 'SENT', now(), now() - interval '1 minute', now()
+			FROM generate_series(1, ` + fmt.Sprint(pending) + `) AS g`,
+		`ANALYZE outbox`,
+		// The backlog, unknown to the statistics; every third row not due.
+		`UPDATE outbox SET state = 'PENDING', sent_at = NULL,
+			next_attempt_at = CASE WHEN id % 3 = 0 THEN now() + interval '1 hour' ELSE next_attempt_at END`,
+		// in the fresh lane, as inserted (a move back to PENDING put them in the retry lane)
+		`UPDATE outbox SET retry = false`,
+	} {
+		_, err := db.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	plan, err := pgtest.ExplainGeneric(ctx, db, schdSelect, "now()", fmt.Sprint(limit), "0")
+	require.NoError(t, err)
+	work, node := plan.MaxWork()
+	require.LessOrEqual(t, work, float64(4*pending),
+		"the schd flush's node %s did work quadratic in the %d pending rows", node, pending)
+}
