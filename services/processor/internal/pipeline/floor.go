@@ -24,6 +24,9 @@ type headFloor struct {
 	mu    sync.Mutex
 	floor int64
 	gen   uint64
+	// recent holds the IDs of the last lowerings, the one that made
+	// generation g at g % len(recent) (loweredBelow).
+	recent [64]int64
 }
 
 // read returns the floor and the generation a later raise must match.
@@ -40,6 +43,27 @@ func (f *headFloor) lower(msgID int64) {
 	defer f.mu.Unlock()
 	f.floor = min(f.floor, msgID)
 	f.gen++
+	f.recent[f.gen%uint64(len(f.recent))] = msgID
+}
+
+// loweredBelow reports whether a message below id was made reachable
+// since generation gen was read. The heads a batch read behind its COMMIT
+// (prefetchHeads) start above the batch: a message registered below them
+// since the batch's own heads were read — a late arrival — is the next
+// head, not those. When more lowerings happened than recent holds, it
+// cannot tell and says so.
+func (f *headFloor) loweredBelow(id int64, gen uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen-gen > uint64(len(f.recent)) {
+		return true
+	}
+	for g := gen + 1; g <= f.gen; g++ {
+		if f.recent[g%uint64(len(f.recent))] < id {
+			return true
+		}
+	}
+	return false
 }
 
 // reset forgets the floor: the next head query reads from the start.

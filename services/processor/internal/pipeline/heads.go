@@ -41,8 +41,11 @@ func (e *Engine) loadHeads(ctx context.Context, n int) (heads []*head, replays b
 		e.prefetched = nil
 		// Read with the last batch's COMMIT (prefetchHeads) in this term.
 		// An empty read is not taken: messages registered since then wait
-		// behind no batch, so the step reads for itself.
-		if len(p.heads) > 0 && p.term == e.db.Term() {
+		// behind no batch, so the step reads for itself. Nor is a read
+		// below whose first head a message was registered since the last
+		// batch read its heads (e.floorGen): the read started above that
+		// batch and cannot hold it (R-B1).
+		if len(p.heads) > 0 && p.term == e.db.Term() && !e.floor.loweredBelow(p.heads[0].MsgID, e.floorGen) {
 			e.floorGen = p.gen
 			e.floor.raise(p.heads[0].MsgID, p.gen)
 			return p.heads, p.replays, nil
