@@ -216,23 +216,6 @@ var benchGuarded = map[string]bool{
 //     PostgreSQL, and the longest hold of the pipeline while the daily
 //     maintenance runs under the R-J3 load (benchHistoryPhase;
 //     MSGX_HISTORY_SCALE scales the seed).
-//
-// benchPostgresSettings configure the full suite's own PostgreSQL server
-// as docs/deployment.md recommends for a site ("PostgreSQL for a year of
-// history"): durable (fsync, full-page writes and synchronous commit on,
-// as by default), buffers and WAL sized for a database of tens of
-// gigabytes. The machine's shared server is a development server with
-// 128 MB of shared buffers, under which a year of history (12 GB)
-// measured the buffer pool's thrashing, not the system. Autovacuum stays
-// off, as on the machine's server: the hot queries must not depend on
-// vacuum timing. The short run (make test) stays on the machine's server.
-var benchPostgresSettings = []string{
-	"fsync=on", "full_page_writes=on", "synchronous_commit=on", "autovacuum=off",
-	"shared_buffers=2GB", "effective_cache_size=8GB", "maintenance_work_mem=256MB",
-	"wal_buffers=16MB", "wal_compression=on", "max_wal_size=8GB", "checkpoint_timeout=15min",
-	"checkpoint_completion_target=0.9",
-}
-
 func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	mode := os.Getenv("MSGX_BENCH")
 	switch mode {
@@ -248,12 +231,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	began := time.Now()
 	loadStart := loadAvg()
 
-	var s *stack
-	if mode == "full" {
-		s = newStackWith(t, stackOptions{postgres: benchPostgresSettings})
-	} else {
-		s = newStack(t)
-	}
+	s := newStack(t)
 	poll := defaultFlag(t, "-ingest.pipeline.poll-interval")
 	for _, target := range []string{"dispatcher", "projector", "processor"} {
 		s.start(target)
@@ -1280,11 +1258,7 @@ func (r benchReport) markdown() string {
 	fmt.Fprintf(&b, "| load average | %s at start, %s at end |\n", r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "| Go | %s |\n", goVersion())
 	fmt.Fprintf(&b, "| command | `%s` (= `%s`) |\n", target, cmd)
-	pg := "the machine's PostgreSQL"
-	if z.mode == "full" {
-		pg = "a PostgreSQL server of the suite's own configured as docs/deployment.md recommends (" + strings.Join(benchPostgresSettings, ", ") + ")"
-	}
-	fmt.Fprintf(&b, "| set-up | every service its own msgx process; %s, the machine's MariaDB and Redis; kfake broker over TCP in the test process; default configuration (ingest poll interval %s) |\n", pg, r.poll)
+	fmt.Fprintf(&b, "| set-up | every service its own msgx process; local PostgreSQL, MariaDB, Redis; kfake broker over TCP in the test process; default configuration (ingest poll interval %s) |\n", r.poll)
 	fmt.Fprintf(&b, "| took | %s |\n\n", time.Since(r.began).Round(time.Second))
 
 	fmt.Fprintf(&b, "| figure | target | measured | ratio | met |\n|---|---|---|---|---|\n")

@@ -260,10 +260,6 @@ type stackOptions struct {
 	// privateRedis gives the stack a Redis of its own instead of a prefix
 	// on the machine's, for tests that change the server's users.
 	privateRedis bool
-	// postgres, when not nil, gives the stack a PostgreSQL server of its
-	// own with these parameters ("name=value") instead of a database on
-	// the machine's: a benchmark's server configured as a site's.
-	postgres []string
 }
 
 func newStackWith(t testing.TB, o stackOptions) *stack {
@@ -271,11 +267,7 @@ func newStackWith(t testing.TB, o stackOptions) *stack {
 	migrate := o.migrate
 	s := newStackOn(t)
 	s.migrate = migrate
-	if o.postgres != nil {
-		s.pgURL = private.NewPostgres(t, private.WithSettings(o.postgres...)).CreateDatabase("msgx")
-	} else {
-		s.pgURL = pgtest.NewDatabase(t)
-	}
+	s.pgURL = pgtest.NewDatabase(t)
 	s.dsn = mysqltest.NewDatabase(t)
 	s.redisP = redistest.NewPrefix(t)
 	s.redisURL = redistest.URL()

@@ -30,8 +30,6 @@ type Postgres struct {
 	logDir string
 	tlsOpt string // the server's TLS settings under WithTLS
 	caFile string // the CA under WithTLS
-	// settings are the server parameters of WithSettings.
-	settings []string
 }
 
 // NewPostgres initialises a cluster in a new directory and starts it on a
@@ -45,7 +43,7 @@ func NewPostgres(t testing.TB, opts ...Option) *Postgres {
 	t.Helper()
 	o := newOptions(opts)
 	initdb := lookPath(t, pgProgram("initdb")...)
-	p := &Postgres{t: t, dir: newDir(t, "msgx-pg-"), port: ReservePort(t), pgCtl: lookPath(t, pgProgram("pg_ctl")...), settings: o.settings}
+	p := &Postgres{t: t, dir: newDir(t, "msgx-pg-"), port: ReservePort(t), pgCtl: lookPath(t, pgProgram("pg_ctl")...)}
 	p.logDir = p.dir
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
@@ -149,9 +147,6 @@ func (p *Postgres) setupTLS(ca *tlstest.CA, uid, gid int) {
 // connections (after a crash, once recovery is done).
 func (p *Postgres) Start() error {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c full_page_writes=off", p.port, p.dir) + p.tlsOpt
-	for _, s := range p.settings {
-		opts += " -c " + s
-	}
 	if out, err := p.run(p.pgCtl, "-D", p.data(), "-o", opts, "-l", filepath.Join(p.logDir, "postgres.log"), "-w", "-t", "90", "start"); err != nil {
 		return fmt.Errorf("starting private PostgreSQL: %w\n%s\n%s", err, out, tailFile(filepath.Join(p.logDir, "postgres.log"), 3000))
 	}

@@ -10,8 +10,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	ca       *tlstest.CA
-	settings []string
+	ca *tlstest.CA
 }
 
 // WithTLS makes the server accept TLS with a certificate for loopback
@@ -21,13 +20,6 @@ type options struct {
 // need a certificate), Redis listens only for TLS and requires a client
 // certificate.
 func WithTLS(ca *tlstest.CA) Option { return func(o *options) { o.ca = ca } }
-
-// WithSettings sets PostgreSQL server parameters, each "name=value",
-// after the private defaults (which they override): a benchmark's server
-// configured as a site's would be, fsync and full-page writes on.
-func WithSettings(settings ...string) Option {
-	return func(o *options) { o.settings = append(o.settings, settings...) }
-}
 
 func newOptions(opts []Option) options {
 	var o options
