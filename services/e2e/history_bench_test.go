@@ -47,6 +47,9 @@ const (
 	historySelfCheck = 5 * time.Second
 	// historyPauseTarget is R-M5's bound on one hold of the pipeline.
 	historyPauseTarget = 100 * time.Millisecond
+	// historyLateMessage is how far behind its insert a message of the
+	// paced load is reported with where it waited.
+	historyLateMessage = 10 * time.Second
 	// historySeqnBase is where the SEQNs of the seeded messages start,
 	// apart from the suite's, so that no identity key of a measured
 	// message is a duplicate of a seeded one.
@@ -407,7 +410,7 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	m.offered = len(sent)
 	w.waitAll(t, idsOf(sent), 10*time.Minute)
 	allMarked(10 * time.Minute)
-	historyPauses(t, s, sent, &m)
+	historyPauses(t, s, w, sent, &m)
 	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms (outside it %s ms); insert → applied during it %s, outside %s; result %s",
 		m.started.Format(time.TimeOnly), m.finished.Format(time.TimeOnly), m.finished.Sub(m.started).Round(time.Millisecond), m.offered,
 		ms(m.pause), ms(m.basePause), m.during, m.outside, m.result)
@@ -480,9 +483,10 @@ func paceUntil(s *stack, rate int, stop <-chan struct{}, maxN int, next func() (
 // applied_{i−1}), the time the executor had work and applied nothing. A
 // hold overlapping the job's run counts for pause, any other for
 // basePause; insert → applied splits the same way by insert time.
-func historyPauses(t testing.TB, s *stack, sent []perfSent, m *historyMaintenance) {
+func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *historyMaintenance) {
 	t.Helper()
 	type rec struct {
+		id                            int64
 		inserted, registered, applied time.Time
 	}
 	inserted := make(map[int64]time.Time, len(sent))
@@ -498,7 +502,7 @@ func historyPauses(t testing.TB, s *stack, sent []perfSent, m *historyMaintenanc
 		var ap *time.Time
 		require.NoError(t, rows.Scan(&id, &reg, &ap))
 		require.NotNil(t, ap, "msg_id %d not applied", id)
-		recs = append(recs, rec{inserted: inserted[id], registered: reg, applied: *ap})
+		recs = append(recs, rec{id: id, inserted: inserted[id], registered: reg, applied: *ap})
 	}
 	require.NoError(t, rows.Err())
 	require.Len(t, recs, len(sent))
@@ -518,6 +522,16 @@ func historyPauses(t testing.TB, s *stack, sent []perfSent, m *historyMaintenanc
 			m.basePause = max(m.basePause, hold)
 		}
 		lat := r.applied.Sub(r.inserted)
+		if lat > historyLateMessage {
+			// Where a message far behind the others waited: before the
+			// inbox (ingest), before registration, or in the FIFO.
+			w.mu.Lock()
+			pub := w.published[r.id]
+			w.mu.Unlock()
+			t.Logf("R-M5 late message %d: inserted %s, on the inbox +%s, registered +%s, applied +%s",
+				r.id, r.inserted.Format("15:04:05.000"), pub.Sub(r.inserted).Round(time.Millisecond),
+				r.registered.Sub(r.inserted).Round(time.Millisecond), lat.Round(time.Millisecond))
+		}
 		if !r.inserted.Before(m.started) && !r.inserted.After(m.finished) {
 			during = append(during, lat)
 		} else {
