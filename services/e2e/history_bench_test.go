@@ -145,7 +145,7 @@ type historyMaintenance struct {
 	pause, basePause time.Duration
 	// baseFrom is when the baseline began.
 	baseFrom time.Time
-	pauseAt          time.Time
+	pauseAt  time.Time
 	// during and outside are insert → applied of the messages inserted
 	// while the job ran and in the baseline.
 	during, outside perfDist
