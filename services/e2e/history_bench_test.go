@@ -495,8 +495,10 @@ func paceUntil(s *stack, rate int, stop <-chan struct{}, maxN int, next func() (
 // waited for the executor from the later of its registration and the
 // previous message's apply: its hold is applied_i − max(registered_i,
 // applied_{i−1}), the time the executor had work and applied nothing. A
-// hold overlapping the job's run counts for pause, any other for
-// basePause; insert → applied splits the same way by insert time.
+// hold overlapping the job's run counts for pause, one within the
+// baseline for basePause; insert → applied splits the same way by insert
+// time. A message applied more than historyLateMessage after its insert
+// is logged with where it waited.
 func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *historyMaintenance) {
 	t.Helper()
 	type rec struct {
@@ -542,10 +544,14 @@ func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *his
 			// Where a message far behind the others waited: before the
 			// inbox (ingest), before registration, or in the FIFO.
 			w.mu.Lock()
-			pub := w.published[r.id]
+			pub, seen := w.published[r.id]
 			w.mu.Unlock()
-			t.Logf("R-M5 late message %d: inserted %s, on the inbox +%s, registered +%s, applied +%s",
-				r.id, r.inserted.Format("15:04:05.000"), pub.Sub(r.inserted).Round(time.Millisecond),
+			onInbox := "never seen"
+			if seen {
+				onInbox = "+" + pub.Sub(r.inserted).Round(time.Millisecond).String()
+			}
+			t.Logf("R-M5 late message %d: inserted %s, on the inbox %s, registered +%s, applied +%s",
+				r.id, r.inserted.Format("15:04:05.000"), onInbox,
 				r.registered.Sub(r.inserted).Round(time.Millisecond), lat.Round(time.Millisecond))
 		}
 		switch {

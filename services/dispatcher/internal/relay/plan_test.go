@@ -27,25 +27,13 @@ func TestSettle_R_M3_R_L2_PlansReadOnlyTheBatchsRows(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := migratetest.NewDatabase(t)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-
 	const pending, batch = 12000, 256
-	for _, sql := range []string{
-		// No autoanalyze may correct the statistics behind the test's back.
-		`ALTER TABLE outbox SET (autovacuum_enabled = false)`,
+	db := staleStatistics(ctx, t,
 		`INSERT INTO outbox (target, pkey, payload, msg_id, state, sent_at)
 			SELECT CASE WHEN g % 2 = 0 THEN 'msg' ELSE 'mailbox' END, g::text, NULL, g, 'SENT', now()
-			FROM generate_series(1, ` + fmt.Sprint(pending) + `) AS g`,
-		`ANALYZE outbox`,
+			FROM generate_series(1, `+fmt.Sprint(pending)+`) AS g`,
 		// The backlog, unknown to the statistics.
-		`UPDATE outbox SET state = 'PENDING', sent_at = NULL`,
-	} {
-		_, err := db.Exec(ctx, sql)
-		require.NoError(t, err, sql)
-	}
+		`UPDATE outbox SET state = 'PENDING', sent_at = NULL`)
 	ids := make([]string, batch)
 	for i := range ids {
 		ids[i] = fmt.Sprint(pending - batch + 1 + i) // far down the backlog
@@ -88,30 +76,35 @@ func TestSchd_R_M5_FlushPlanIsLinearInThePending(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := migratetest.NewDatabase(t)
-	db, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-
 	const pending, limit = 6000, 1000
-	for _, sql := range []string{
-		`ALTER TABLE outbox SET (autovacuum_enabled = false)`,
+	db := staleStatistics(ctx, t,
 		`INSERT INTO outbox (target, pkey, payload, state, sent_at, next_attempt_at, created_at)
 			SELECT 'schd', (g % 3000)::text, '\x00', 'SENT', now(), now() - interval '1 minute', now()
-			FROM generate_series(1, ` + fmt.Sprint(pending) + `) AS g`,
-		`ANALYZE outbox`,
+			FROM generate_series(1, `+fmt.Sprint(pending)+`) AS g`,
 		// The backlog, unknown to the statistics; every third row not due.
 		`UPDATE outbox SET state = 'PENDING', sent_at = NULL,
 			next_attempt_at = CASE WHEN id % 3 = 0 THEN now() + interval '1 hour' ELSE next_attempt_at END`,
 		// in the fresh lane, as inserted (a move back to PENDING put them in the retry lane)
-		`UPDATE outbox SET retry = false`,
-	} {
-		_, err := db.Exec(ctx, sql)
-		require.NoError(t, err, sql)
-	}
+		`UPDATE outbox SET retry = false`)
 	plan, err := pgtest.ExplainGeneric(ctx, db, schdSelect, "now()", fmt.Sprint(limit), "0")
 	require.NoError(t, err)
 	work, node := plan.MaxWork()
 	require.LessOrEqual(t, work, float64(4*pending),
 		"the schd flush's node %s did work quadratic in the %d pending rows", node, pending)
+}
+
+// staleStatistics returns a migrated database whose outbox statistics are
+// taken after seed and before change: the planner's picture of a quiet
+// table, then a backlog it knows nothing of. Autovacuum is off on outbox,
+// so that no autoanalyze corrects the statistics behind the test's back.
+func staleStatistics(ctx context.Context, t *testing.T, seed string, change ...string) *pgxpool.Pool {
+	t.Helper()
+	db, err := pgxpool.New(ctx, migratetest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	for _, sql := range append([]string{`ALTER TABLE outbox SET (autovacuum_enabled = false)`, seed, `ANALYZE outbox`}, change...) {
+		_, err := db.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	return db
 }

@@ -14,9 +14,10 @@ import "sync"
 // below it can only become open by being registered (inbox) or replayed,
 // and both lower it after they commit. A raise is a compare-and-set on the
 // generation read before the query that proved nothing open below the new
-// floor: a lowering in between (whose row that query may not have seen)
-// bumps the generation and the raise is dropped, so the floor never passes
-// an open message. A new lease term starts from 0 (another instance may
+// floor: a lowering in between below the new floor (whose row that query
+// may not have seen) drops the raise, so the floor never passes an open
+// message; a lowering above it (new messages registered, all the time
+// under load) does not. A new lease term starts from 0 (another instance may
 // have registered or replayed meanwhile), and so does each self-check run,
 // which bounds what any path that opens a message without lowering the
 // floor could cost: one self-check interval.
@@ -25,7 +26,7 @@ type headFloor struct {
 	floor int64
 	gen   uint64
 	// recent holds the IDs of the last lowerings, the one that made
-	// generation g at g % len(recent) (loweredBelow).
+	// generation g at g % len(recent) (loweredBelowLocked).
 	recent [64]int64
 }
 
@@ -55,6 +56,10 @@ func (f *headFloor) lower(msgID int64) {
 func (f *headFloor) loweredBelow(id int64, gen uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.loweredBelowLocked(id, gen)
+}
+
+func (f *headFloor) loweredBelowLocked(id int64, gen uint64) bool {
 	if f.gen-gen > uint64(len(f.recent)) {
 		return true
 	}
@@ -69,12 +74,12 @@ func (f *headFloor) loweredBelow(id int64, gen uint64) bool {
 // reset forgets the floor: the next head query reads from the start.
 func (f *headFloor) reset() { f.lower(0) }
 
-// raise moves the floor up to to, unless something lowered it since gen
-// was read.
+// raise moves the floor up to to, unless something below to was lowered
+// since gen was read.
 func (f *headFloor) raise(to int64, gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.gen == gen && to > f.floor {
+	if to > f.floor && !f.loweredBelowLocked(to, gen) {
 		f.floor = to
 	}
 }

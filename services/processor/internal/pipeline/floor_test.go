@@ -166,6 +166,13 @@ func TestHead_R_B1_FloorFollowsLowerRegistrationsAndReplays(t *testing.T) {
 	f.raise(7, gen)
 	got, _ = f.read()
 	require.Equal(t, int64(7), got)
+	// A lowering above the new floor (new messages registered) keeps it
+	// reachable: the raise stands.
+	_, gen = f.read()
+	f.lower(2000)
+	f.raise(1000, gen)
+	got, _ = f.read()
+	require.Equal(t, int64(1000), got, "a registration above does not drop the raise")
 }
 
 // TestHead_R_B1_LowerRegistrationBetweenBatchesIsTheNextHead: a message
