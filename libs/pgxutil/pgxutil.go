@@ -40,6 +40,11 @@ type Config struct {
 	// retried failure, not a stalled FIFO (R-M2). A transaction may lower it
 	// for itself (SET LOCAL). 0 leaves the server's setting. Default 10s.
 	LockTimeout time.Duration `yaml:"lock_timeout"`
+	// ApplicationName is the sessions' application_name when the URL sets
+	// none: what pg_stat_activity, pg_locks' blockers and the server's log
+	// show an operator, so that "which service holds this lock" has an
+	// answer. The binary sets it from its targets; not configured.
+	ApplicationName string `yaml:"-"`
 }
 
 // DefaultIdleInTxTimeout is the default of Config.IdleInTxTimeout: no
@@ -105,6 +110,12 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	SetIdleInTxTimeout(pc, c.IdleInTxTimeout)
 	setTimeout(pc, "statement_timeout", c.StatementTimeout)
 	setTimeout(pc, "lock_timeout", c.LockTimeout)
+	if _, set := pc.ConnConfig.RuntimeParams["application_name"]; !set && c.ApplicationName != "" {
+		if pc.ConnConfig.RuntimeParams == nil {
+			pc.ConnConfig.RuntimeParams = map[string]string{}
+		}
+		pc.ConnConfig.RuntimeParams["application_name"] = c.ApplicationName
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres pool: %w", err)

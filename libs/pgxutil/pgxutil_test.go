@@ -71,3 +71,26 @@ func TestConnect_R_B8_IdleInTxTimeoutEndsIdleTransactions(t *testing.T) {
 	require.NoError(t, plain.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&setting))
 	require.Equal(t, serverDefault, setting)
 }
+
+// TestConnect_ApplicationNameUnlessTheURLSetsOne: the pool's sessions
+// carry Config.ApplicationName, so that pg_stat_activity and a lock's
+// blockers name the service; an application_name in the URL (the
+// operator's choice) wins.
+func TestConnect_ApplicationNameUnlessTheURLSetsOne(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct{ url, want string }{
+		{url, "msgx processor,dispatcher"},
+		{url + "&application_name=site-choice", "site-choice"},
+	} {
+		pool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: c.url, MaxConns: 1, ApplicationName: "msgx processor,dispatcher"})
+		require.NoError(t, err)
+		var got string
+		err = pool.QueryRow(ctx, `SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&got)
+		pool.Close()
+		require.NoError(t, err)
+		require.Equal(t, c.want, got)
+	}
+}

@@ -149,6 +149,9 @@ type historyMaintenance struct {
 	// during and outside are insert → applied of the messages inserted
 	// while the job ran and in the baseline.
 	during, outside perfDist
+	// longDuring and longBase count the holds longer than
+	// historyPauseTarget overlapping the job and within the baseline.
+	longDuring, longBase int
 }
 
 // benchHistoryPhase is R-M5: on the stack the suite runs, restarted with
@@ -393,6 +396,11 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	var m historyMaintenance
 	m.baseFrom = time.Now()
 	baseline := max(time.Duration(float64(historyBaseline)*historyScale(t)), 3*time.Second)
+	if v := os.Getenv("MSGX_HISTORY_BASELINE"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "MSGX_HISTORY_BASELINE must be a duration")
+		baseline = d
+	}
 	waitFor(t, baseline+time.Minute, "the baseline of the load", func() (bool, error) { return time.Since(m.baseFrom) >= baseline, nil })
 	conn, err := grpc.NewClient(s.controlAddr, s.controlCreds())
 	require.NoError(t, err)
@@ -425,9 +433,9 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	w.waitAll(t, idsOf(sent), 10*time.Minute)
 	allMarked(10 * time.Minute)
 	historyPauses(t, s, w, sent, &m)
-	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms (in the %s of load before it %s ms); insert → applied during it %s, before it %s; result %s",
+	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms, %d over %s (in the %s of load before it %s ms, %d over); insert → applied during it %s, before it %s; result %s",
 		m.started.Format(time.TimeOnly), m.finished.Format(time.TimeOnly), m.finished.Sub(m.started).Round(time.Millisecond), m.offered,
-		ms(m.pause), m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.during, m.outside, m.result)
+		ms(m.pause), m.longDuring, historyPauseTarget, m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.longBase, m.during, m.outside, m.result)
 	return m
 }
 
@@ -531,13 +539,22 @@ func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *his
 		}
 		hold := max(r.applied.Sub(from), 0)
 		inBaseline := !from.Before(m.baseFrom) && r.applied.Before(m.started)
+		long := hold > historyPauseTarget
 		switch {
 		case from.Before(m.finished) && r.applied.After(m.started):
 			if hold > m.pause {
 				m.pause, m.pauseAt = hold, r.applied
 			}
+			if long {
+				m.longDuring++
+				t.Logf("R-M5 hold during the job: %s ms until %s (msg_id %d)", ms(hold), r.applied.Format("15:04:05.000"), r.id)
+			}
 		case inBaseline:
 			m.basePause = max(m.basePause, hold)
+			if long {
+				m.longBase++
+				t.Logf("R-M5 hold in the baseline: %s ms until %s (msg_id %d)", ms(hold), r.applied.Format("15:04:05.000"), r.id)
+			}
 		}
 		lat := r.applied.Sub(r.inserted)
 		if lat > historyLateMessage {

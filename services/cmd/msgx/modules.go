@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -189,7 +190,11 @@ func (a *app) init(ctx context.Context) error {
 		}
 	}
 	if a.needs("postgres") {
-		if a.pg, err = pgxutil.Connect(ctx, cfg.Postgres); err != nil {
+		pgc := cfg.Postgres
+		if ts, err := cfg.targets(); err == nil {
+			pgc.ApplicationName = "msgx " + strings.Join(ts, ",")
+		}
+		if a.pg, err = pgxutil.Connect(ctx, pgc); err != nil {
 			return err
 		}
 		a.closers = append(a.closers, a.pg.Close)
