@@ -1,7 +1,13 @@
 package mysqlutil
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -25,4 +31,37 @@ var refusedNumbers = map[uint16]bool{
 func AccessRefused(err error) bool {
 	me, ok := errors.AsType[*mysql.MySQLError](err)
 	return ok && refusedNumbers[me.Number]
+}
+
+// Unreachable reports whether err says that the mailbox server did not
+// answer — refused, reset or closed connections, a dial or a call that ran
+// out of time — rather than that it answered with an error (any
+// MySQLError: credentials, grants, schema) or that the connection's
+// settings are wrong (a TLS certificate the client rejects or a TLS
+// handshake the server refuses). Only the first is an outage to wait out.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := errors.AsType[*mysql.MySQLError](err); ok {
+		return false
+	}
+	var (
+		verify  *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		host    x509.HostnameError
+		invalid x509.CertificateInvalidError
+		alert   tls.AlertError
+		record  tls.RecordHeaderError
+	)
+	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) ||
+		errors.As(err, &alert) || errors.As(err, &record) {
+		return false
+	}
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	_, isNet := errors.AsType[net.Error](err)
+	return isNet
 }

@@ -103,8 +103,18 @@ func Open(ctx context.Context, c Config, loc *time.Location, log *slog.Logger) (
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("pinging mysql: %w", err)
+		if !Unreachable(err) {
+			_ = db.Close()
+			return nil, fmt.Errorf("pinging mysql: %w", err)
+		}
+		// The server did not answer: an outage (the mailbox down or
+		// restarting, a partition), not a wrong setting. The process starts
+		// anyway and its loops wait it out as they wait out an outage that
+		// began later — not ready, retrying, nothing counted against a row —
+		// instead of exiting into a crash loop whose back-off (up to five
+		// minutes in Kubernetes) would hold the recovery after the mailbox is
+		// back (R-M3, R-L2).
+		log.Warn("mailbox database unreachable at start; starting anyway, its loops retry until it answers", "err", err)
 	}
 	return db, nil
 }

@@ -428,9 +428,12 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 		out = filepath.Join(filepath.Dir(file), "..", "..", "docs", "benchmarks.md")
 	}
 	if out != "" {
-		// The soak's section (make soak) is not this run's: it is kept.
-		if soak := keptSection(out, soakSectionBegin, soakSectionEnd); soak != "" {
-			text = strings.TrimRight(text, "\n") + "\n\n" + soak
+		// The drain's section (TestBench_R_M3_DrainAfterOutages) and the
+		// soak's (make soak) are not this run's: they are kept.
+		for _, m := range [][2]string{{drainSectionBegin, drainSectionEnd}, {soakSectionBegin, soakSectionEnd}} {
+			if kept := keptSection(out, m[0], m[1]); kept != "" {
+				text = strings.TrimRight(text, "\n") + "\n\n" + kept
+			}
 		}
 		require.NoError(t, os.WriteFile(out, []byte(text), 0o644))
 		t.Logf("table written to %s", out)

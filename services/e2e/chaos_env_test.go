@@ -73,6 +73,10 @@ type chaosEnv struct {
 	// is called (set by the chaos run; nil elsewhere).
 	freezeFeed func() (release func())
 
+	// flags are extra flags of each target beyond chaosFlags (a family's
+	// shortened budgets; chaosParams.Flags).
+	flags map[string][]string
+
 	// redisEpoch is odd while Redis is down or has just come back empty
 	// and even otherwise; it grows with every Redis fault, so a check that
 	// read Redis across a fault can tell and look again.
@@ -177,9 +181,16 @@ func targetOf(name string) string {
 	return name
 }
 
-func (s *stack) startInstance(name string) {
+// startInstance starts instance name with its target's chaos flags and
+// the run's extra ones.
+func (e *chaosEnv) startInstance(name string) {
 	t := targetOf(name)
-	s.startAs(name, t, chaosFlags[t]...)
+	e.startAs(name, t, chaosTargetFlags(t, e.flags)...)
+}
+
+// chaosTargetFlags are chaosFlags[target] followed by extra[target].
+func chaosTargetFlags(target string, extra map[string][]string) []string {
+	return append(append([]string(nil), chaosFlags[target]...), extra[target]...)
 }
 
 // roleLeases are the leases of each single-active role. The instance that
@@ -399,6 +410,8 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		res.Recovery = e.hang(f.Kind, role, problem)
 	case proxyLatency, proxyBandwidth, proxyBlackHole, proxyReset:
 		res.Recovery = e.proxyFault(f.Kind, kind, role, problem)
+	case "outage":
+		res.Victim, res.Recovery = e.longOutage(f.Kind, role, problem)
 	case "unacked":
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)

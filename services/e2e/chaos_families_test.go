@@ -52,3 +52,24 @@ func TestChaos_R_M2_R_M1_BlackHoleOnEveryPath(t *testing.T) {
 // is reset as soon as data flows, for 3 s: processing resumes within 30 s
 // with nothing lost, duplicated or reordered.
 func TestChaos_R_M2_ResetOnEveryPath(t *testing.T) { runProxyFamily(t, proxyReset) }
+
+// TestChaos_R_M3_LongOutagesPastEveryBudget: the broker, MariaDB,
+// PostgreSQL and the control plane in turn are each down for 20 s
+// mid-stream, against retry budgets shortened to under a second (the
+// dispatcher's deliveries and markers: 2 attempts 100–400 ms apart) and a
+// head deadline of 8 s, with the active instance of the role that works
+// against the dependency killed and started again halfway through. The
+// run ends as the run without faults (with the same budgets) does: no
+// outbox row dead-lettered, every message in the same state (none DEAD
+// that was not), msg without a gap or a regression, every marker
+// written; processing resumes within 30 s of each return (R-M3, R-L2).
+func TestChaos_R_M3_LongOutagesPastEveryBudget(t *testing.T) {
+	testutil.Integration(t)
+	p := chaosParams{Messages: 200, Faults: len(outageServers), Seed: chaosDefaultSeed, Flags: outageFlags}
+	sched := make([]chaosFault, len(outageServers))
+	gap := p.Messages / (len(sched) + 1)
+	for i, server := range outageServers {
+		sched[i] = chaosFault{Kind: "outage-" + server, At: gap * (i + 1)}
+	}
+	runChaos(t, p, sched, fmt.Sprintf("go test -tags chaos -count=1 -run '^%s$' ./e2e/", t.Name()))
+}

@@ -37,6 +37,9 @@ type chaosParams struct {
 	Faults   int   // faults, all while messages are still flowing
 	Seed     int64 // drives the workload and the fault schedule
 	Kinds    []string
+	// Flags are extra flags of each target, for the reference run and the
+	// chaos run alike (outageFlags).
+	Flags map[string][]string
 }
 
 // Defaults of the bounded run that `make test` executes: every fault kind

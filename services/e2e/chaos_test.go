@@ -82,7 +82,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	var ref *chaosOutcome
 	var refProblems []string
 	t.Run("reference", func(t *testing.T) {
-		ref, refProblems = runChaosReference(t, w)
+		ref, refProblems = runChaosReference(t, w, p.Flags)
 	})
 	if ref == nil {
 		t.Fatalf("the reference run failed; replay with %s", replay)
@@ -90,6 +90,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	t.Logf("chaos: reference run done after %s", time.Since(began).Round(time.Millisecond))
 
 	e := newChaosEnv(t)
+	e.flags = p.Flags
 	for _, in := range chaosInstances {
 		e.startInstance(in.name)
 	}
@@ -205,12 +206,12 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 }
 
 // runChaosReference runs the workload without faults on the machine's
-// shared servers (one instance per service) and returns its outcome, with
-// what its own checks found.
-func runChaosReference(t *testing.T, w *chaosWorkload) (*chaosOutcome, []string) {
+// shared servers (one instance per service, with the run's extra flags)
+// and returns its outcome, with what its own checks found.
+func runChaosReference(t *testing.T, w *chaosWorkload, flags map[string][]string) (*chaosOutcome, []string) {
 	s := newStack(t)
 	for _, target := range []string{"control", "processor", "dispatcher", "projector", "ingest"} {
-		s.start(target, chaosFlags[target]...)
+		s.start(target, chaosTargetFlags(target, flags)...)
 	}
 	ctx, cancel := s.untilBroken(context.Background(), chaosStreamBudget+time.Duration(len(w.Msgs))*50*time.Millisecond)
 	defer cancel()

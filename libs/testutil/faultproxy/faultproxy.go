@@ -173,3 +173,16 @@ func (p *Proxy) StrandFault() (*Fault, error) {
 func (p *Proxy) ResetFault() (*Fault, error) {
 	return p.add("reset_peer", map[string]any{"timeout": 0}, "upstream")
 }
+
+// Down takes the path down as a stopped server would be: the proxy stops
+// listening (new connections are refused) and closes every connection it
+// carries. Up listens again on the same address.
+func (p *Proxy) Down() { p.p.Stop() }
+
+// Up ends Down: new connections reach the upstream again.
+func (p *Proxy) Up() error {
+	if err := p.p.Start(); err != nil {
+		return fmt.Errorf("starting %s again on %s: %w", p.name, p.p.Listen, err)
+	}
+	return nil
+}

@@ -168,7 +168,7 @@ func (e *Engine) deletePaced(ctx context.Context, pacer pace.Pacer, batch int, s
 	for {
 		var deleted int64
 		err := pacer.Step(ctx, func() error {
-			tag, err := e.exec(ctx, sql, args...)
+			tag, err := e.jobExec(ctx, sql, args...)
 			deleted = tag.RowsAffected()
 			return err
 		})
@@ -188,7 +188,7 @@ func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int
 	if locked {
 		onlyWritten = ""
 	}
-	err = e.inTx(ctx, func(tx pgx.Tx) error {
+	err = e.jobTx(ctx, func(tx pgx.Tx) error {
 		if locked {
 			if _, err := tx.Exec(ctx, cleanupLockExclusive, cleanupLockKey); err != nil {
 				return fmt.Errorf("taking the cleanup lock: %w", err)

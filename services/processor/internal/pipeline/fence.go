@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,4 +21,32 @@ func (e *Engine) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // exec runs one statement in a fenced transaction.
 func (e *Engine) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return e.db.Exec(ctx, sql, args...)
+}
+
+// jobApplicationName names the daily job's transactions (record cleanup,
+// history sweep, history purge) in pg_stat_activity, and so among a waiting
+// statement's blockers (pg_blocking_pids): an operator, or the R-M5 bench,
+// tells a statement waiting on the job from one waiting on the pipeline.
+// The session's own name comes back when the transaction ends.
+const jobApplicationName = "msgx processor: daily job"
+
+// jobTx runs fn in a fenced transaction named as the daily job's.
+func (e *Engine) jobTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return e.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('application_name', $1, true)`, jobApplicationName); err != nil {
+			return fmt.Errorf("naming the daily job's transaction: %w", err)
+		}
+		return fn(tx)
+	})
+}
+
+// jobExec runs one statement of the daily job in its own jobTx.
+func (e *Engine) jobExec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := e.jobTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
 }

@@ -529,3 +529,46 @@ func TestMaintenance_R_M5_DailyJobRestsBetweenItsSteps(t *testing.T) {
 		require.LessOrEqual(t, rest, 3*steps[i], "rest %d: three times its step at most (share 0.25)", i)
 	}
 }
+
+// TestMaintenance_R_M5_DailyJobsTransactionsAreNamed: a statement of the
+// daily job waiting for a lock shows in pg_stat_activity as the job's
+// ("msgx processor: daily job"), so that what waits on the job, or what
+// the job waits on, can be told from the pipeline's own statements; once
+// its transactions end, no session carries the name any more.
+func TestMaintenance_R_M5_DailyJobsTransactionsAreNamed(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t, func(o *Options) { o.HistoryKeep = 36 * day })
+	h.historySweep()
+	h.clk.Set(airport(t, 2021, 1, 28, 3, 30))
+	h.historySweep()
+	h.clk.Set(airport(t, 2021, 3, 1, 3, 30)) // day 23's three flights are due for the purge
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	locker, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = locker.Rollback(context.Background()) }()
+	var pid int32
+	require.NoError(t, locker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	_, err = locker.Exec(ctx, `SELECT flid FROM flight_history FOR UPDATE`)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var res MaintenanceResult
+	go func() {
+		var err error
+		res, err = h.e.RunMaintenance(ctx, h.clk.Now())
+		done <- err
+	}()
+	var waiter string
+	require.Eventually(t, func() bool {
+		err := h.pool.QueryRow(ctx, `SELECT application_name FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&waiter)
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "the purge waits for the locked history rows")
+	require.Equal(t, "msgx processor: daily job", waiter)
+	require.NoError(t, locker.Rollback(ctx))
+	require.NoError(t, <-done)
+	require.EqualValues(t, 3, res.Purge.Flights)
+	require.Zero(t, h.count(`SELECT count(*) FROM pg_stat_activity WHERE application_name = 'msgx processor: daily job'`),
+		"the name ends with the job's transactions")
+}

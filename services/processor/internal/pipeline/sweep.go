@@ -135,7 +135,7 @@ func (e *Engine) CountHistorySweep(ctx context.Context) (HistoryResult, error) {
 // (decide.Sweep over apply.Sweep).
 func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.Time) (decide.Swept, error) {
 	out := decide.SweptGone
-	err := e.inTx(ctx, func(tx pgx.Tx) error {
+	err := e.jobTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = decide.Sweep(ctx, apply.Sweep{Tx: tx}, apply.Sweep{Tx: tx}, flid, cutoff, now, e.zone())
 		return err
