@@ -152,6 +152,9 @@ type historyMaintenance struct {
 	// longDuring and longBase count the holds longer than
 	// historyPauseTarget overlapping the job and within the baseline.
 	longDuring, longBase int
+	// waits are the pipeline's lock waits sampled from the baseline's
+	// start to the job's end (jobWaitSampler).
+	waits jobWaits
 }
 
 // benchHistoryPhase is R-M5: on the stack the suite runs, restarted with
@@ -395,6 +398,8 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	// The baseline: the same load without the job.
 	var m historyMaintenance
 	m.baseFrom = time.Now()
+	sampler := startJobWaitSampler(s, jobWaitInterval)
+	defer sampler.stop()
 	baseline := max(time.Duration(float64(historyBaseline)*historyScale(t)), 3*time.Second)
 	if v := os.Getenv("MSGX_HISTORY_BASELINE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -427,15 +432,16 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	// A second of load after the job: what it held is applied by then.
 	done := time.Now().Add(time.Second)
 	waitFor(t, time.Minute, "a second of load after the job", func() (bool, error) { return time.Now().After(done), nil })
+	m.waits = sampler.stop()
 	sent := stopLoad()
 	require.NotEmpty(t, sent)
 	m.offered = len(sent)
 	w.waitAll(t, idsOf(sent), 10*time.Minute)
 	allMarked(10 * time.Minute)
 	historyPauses(t, s, w, sent, &m)
-	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms, %d over %s (in the %s of load before it %s ms, %d over); insert → applied during it %s, before it %s; result %s",
+	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms, %d over %s (in the %s of load before it %s ms, %d over); insert → applied during it %s, before it %s; %s; result %s",
 		m.started.Format(time.TimeOnly), m.finished.Format(time.TimeOnly), m.finished.Sub(m.started).Round(time.Millisecond), m.offered,
-		ms(m.pause), m.longDuring, historyPauseTarget, m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.longBase, m.during, m.outside, m.result)
+		ms(m.pause), m.longDuring, historyPauseTarget, m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.longBase, m.during, m.outside, m.waits, m.result)
 	return m
 }
 
@@ -595,7 +601,12 @@ func (h benchHistory) rows(add func(benchRow)) {
 			target: 1.1, unit: "×", measured: float64(q.year) / float64(q.empty)})
 	}
 	add(benchRow{key: "R-M5 longest pipeline pause during cleanup and sweep",
+		figure: fmt.Sprintf("R-M5 longest executor hold while the daily job ran (in the %s of the same load before it: %s ms)",
+			h.maint.started.Sub(h.maint.baseFrom).Round(time.Second), ms(h.maint.basePause)),
 		target: float64(historyPauseTarget / time.Millisecond), unit: "ms", measured: float64(h.maint.pause) / float64(time.Millisecond)})
+	add(benchRow{key: "R-M5 longest pipeline wait on the daily job",
+		figure: fmt.Sprintf("R-M5 longest lock wait of a pipeline statement on the daily job (sampled every %s)", jobWaitInterval),
+		target: float64(historyPauseTarget / time.Millisecond), unit: "ms", measured: float64(h.maint.waits.onJob) / float64(time.Millisecond)})
 }
 
 // markdown describes the phase for the report's workload section.
@@ -610,12 +621,22 @@ func (h benchHistory) markdown(b *bytes.Buffer, z benchSizes) {
 	fmt.Fprintf(b, "%s. The processor kept the year (pipeline.record-retention %d days, history.keep %d days) but for its oldest days. "+
 		"Before the seed R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms; with the year R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms (%d messages at %d/s). "+
 		"The daily job (record cleanup, history sweep of %d live flights %d days old, history purge), requested through the control plane while FLOPs arrived at %d/s, "+
-		"ran %s (%s); the longest hold of the executor overlapping it %s ms, in the %s of the same load before it %s ms; insert → applied while it ran p50 %s p99 %s max %s ms, before it p50 %s p99 %s max %s ms.\n",
+		"ran %s (%s); the longest hold of the executor overlapping it %s ms, in the %s of the same load before it %s ms; holds over %s: %d while it ran (%.1f a minute), %d before it (%.1f a minute); insert → applied while it ran p50 %s p99 %s max %s ms, before it p50 %s p99 %s max %s ms; %s.\n",
 		strings.Join(parts, ", "), historyRecordRetentionDays, historyKeepDays,
 		h.emptyRate, ms(h.emptyLat.event.p50), ms(h.emptyLat.event.p99), h.yearRate, ms(h.yearLat.event.p50), ms(h.yearLat.event.p99), h.yearLat.sent, z.rate,
 		hz.live, historySweepAge, z.rate, h.maint.finished.Sub(h.maint.started).Round(time.Millisecond), h.maint.result,
 		ms(h.maint.pause), h.maint.started.Sub(h.maint.baseFrom).Round(time.Second), ms(h.maint.basePause),
-		ms(h.maint.during.p50), ms(h.maint.during.p99), ms(h.maint.during.max), ms(h.maint.outside.p50), ms(h.maint.outside.p99), ms(h.maint.outside.max))
+		historyPauseTarget, h.maint.longDuring, perMinute(h.maint.longDuring, h.maint.finished.Sub(h.maint.started)),
+		h.maint.longBase, perMinute(h.maint.longBase, h.maint.started.Sub(h.maint.baseFrom)),
+		ms(h.maint.during.p50), ms(h.maint.during.p99), ms(h.maint.during.max), ms(h.maint.outside.p50), ms(h.maint.outside.p99), ms(h.maint.outside.max), h.maint.waits)
+}
+
+// perMinute is n events over d, per minute.
+func perMinute(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Minutes()
 }
 
 // Markers of the soak's section of docs/benchmarks.md (make soak,

@@ -1,0 +1,142 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// jobWaitInterval is how often the R-M5 phase samples the pipeline's lock
+// waits: a wait is known to ± one interval, a fifth of R-M5's 100 ms.
+const jobWaitInterval = 20 * time.Millisecond
+
+// jobName is the application_name of the daily job's transactions
+// (processor pipeline, jobApplicationName).
+const jobName = "msgx processor: daily job"
+
+// jobWaits is what jobWaitSampler saw: the longest wait of a pipeline
+// statement for a lock the daily job held, and for a lock anything held.
+type jobWaits struct {
+	samples            int
+	onJob, onAny       time.Duration
+	onJobN, onAnyN     int // waits seen
+	onJobAt, onAnyAt   time.Time
+	onJobWhat, anyWhat string
+	err                error
+}
+
+func (w jobWaits) String() string {
+	if w.samples == 0 && w.err != nil {
+		return "lock waits not sampled: " + w.err.Error()
+	}
+	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s",
+		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), at(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), at(w.onAnyAt, w.anyWhat))
+}
+
+func at(t time.Time, what string) string {
+	if t.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" (until %s: %s)", t.Format("15:04:05.000"), what)
+}
+
+// jobWaitSampler samples pg_stat_activity of the stack's database: every
+// msgx session but the daily job's own that waits for a lock, with the
+// application_name of each session blocking it (pg_blocking_pids). A wait
+// lasts from the first sample that saw it to the last, plus one interval.
+type jobWaitSampler struct {
+	stopOnce sync.Once
+	quit     chan struct{}
+	done     chan jobWaits
+	result   jobWaits
+}
+
+func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
+	j := &jobWaitSampler{quit: make(chan struct{}), done: make(chan jobWaits, 1)}
+	go func() {
+		var out jobWaits
+		type wait struct {
+			from, last time.Time
+			job        bool
+			what       string
+		}
+		open := map[int32]*wait{}
+		end := func(pid int32, w *wait) {
+			d := w.last.Sub(w.from) + every
+			if w.job {
+				out.onJobN++
+				if d > out.onJob {
+					out.onJob, out.onJobAt, out.onJobWhat = d, w.last, w.what
+				}
+			}
+			out.onAnyN++
+			if d > out.onAny {
+				out.onAny, out.onAnyAt, out.anyWhat = d, w.last, w.what
+			}
+			delete(open, pid)
+		}
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		ctx := context.Background()
+		for {
+			select {
+			case <-j.quit:
+				for pid, w := range open {
+					end(pid, w)
+				}
+				j.done <- out
+				return
+			case <-tick.C:
+			}
+			rows, err := s.pg.Query(ctx, `
+				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60),
+					bool_or(b.application_name = $1)
+				FROM pg_stat_activity w
+				CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)
+				JOIN pg_stat_activity b ON b.pid = bp.pid
+				WHERE w.datname = current_database() AND w.wait_event_type = 'Lock'
+				  AND w.application_name LIKE 'msgx%' AND w.application_name <> $1
+				GROUP BY w.pid, w.application_name, w.query`, jobName)
+			if err != nil {
+				out.err = err
+				continue
+			}
+			now := time.Now()
+			seen := map[int32]bool{}
+			for rows.Next() {
+				var pid int32
+				var what string
+				var job bool
+				if err := rows.Scan(&pid, &what, &job); err != nil {
+					out.err = err
+					break
+				}
+				seen[pid] = true
+				w := open[pid]
+				if w == nil {
+					w = &wait{from: now, what: what}
+					open[pid] = w
+				}
+				w.last, w.job = now, w.job || job
+			}
+			rows.Close()
+			out.samples++
+			for pid, w := range open {
+				if !seen[pid] {
+					end(pid, w)
+				}
+			}
+		}
+	}()
+	return j
+}
+
+// stop ends the sampling (once) and returns what it saw.
+func (j *jobWaitSampler) stop() jobWaits {
+	j.stopOnce.Do(func() {
+		close(j.quit)
+		j.result = <-j.done
+	})
+	return j.result
+}
