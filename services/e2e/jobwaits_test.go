@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,15 +25,33 @@ type jobWaits struct {
 	onJobN, onAnyN     int // waits seen
 	onJobAt, onAnyAt   time.Time
 	onJobWhat, anyWhat string
-	err                error
+	// jobLongest is the longest time each statement of the job was seen
+	// running (its first 60 characters), the longest first.
+	jobLongest []jobStatement
+	err        error
+}
+
+// jobStatement is one statement of the daily job and the longest it was
+// seen running.
+type jobStatement struct {
+	query string
+	took  time.Duration
 }
 
 func (w jobWaits) String() string {
 	if w.samples == 0 && w.err != nil {
 		return "lock waits not sampled: " + w.err.Error()
 	}
-	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s",
-		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), at(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), at(w.onAnyAt, w.anyWhat))
+	var longest []string
+	for i, q := range w.jobLongest {
+		if i == 4 {
+			break
+		}
+		longest = append(longest, fmt.Sprintf("%s ms %q", ms(q.took), q.query))
+	}
+	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; the job's longest statements: %s",
+		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), at(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), at(w.onAnyAt, w.anyWhat),
+		strings.Join(longest, ", "))
 }
 
 func at(t time.Time, what string) string {
@@ -62,6 +82,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			what       string
 		}
 		open := map[int32]*wait{}
+		jobs := map[string]time.Duration{}
 		end := func(pid int32, w *wait) {
 			d := w.last.Sub(w.from) + every
 			if w.job {
@@ -85,6 +106,10 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 				for pid, w := range open {
 					end(pid, w)
 				}
+				for q, d := range jobs {
+					out.jobLongest = append(out.jobLongest, jobStatement{query: q, took: d})
+				}
+				slices.SortFunc(out.jobLongest, func(a, b jobStatement) int { return int(b.took - a.took) })
 				j.done <- out
 				return
 			case <-tick.C:
@@ -122,6 +147,19 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			}
 			rows.Close()
 			out.samples++
+			// What the job runs, and for how long so far.
+			jrows, err := s.pg.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), clock_timestamp() - query_start
+				FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND state = 'active'`, jobName)
+			if err == nil {
+				for jrows.Next() {
+					var q string
+					var d time.Duration
+					if jrows.Scan(&q, &d) == nil {
+						jobs[q] = max(jobs[q], d)
+					}
+				}
+				jrows.Close()
+			}
 			for pid, w := range open {
 				if !seen[pid] {
 					end(pid, w)

@@ -183,10 +183,33 @@ func (e *Engine) deletePaced(ctx context.Context, pacer pace.Pacer, batch int, s
 // outbox rows in one transaction. Unlocked, it leaves shadowed records
 // alone; locked, it takes the cleanup lock first and deletes any due
 // record, widening the shadow_cleanup range to the shadowed ones.
+//
+// The locked batch first reads, without the lock, which due shadowed
+// records there are, and takes the lock only when there is one, to delete
+// those by ID: a batch holds every registration while it holds the lock,
+// so the lock lasts the deletion of the records that need it, not a
+// search of the history (R-M5; with none due, as in any run but a
+// cutover's, it is never taken).
 func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int, now time.Time, locked bool) (records, outbox int64, err error) {
 	onlyWritten := "AND p.backfill_outcome IS DISTINCT FROM 'shadowed'"
+	args := []any{cutoff, batch, now}
 	if locked {
-		onlyWritten = ""
+		rows, err := e.pool.Query(ctx, `
+			SELECT p.msg_id FROM proc_state p
+			WHERE `+cleanupDue+` AND p.backfill_outcome = 'shadowed'
+			ORDER BY p.finished_at, p.msg_id LIMIT $2`, cutoff, batch)
+		if err != nil {
+			return 0, 0, fmt.Errorf("listing shadowed records due: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return 0, 0, fmt.Errorf("listing shadowed records due: %w", err)
+		}
+		if len(ids) == 0 {
+			return 0, 0, nil
+		}
+		onlyWritten = "AND p.msg_id = ANY($4::bigint[])"
+		args = append(args, ids)
 	}
 	err = e.jobTx(ctx, func(tx pgx.Tx) error {
 		if locked {
@@ -213,7 +236,7 @@ func (e *Engine) cleanupBatchTx(ctx context.Context, cutoff time.Time, batch int
 					max_msg_id = greatest(s.max_msg_id, EXCLUDED.max_msg_id),
 					records = s.records + EXCLUDED.records, updated_at = EXCLUDED.updated_at
 			)
-			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, cutoff, batch, now).Scan(&records, &outbox)
+			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM out)`, args...).Scan(&records, &outbox)
 	})
 	return records, outbox, err
 }

@@ -204,3 +204,34 @@ func TestCleanup_R_M5_R_L6_OnlyShadowedRecordsWaitForRegistration(t *testing.T) 
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM shadow_cleanup WHERE min_msg_id = 9 AND max_msg_id = 9`),
 		"only the shadowed record widens the cleaned range")
 }
+
+// TestCleanup_R_M5_WithoutShadowedRecordsTakesNoLock: with no shadowed
+// record due — every run but a cutover's — the cleanup never takes its
+// lock, so no registration ever waits for a batch: a cleanup finishes
+// while a registration holds the lock shared. Before, the locked pass
+// took the lock to look for shadowed records and held every registration
+// while it searched (128 ms measured with a year of history, R-M5).
+func TestCleanup_R_M5_WithoutShadowedRecordsTakesNoLock(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
+	h.run(7, refMsg(7, "GLST", "ADD", glst("G1", "first")))
+	h.run(8, refMsg(8, "GLST", "ADD", glst("G2", "second")))
+	h.run(9, refMsg(9, "GLST", "ADD", glst("G3", "third")))
+	h.settleShadowed(7, 8, 9) // every marker written by the dispatcher
+	h.clk.Advance(DefaultRecordRetention + day)
+
+	ctx := context.Background()
+	tx, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, cleanupLockShared, cleanupLockKey) // a registration in flight
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.e.RunCleanup(ctx)
+		done <- err
+	}()
+	awaitDone(t, done, "the cleanup waited for a registration although no shadowed record was due")
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id IN (7, 8, 9)`))
+}
