@@ -35,6 +35,15 @@ type Pacer struct {
 	// Sleep waits between steps and returns early with the context's cause;
 	// nil means backoff.Sleep. Tests inject a recorder.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Behind, when set, says whether the work the job shares the database
+	// with is behind (a backlog waiting longer than it should). After its
+	// rest, a step's pacer waits YieldPoll at a time while it is, at most
+	// MaxYield in all, so that the job gives way exactly while the live
+	// work needs the room. A failing check ends the wait: the job is not
+	// stalled by what it cannot read.
+	Behind    func(ctx context.Context) (bool, error)
+	YieldPoll time.Duration
+	MaxYield  time.Duration
 }
 
 // Rest returns the rest after a step that took d.
@@ -61,16 +70,25 @@ func (p Pacer) Step(ctx context.Context, fn func() error) error {
 	if err := fn(); err != nil {
 		return err
 	}
-	rest := p.Rest(c.Now().Sub(start))
-	if rest <= 0 {
-		return nil
-	}
 	sleep := p.Sleep
 	if sleep == nil {
 		sleep = backoff.Sleep
 	}
-	if err := sleep(ctx, rest); err != nil {
-		return fmt.Errorf("pausing between steps: %w", err)
+	if rest := p.Rest(c.Now().Sub(start)); rest > 0 {
+		if err := sleep(ctx, rest); err != nil {
+			return fmt.Errorf("pausing between steps: %w", err)
+		}
+	}
+	if p.Behind == nil || p.YieldPoll <= 0 {
+		return nil
+	}
+	for waited := time.Duration(0); waited < p.MaxYield; waited += p.YieldPoll {
+		if behind, err := p.Behind(ctx); err != nil || !behind {
+			return nil
+		}
+		if err := sleep(ctx, min(p.YieldPoll, p.MaxYield-waited)); err != nil {
+			return fmt.Errorf("giving way to the live work: %w", err)
+		}
 	}
 	return nil
 }

@@ -47,3 +47,39 @@ func TestPacer_R_M5_RestEndsWithTheContext(t *testing.T) {
 	err := pace.Pacer{Share: 0.1, Clock: clk}.Step(ctx, func() error { clk.Advance(time.Hour); return nil })
 	require.ErrorIs(t, err, stop)
 }
+
+// TestPacer_R_M5_GivesWayWhileTheLiveWorkIsBehind: after its rest a step
+// waits, a poll at a time, while the live work is behind, and goes on as
+// soon as it is not; never longer than MaxYield for one step, and not at
+// all when the check fails.
+func TestPacer_R_M5_GivesWayWhileTheLiveWorkIsBehind(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 3, 3, 30, 0, 0, time.UTC))
+	var sleeps []time.Duration
+	behind := 0
+	p := pace.Pacer{Share: 0.5, Clock: clk, YieldPoll: 100 * time.Millisecond, MaxYield: 350 * time.Millisecond,
+		Sleep: func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil },
+		Behind: func(context.Context) (bool, error) {
+			if behind > 0 {
+				behind--
+				return true, nil
+			}
+			return false, nil
+		}}
+	step := func() { clk.Advance(40 * time.Millisecond) }
+
+	behind = 2
+	require.NoError(t, p.Step(context.Background(), func() error { step(); return nil }))
+	require.Equal(t, []time.Duration{40 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}, sleeps,
+		"the rest, then two polls while behind")
+
+	sleeps, behind = nil, 100
+	require.NoError(t, p.Step(context.Background(), func() error { step(); return nil }))
+	require.Equal(t, []time.Duration{40 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond}, sleeps,
+		"at most MaxYield of waiting for one step")
+
+	sleeps = nil
+	p.Behind = func(context.Context) (bool, error) { return true, errors.New("unreadable") }
+	require.NoError(t, p.Step(context.Background(), func() error { step(); return nil }))
+	require.Equal(t, []time.Duration{40 * time.Millisecond}, sleeps, "a failing check does not stall the job")
+}

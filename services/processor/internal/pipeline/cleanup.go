@@ -116,7 +116,34 @@ func (e *Engine) jobPacer() pace.Pacer {
 	}
 	// The steps are timed on the wall clock, not the engine's: the rest
 	// answers the database's real load.
-	return pace.Pacer{Share: share, MaxRest: maxJobRest, Sleep: e.opt.JobSleep}
+	return pace.Pacer{Share: share, MaxRest: maxJobRest, Sleep: e.opt.JobSleep,
+		Behind: e.pipelineBehind, YieldPoll: jobYieldPoll, MaxYield: jobMaxYield}
+}
+
+// The daily job gives way to a live pipeline that fell behind (R-M5):
+// after each step's rest it waits, jobYieldPoll at a time and at most
+// jobMaxYield, while a registered message has waited longer than
+// jobYieldLag to execute. Healthy, registration to APPLIED takes tens of
+// milliseconds; a message older than that waits on the executor, which on
+// a loaded machine the job's deletions slow down. The cap keeps the job
+// going under a backlog it did not cause (a head in backoff).
+const (
+	jobYieldLag  = 200 * time.Millisecond
+	jobYieldPoll = 100 * time.Millisecond
+	jobMaxYield  = 2 * time.Second
+)
+
+// pipelineBehind reports whether a message registered more than
+// jobYieldLag ago still waits to execute: a read of the open messages
+// (proc_state_open_idx), the backlog only.
+func (e *Engine) pipelineBehind(ctx context.Context) (bool, error) {
+	var behind bool
+	err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM proc_state WHERE state IN ('PENDING', 'FAILED') AND registered_at < $1)`,
+		e.clock.Now().Add(-jobYieldLag)).Scan(&behind)
+	if err != nil {
+		return false, fmt.Errorf("reading the pipeline's backlog: %w", err)
+	}
+	return behind, nil
 }
 
 func (e *Engine) cleanupBatch() int {

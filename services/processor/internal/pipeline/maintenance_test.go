@@ -572,3 +572,58 @@ func TestMaintenance_R_M5_DailyJobsTransactionsAreNamed(t *testing.T) {
 	require.Zero(t, h.count(`SELECT count(*) FROM pg_stat_activity WHERE application_name = 'msgx processor: daily job'`),
 		"the name ends with the job's transactions")
 }
+
+// TestMaintenance_R_M5_DailyJobGivesWayToABacklog: while a registered
+// message has waited to execute longer than jobYieldLag, each step of the
+// daily job waits after its rest, a poll at a time and at most
+// jobMaxYield, so that the live pipeline catches up before the job goes
+// on; with no such message it does not wait.
+func TestMaintenance_R_M5_DailyJobGivesWayToABacklog(t *testing.T) {
+	t.Parallel()
+	var sleeps []time.Duration
+	h := newHarness(t, maintenanceOptions, func(o *Options) {
+		o.CleanupBatch = 2
+		o.JobShare = 0.25 // a rest after each step: it separates the steps' waits below
+		o.JobSleep = func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }
+	})
+	now := t0.Add(60 * day)
+	h.clk.Set(now)
+	old := now.Add(-30*day - time.Second)
+	for id := int64(1); id <= 5; id++ {
+		h.procAt(id, StateSucceeded, &old, &old)
+	}
+	// A message registered a second ago that has not executed: the
+	// pipeline is behind.
+	h.exec(`INSERT INTO proc_state (msg_id, state, raw, kafka_offset, registered_at, identity_key)
+		VALUES (100, 'PENDING', '<MSG/>', 100, $1, 'AODB|GLST|ADD|100')`, now.Add(-time.Second))
+	yields := func() (n int, most time.Duration) {
+		step := time.Duration(0)
+		for _, d := range sleeps {
+			if d == jobYieldPoll {
+				n++
+				step += d
+				most = max(most, step)
+			} else {
+				step = 0 // a step's rest: the next step's yields start
+			}
+		}
+		return n, most
+	}
+	res, err := h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 5, res.Records)
+	n, most := yields()
+	require.Positive(t, n, "the job waited while the message waited")
+	require.LessOrEqual(t, most, jobMaxYield, "at most jobMaxYield after one step")
+
+	sleeps = nil
+	h.exec(`UPDATE proc_state SET state = 'SUCCEEDED', finished_at = $1 WHERE msg_id = 100`, now)
+	for id := int64(6); id <= 8; id++ {
+		h.procAt(id, StateSucceeded, &old, &old)
+	}
+	res, err = h.e.RunCleanup(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Records)
+	n, _ = yields()
+	require.Zero(t, n, "nothing behind: no waiting")
+}
