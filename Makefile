@@ -134,9 +134,9 @@ BENCH_TEST := TestBench_R_J1_R_J2_R_J3_R_J4_R_J5
 # flights). make test runs them by themselves after every other test, so
 # that what they measure is the system and not the race-detecting tests of
 # the other packages running beside them on the same two cores.
-TIMED_TESTS := $(BENCH_TEST)|TestBoard_R_E3_TwentyThousandLiveFlightsStayResponsive
+TIMED_TESTS := $(BENCH_TEST)|TestBench_R_M3_DrainAfterOutages|TestBoard_R_E3_TwentyThousandLiveFlightsStayResponsive
 
-test-timed: deps ## the tests that hold timings to a bound (bench suite at a tenth of its sizes, the 20,000-flight board), run alone; make test runs them last
+test-timed: deps ## the tests that hold timings to a bound (bench suite at a tenth of its sizes, R-M3's drain after 5 s outages, the 20,000-flight board), run alone; make test runs them last
 	cd services && MSGX_BENCH=short $(GO) test -count=1 -v -timeout 10m -run '^($(TIMED_TESTS))$$' ./e2e/
 
 bench-short: deps ## the suite at a tenth of the sizes; fails only on a gross regression (below 20% of a target the system meets)

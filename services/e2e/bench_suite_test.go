@@ -232,19 +232,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 	loadStart := loadAvg()
 
 	s := newStack(t)
-	poll := defaultFlag(t, "-ingest.pipeline.poll-interval")
-	for _, target := range []string{"dispatcher", "projector", "processor"} {
-		s.start(target)
-	}
-	// The harness shortens the poll interval for tests; the suite
-	// measures the product's default.
-	s.start("ingest", "-ingest.pipeline.poll-interval="+poll)
-	for _, name := range []string{"control", "dispatcher", "projector", "processor", "ingest"} {
-		s.mu.Lock()
-		p := s.procs[name]
-		s.mu.Unlock()
-		waitReady(t, p, name)
-	}
+	poll := startBenchServices(t, s)
 	w := newPerfWatch(t, s)
 	hwm := newHWM(s)
 	var rows []benchRow
@@ -530,11 +518,8 @@ func (r benchReport) slowSection() string {
 	fmt.Fprintf(&b, "Written by `%s` (%d messages per phase); do not edit by hand. A TCP fault proxy (toxiproxy, latency only) in front of PostgreSQL: "+
 		"the R-J1 phase with the processor reaching PostgreSQL through it at +%s per round trip, then the R-J2 phase with the control plane (its leases), "+
 		"the processor and the dispatcher at +%s.\n\n", cmd, r.sizes.processor, benchSlowProcessorRTT, benchSlowEndToEndRTT)
-	fmt.Fprintf(&b, "| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| date | %s |\n", r.began.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
-	fmt.Fprintf(&b, "| load average | %s at start, %s at end |\n\n", r.loadStart, r.loadEnd)
-	fmt.Fprintf(&b, "| figure | target | measured | ratio | met |\n|---|---|---|---|---|\n")
+	runFacts(&b, r.began, r.loadStart, r.loadEnd)
+	fmt.Fprintf(&b, "\n| figure | target | measured | ratio | met |\n|---|---|---|---|---|\n")
 	for _, row := range r.rows {
 		if !strings.HasPrefix(row.key, "R-M2") && row.key != "R-J1 processor, default batch" {
 			continue
@@ -1209,6 +1194,26 @@ func (s *stack) awaitMarked(t testing.TB, timeout time.Duration, from int64) {
 // releases its lease) and waits until it is gone.
 func (s *stack) stop(target string) { s.end(target, syscall.SIGTERM) }
 
+// startBenchServices starts every service of s at the default
+// configuration, the dispatcher with dispatcher's extra flags, waits
+// until each is ready and returns ingest's poll interval: the harness
+// shortens it for tests, a bench measures the product's default.
+func startBenchServices(t *testing.T, s *stack, dispatcher ...string) (poll string) {
+	t.Helper()
+	poll = defaultFlag(t, "-ingest.pipeline.poll-interval")
+	s.start("dispatcher", dispatcher...)
+	s.start("projector")
+	s.start("processor")
+	s.start("ingest", "-ingest.pipeline.poll-interval="+poll)
+	for _, name := range []string{"control", "dispatcher", "projector", "processor", "ingest"} {
+		s.mu.Lock()
+		p := s.procs[name]
+		s.mu.Unlock()
+		waitReady(t, p, name)
+	}
+	return poll
+}
+
 // benchReport formats the run.
 type benchReport struct {
 	sizes              benchSizes
@@ -1226,6 +1231,15 @@ type benchReport struct {
 	seriesName         string
 	rebuild            benchRebuildResult
 	history            benchHistory // R-M5
+}
+
+// runFacts writes the head of a run's table of facts: its date, the
+// machine and the load average at its start and end.
+func runFacts(b *bytes.Buffer, began time.Time, loadStart, loadEnd string) {
+	fmt.Fprintf(b, "| | |\n|---|---|\n")
+	fmt.Fprintf(b, "| date | %s |\n", began.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
+	fmt.Fprintf(b, "| load average | %s at start, %s at end |\n", loadStart, loadEnd)
 }
 
 func memTotal() string {
@@ -1255,10 +1269,7 @@ func (r benchReport) markdown() string {
 	fmt.Fprintf(&b, "# Benchmarks (R-J1…R-J5)\n\n")
 	fmt.Fprintf(&b, "Written by `%s` (`TestBench_R_J1_R_J2_R_J3_R_J4_R_J5`, MSGX_BENCH=%s); do not edit by hand.\n", target, z.mode)
 	fmt.Fprintf(&b, "How the figures are taken, what CI guards and what limits each figure: docs/performance.md, \"Benchmark suite\".\n\n")
-	fmt.Fprintf(&b, "| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| date | %s |\n", r.began.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
-	fmt.Fprintf(&b, "| load average | %s at start, %s at end |\n", r.loadStart, r.loadEnd)
+	runFacts(&b, r.began, r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "| Go | %s |\n", goVersion())
 	fmt.Fprintf(&b, "| command | `%s` (= `%s`) |\n", target, cmd)
 	fmt.Fprintf(&b, "| set-up | every service its own msgx process; local PostgreSQL, MariaDB, Redis; kfake broker over TCP in the test process; default configuration (ingest poll interval %s) |\n", r.poll)

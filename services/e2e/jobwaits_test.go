@@ -50,11 +50,11 @@ func (w jobWaits) String() string {
 		longest = append(longest, fmt.Sprintf("%s ms %q", ms(q.took), q.query))
 	}
 	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; the job's longest statements: %s",
-		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), at(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), at(w.onAnyAt, w.anyWhat),
+		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), waitEnd(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), waitEnd(w.onAnyAt, w.anyWhat),
 		strings.Join(longest, ", "))
 }
 
-func at(t time.Time, what string) string {
+func waitEnd(t time.Time, what string) string {
 	if t.IsZero() {
 		return ""
 	}

@@ -304,32 +304,8 @@ func throughputOf(t testing.TB, s *stack, w *perfWatch, p perfParams, next func(
 	if os.Getenv("MSGX_PERF_PG_SAMPLE") == "1" {
 		sampler = startPGSampler(s, 5*time.Millisecond)
 	}
-	type chunk struct {
-		first int64
-		at    time.Time
-	}
-	var chunks []chunk
 	start := wallNow()
-	for done := 0; done < p.messages; {
-		n := min(p.chunk, p.messages-done)
-		var q strings.Builder
-		q.WriteString(`INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES `)
-		args := make([]any, n)
-		for i := range n {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteString(`(?, NOW(), 'VALID')`)
-			args[i] = perfFLOP(next())
-		}
-		r, err := s.mailbox.ExecContext(ctx, q.String(), args...)
-		at := wallNow()
-		require.NoError(t, err)
-		first, err := r.LastInsertId() // the chunk's first ID
-		require.NoError(t, err)
-		chunks = append(chunks, chunk{first: first, at: at})
-		done += n
-	}
+	chunks := insertFLOPs(t, s, p.messages, p.chunk, next)
 	insertTook := chunks[len(chunks)-1].at.Sub(start)
 	// Every row's ID, read back rather than assumed consecutive; a row
 	// belongs to the last chunk whose first ID is not above it.
@@ -394,6 +370,41 @@ func throughputOf(t testing.TB, s *stack, w *perfWatch, p perfParams, next func(
 	}
 	tp.event = stageDist(ts, func(x perfTimes) time.Time { return x.inserted }, func(x perfTimes) time.Time { return x.received })
 	return tp
+}
+
+// perfChunk is one multi-row INSERT of insertFLOPs: its first mailbox ID
+// and when the INSERT returned.
+type perfChunk struct {
+	first int64
+	at    time.Time
+}
+
+// insertFLOPs inserts n FLOPs of next into the mailbox in INSERTs of chunk
+// rows each, as fast as MySQL takes them (the AODB's bulk writes).
+func insertFLOPs(t testing.TB, s *stack, n, chunk int, next func() (int64, int)) []perfChunk {
+	t.Helper()
+	var chunks []perfChunk
+	for done := 0; done < n; {
+		k := min(chunk, n-done)
+		var q strings.Builder
+		q.WriteString(`INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES `)
+		args := make([]any, k)
+		for i := range k {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString(`(?, NOW(), 'VALID')`)
+			args[i] = perfFLOP(next())
+		}
+		r, err := s.mailbox.ExecContext(context.Background(), q.String(), args...)
+		at := wallNow()
+		require.NoError(t, err)
+		first, err := r.LastInsertId() // the chunk's first ID
+		require.NoError(t, err)
+		chunks = append(chunks, perfChunk{first: first, at: at})
+		done += k
+	}
+	return chunks
 }
 
 func idsOf(sent []perfSent) []int64 {

@@ -309,10 +309,7 @@ func (r soakReport) markdown(msgsPerHour float64) string {
 		"A series fails when its slope minus three standard errors is above its allowance. The machine's PostgreSQL runs without autovacuum: "+
 		"the soak ran VACUUM on the stack's database every %s (%d times), as autovacuum would.\n\n",
 		soakCommand, r.dur, r.rate, soakFlights, r.every, r.warm, r.vacuumEvery, r.vacuums)
-	fmt.Fprintf(&b, "| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| date | %s |\n", r.began.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "| machine | %d CPUs, %s; memory %s |\n", runtime.NumCPU(), cpuModel(), memTotal())
-	fmt.Fprintf(&b, "| load average | %s at start, %s at end |\n", r.loadStart, r.loadEnd)
+	runFacts(&b, r.began, r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "| load | %d messages in %s, %.0f msg/s offered (target %d) |\n\n", r.messages, r.dur, r.offered, r.rate)
 	fmt.Fprintf(&b, "| series | first | last | slope per hour | allowance | flat |\n|---|---|---|---|---|---|\n")
 	for _, row := range r.rows {

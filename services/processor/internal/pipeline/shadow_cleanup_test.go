@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -154,6 +155,35 @@ func TestShadow_R_L6_CleanupWaitsForARegistrationInFlight(t *testing.T) {
 const waitingForLocks = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
 
 // awaitDone waits for the error of a call running in the background.
+// cleanupDuringRegistration finishes messages 7, 8 and 9 (reference data),
+// settles their markers — written for the IDs in written, shadowed for the
+// others —, moves the clock past the record retention, and starts the
+// record cleanup while a registration holds the cleanup lock shared. It
+// returns the registration's transaction (rolled back when the test
+// ends) and the cleanup's outcome.
+func cleanupDuringRegistration(h *harness, written ...int64) (pgx.Tx, <-chan error) {
+	h.t.Helper()
+	h.run(7, refMsg(7, "GLST", "ADD", glst("G1", "first")))
+	h.run(8, refMsg(8, "GLST", "ADD", glst("G2", "second")))
+	h.run(9, refMsg(9, "GLST", "ADD", glst("G3", "third")))
+	h.settleShadowed(written...)
+	h.clk.Advance(DefaultRecordRetention + day)
+
+	ctx := context.Background()
+	tx, err := h.pool.Begin(ctx)
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, cleanupLockShared, cleanupLockKey) // a registration in flight
+	require.NoError(h.t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.e.RunCleanup(ctx)
+		done <- err
+	}()
+	return tx, done
+}
+
 func awaitDone(t *testing.T, done <-chan error, msg string) {
 	t.Helper()
 	select {
@@ -174,24 +204,8 @@ func awaitDone(t *testing.T, done <-chan error, msg string) {
 func TestCleanup_R_M5_R_L6_OnlyShadowedRecordsWaitForRegistration(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
-	h.run(7, refMsg(7, "GLST", "ADD", glst("G1", "first")))
-	h.run(8, refMsg(8, "GLST", "ADD", glst("G2", "second")))
-	h.run(9, refMsg(9, "GLST", "ADD", glst("G3", "third")))
-	h.settleShadowed(7, 8) // the dispatcher wrote 7's and 8's markers; 9 is shadowed
-	h.clk.Advance(DefaultRecordRetention + day)
-
+	tx, done := cleanupDuringRegistration(h, 7, 8) // the dispatcher wrote 7's and 8's markers; 9 is shadowed
 	ctx := context.Background()
-	tx, err := h.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, cleanupLockShared, cleanupLockKey) // a registration in flight
-	require.NoError(t, err)
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := h.e.RunCleanup(ctx)
-		done <- err
-	}()
 	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id IN (7, 8)`) == 0 },
 		20*time.Second, 10*time.Millisecond, "records with written markers are deleted while a registration holds the lock")
 	require.Eventually(t, func() bool { return h.count(waitingForLocks) == 1 }, 20*time.Second, 10*time.Millisecond,
@@ -214,24 +228,7 @@ func TestCleanup_R_M5_R_L6_OnlyShadowedRecordsWaitForRegistration(t *testing.T) 
 func TestCleanup_R_M5_WithoutShadowedRecordsTakesNoLock(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, maintenanceOptions, func(o *Options) { o.CleanupBatch = 2 })
-	h.run(7, refMsg(7, "GLST", "ADD", glst("G1", "first")))
-	h.run(8, refMsg(8, "GLST", "ADD", glst("G2", "second")))
-	h.run(9, refMsg(9, "GLST", "ADD", glst("G3", "third")))
-	h.settleShadowed(7, 8, 9) // every marker written by the dispatcher
-	h.clk.Advance(DefaultRecordRetention + day)
-
-	ctx := context.Background()
-	tx, err := h.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, cleanupLockShared, cleanupLockKey) // a registration in flight
-	require.NoError(t, err)
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := h.e.RunCleanup(ctx)
-		done <- err
-	}()
+	_, done := cleanupDuringRegistration(h, 7, 8, 9) // every marker written by the dispatcher
 	awaitDone(t, done, "the cleanup waited for a registration although no shadowed record was due")
 	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id IN (7, 8, 9)`))
 }
