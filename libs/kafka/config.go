@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kslog"
 	"go.opentelemetry.io/otel/trace"
 
+	"msgexchange/libs/backoff"
 	"msgexchange/libs/clock"
 	"msgexchange/libs/config"
 	"msgexchange/libs/logging"
@@ -138,13 +139,17 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string, refusals ...R
 		kgo.ClientID(c.ClientID + "-" + component),
 		kgo.DialTimeout(c.DialTimeout),
 		// A client logs a line per failed request, and in an outage it
-		// fails in a tight loop: a few lines a second per cause, with
-		// counts of the rest (logging.RateLimited), per client.
-		kgo.WithLogger(kslog.New(slog.New(logging.RateLimited(log.Handler(), 3, time.Second, clock.Real{})))),
+		// retries every second (Retry), each retry failing on several
+		// paths (metadata, produce, fetch, the group): three lines of a
+		// cause per five seconds, with counts of the rest
+		// (logging.RateLimited), per client.
+		kgo.WithLogger(kslog.New(slog.New(logging.RateLimited(log.Handler(), 3, 5*time.Second, clock.Real{})))),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RetryTimeout(30 * time.Second),
+		kgo.RetryBackoffFn(Retry.Delay),
+		kgo.MetadataMinAge(MetadataMinAge),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	if c.Metrics != nil {
@@ -160,6 +165,26 @@ func (c *Config) ClientOpts(logger *slog.Logger, component string, refusals ...R
 	}
 	return append(opts, c.securityOpts(log, refusals)...)
 }
+
+// Retry is every client's wait between retries of a failed request or
+// connection, and the wait of every poll loop of the services after a poll
+// that brought only errors: 100 ms doubling to 1 s, the Java client's
+// retry.backoff.ms and reconnect.backoff.max.ms. The loops wait only so
+// that a client returning an error at once (a failed group join) is not
+// polled and logged in a tight loop; the client backs off inside. With
+// franz-go's own schedule (to 5 s), its 5 s metadata floor and loops that
+// waited up to 5 s more, a pipeline whose broker had come back after an
+// outage stood still for seconds (R-M3: the backlog after a broker outage
+// drained at 0.76× the R-J2 target, and the projector slept 3 s after the
+// broker was back).
+var Retry = backoff.Schedule{First: 100 * time.Millisecond, Max: time.Second, Jitter: backoff.DefaultJitter}
+
+// MetadataMinAge is the least time between two metadata requests of a
+// client. franz-go's 5 s is the gap between a client's attempts to find a
+// broker again during an outage; 500 ms keeps a client to two metadata
+// requests a second at worst while it finds a returned broker within a
+// second.
+const MetadataMinAge = 500 * time.Millisecond
 
 type int32Value struct{ p *int32 }
 

@@ -47,6 +47,21 @@ type drainResult struct {
 	// registration (the clients' reconnect); drained that registration →
 	// the backlog's last marker.
 	resumed, drained time.Duration
+	stages           drainStages
+}
+
+// drainStages are the times the backlog's last message was registered,
+// applied, published on msgx.flight-state, acknowledged by the projector
+// (SUCCEEDED) and marked, and the dependency's return they are told from.
+type drainStages struct {
+	from                                                 time.Time
+	registered, applied, published, acknowledged, marked time.Time
+}
+
+func (d drainStages) String() string {
+	at := func(t time.Time) string { return fmt.Sprintf("%.2f s", t.Sub(d.from).Seconds()) }
+	return fmt.Sprintf("registered %s · applied %s · published %s · acknowledged %s · marked %s",
+		at(d.registered), at(d.applied), at(d.published), at(d.acknowledged), at(d.marked))
 }
 
 func (d drainResult) rate() float64 {
@@ -67,7 +82,7 @@ func (d drainResult) rate() float64 {
 // its last marker (proc_state.registered_at, backfilled_at): ingest, the
 // processor and the dispatcher all at work — against the R-J2 target
 // (2,000 msg/s); the time from the return to the first registration
-// beside it.
+// beside it, and when the backlog's last message passed each stage.
 // At MSGX_BENCH=full (`make bench`) it writes its section of
 // docs/benchmarks.md. Otherwise it runs short, in make test beside the
 // suite (TIMED_TESTS): 500 messages per outage of 5 s, failing on a DEAD
@@ -116,8 +131,8 @@ func TestBench_R_M3_DrainAfterOutages(t *testing.T) {
 	for _, o := range outages {
 		r := drainAfter(t, s, o.server, o.down, o.up, outageFor, z, next)
 		results = append(results, r)
-		t.Logf("R-M3 after a %s outage of %s: %d messages, first registered %s after the return, drained at %.0f msg/s",
-			o.server, outageFor, r.messages, r.resumed.Round(time.Millisecond), r.rate())
+		t.Logf("R-M3 after a %s outage of %s: %d messages, first registered %s after the return, drained at %.0f msg/s; the last message after the return: %s",
+			o.server, outageFor, r.messages, r.resumed.Round(time.Millisecond), r.rate(), r.stages)
 	}
 
 	// The short run guards against a gross regression only: 500
@@ -170,12 +185,19 @@ func drainAfter(t *testing.T, s *stack, server string, down, up func() error, ou
 	require.NoError(t, s.pg.QueryRow(ctx, `SELECT count(*), min(registered_at), max(backfilled_at) FROM proc_state WHERE msg_id > $1`, from).
 		Scan(&n, &first, &last))
 	require.Equal(t, z.endToEnd, n, "the backlog's messages")
+	// Each stage's last message, from the return: where a slow drain
+	// loses its time (a client still backing off, a loop asleep).
+	var st drainStages
+	require.NoError(t, s.pg.QueryRow(ctx, `SELECT max(registered_at), max(applied_at),
+		(SELECT max(sent_at) FROM outbox WHERE msg_id > $1 AND target = 'flight-state'), max(finished_at), max(backfilled_at)
+		FROM proc_state WHERE msg_id > $1`, from).Scan(&st.registered, &st.applied, &st.published, &st.acknowledged, &st.marked))
+	st.from = upAt
 	var dead, deadOutbox int
 	require.NoError(t, s.pg.QueryRow(ctx, `SELECT (SELECT count(*) FROM proc_state WHERE state = 'DEAD'),
 		(SELECT count(*) FROM outbox WHERE state IN ('DEAD', 'ABANDONED'))`).Scan(&dead, &deadOutbox))
 	require.Zero(t, dead, "messages DEAD after the %s outage", server)
 	require.Zero(t, deadOutbox, "outbox rows dead-lettered after the %s outage", server)
-	return drainResult{server: server, messages: n, resumed: first.Sub(upAt), drained: last.Sub(first)}
+	return drainResult{server: server, messages: n, resumed: first.Sub(upAt), drained: last.Sub(first), stages: st}
 }
 
 // drainSection is the R-M3 section of docs/benchmarks.md.
@@ -187,15 +209,17 @@ func drainSection(began time.Time, loadStart, loadEnd string, refRate float64, o
 		"(deliveries and markers: 2 attempts 100–400 ms apart); a broker process of its own; the services reach MariaDB through a TCP fault proxy. "+
 		"After a snapshot of 3000 flights, each outage lasts %s while %d FLOP STND arrive in the mailbox; *drained* is the backlog's first registration → its last marker "+
 		"(`proc_state.registered_at`, `backfilled_at`), *resumed* the dependency's return → the first registration. "+
-		"Afterwards no outbox row was dead-lettered and no message was DEAD (the run fails otherwise).\n\n",
+		"Afterwards no outbox row was dead-lettered and no message was DEAD (the run fails otherwise). "+
+		"The last column tells where the time went: when the backlog's last message was registered, applied, published on msgx.flight-state, "+
+		"acknowledged by the projector and marked, from the dependency's return.\n\n",
 		drainCommand, outageFor, messages)
 	runFacts(&b, began, loadStart, loadEnd)
 	fmt.Fprintf(&b, "| R-J2 on the same stack before the outages | %.0f msg/s |\n\n", refRate)
-	fmt.Fprintf(&b, "| outage (%s) | messages | resumed | drained | rate | target | met |\n|---|---|---|---|---|---|---|\n", outageFor)
+	fmt.Fprintf(&b, "| outage (%s) | messages | resumed | drained | rate | target | met | the backlog's last message, from the return |\n|---|---|---|---|---|---|---|---|\n", outageFor)
 	names := map[string]string{"broker": "broker process killed", "mariadb": "MariaDB unreachable (proxy down)"}
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %d | %.2f s | %.2f s | %.0f msg/s | ≥ %d msg/s | %s |\n", names[r.server], r.messages,
-			r.resumed.Seconds(), r.drained.Seconds(), r.rate(), drainTarget, map[bool]string{true: "yes", false: "no"}[r.rate() >= drainTarget])
+		fmt.Fprintf(&b, "| %s | %d | %.2f s | %.2f s | %.0f msg/s | ≥ %d msg/s | %s | %s |\n", names[r.server], r.messages,
+			r.resumed.Seconds(), r.drained.Seconds(), r.rate(), drainTarget, map[bool]string{true: "yes", false: "no"}[r.rate() >= drainTarget], r.stages)
 	}
 	fmt.Fprintf(&b, "%s\n", drainSectionEnd)
 	return b.String()

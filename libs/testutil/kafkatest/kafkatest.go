@@ -6,6 +6,7 @@ package kafkatest
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/testutil/faultproxy"
 )
 
 // Cluster is a running test broker.
@@ -39,6 +41,41 @@ func NewCluster(t testing.TB, cfg *kafka.Config, opts ...kfake.Opt) *Cluster {
 		EnsureTopics(t, cfg)
 	}
 	return cl
+}
+
+// NewClusterBehind starts NewCluster's broker behind a TCP fault proxy
+// that it advertises, so that every connection of a client — the
+// bootstrap and those to the addresses the broker names — goes through
+// the proxy, and Proxy.Down is a broker outage that keeps the broker's
+// topics, records and groups (cfg.Brokers is the proxy's address).
+func NewClusterBehind(t testing.TB, cfg *kafka.Config, opts ...kfake.Opt) (*Cluster, *faultproxy.Proxy) {
+	t.Helper()
+	var proxy *faultproxy.Proxy
+	listen := kfake.ListenFn(func(network, address string) (net.Listener, error) {
+		ln, err := net.Listen(network, address)
+		if err != nil {
+			return nil, err
+		}
+		proxy = faultproxy.New(t, "127.0.0.1:0", ln.Addr().String())
+		return advertised{Listener: ln, addr: proxy.Addr()}, nil
+	})
+	c := NewCluster(t, cfg, append([]kfake.Opt{listen}, opts...)...)
+	return c, proxy
+}
+
+// advertised is a listener that names another address than its own: the
+// broker advertises what its listener's Addr says.
+type advertised struct {
+	net.Listener
+	addr string
+}
+
+func (a advertised) Addr() net.Addr {
+	tcp, err := net.ResolveTCPAddr("tcp", a.addr)
+	if err != nil {
+		return a.Listener.Addr()
+	}
+	return tcp
 }
 
 // EnsureTopics creates the system's topics on cfg.Brokers.

@@ -19,6 +19,7 @@ import (
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
+	"msgexchange/libs/logging"
 	"msgexchange/libs/mysqlutil"
 	"msgexchange/libs/progress"
 	"msgexchange/services/ingest/internal/mailbox"
@@ -244,6 +245,9 @@ type reconcile struct {
 	started time.Time
 }
 
+// failLogEvery is how often a scanner whose rounds keep failing says so.
+const failLogEvery = 5 * time.Second
+
 // Scanner runs scan rounds. It is used by one goroutine at a time; ScanOnce
 // serialises callers.
 type Scanner struct {
@@ -253,6 +257,11 @@ type Scanner struct {
 	clock   clock.Clock
 	metrics *Metrics
 	logger  *slog.Logger
+	// failLog tells a failed round: one line per failLogEvery, with a
+	// count of the rounds failed since. Rounds go on at the poll interval
+	// through an outage, so that the scan resumes within one once the
+	// mailbox answers; a line per round was twenty a second.
+	failLog *slog.Logger
 
 	mu        sync.Mutex
 	published map[int64]*entry
@@ -361,6 +370,7 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	m.retiredRows.Store(0) // a new scanner (a new term, a restart) remembers none
 	s := &Scanner{
 		cfg: cfg, mb: mb, pub: pub, clock: clk, metrics: m, logger: logger,
+		failLog:   slog.New(logging.RateLimited(logger.Handler(), 1, failLogEvery, clk)),
 		published: make(map[int64]*entry),
 	}
 	if sh := cfg.Shadow; sh != nil && sh.Published >= sh.Start {
@@ -956,7 +966,7 @@ func (s *Scanner) scanFailed(ctx context.Context, err error) error {
 		return fmt.Errorf("scanning mailbox: %w", ctx.Err())
 	}
 	s.metrics.scanErrors.Add(ctx, 1)
-	s.logger.Error("mailbox unreadable, round abandoned; retrying next round", "err", err)
+	s.failLog.Error("mailbox unreadable, round abandoned; retrying next round", "err", err)
 	return fmt.Errorf("scanning mailbox: %w", err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"msgexchange/libs/clock"
 	"msgexchange/libs/kafka"
+	"msgexchange/libs/testutil"
 	"msgexchange/services/ingest/internal/ingesttest"
 	"msgexchange/services/ingest/internal/mailbox"
 	"msgexchange/services/ingest/internal/scanner"
@@ -458,6 +460,44 @@ func TestScanner_R_A6_ClosedDatabaseIsAnError(t *testing.T) {
 	}
 	require.EqualValues(t, 2, b.metrics.Counter(t, "msgx_ingest_scan_errors_total"))
 	require.EqualValues(t, 0, b.inbox.EndOffset(t))
+}
+
+// R-M3: rounds go on at the poll interval through a mailbox outage, and
+// say so once per 5 s with a count of the rounds failed since, not once
+// per round (twenty lines a second at the default 50 ms).
+func TestScanner_R_M3_FailedRoundsLogOncePerFiveSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	db, err := sql.Open("mysql", b.mb.DSN)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	var logs testutil.LogBuffer
+	m, err := scanner.NewMetrics(b.metrics.Meter)
+	require.NoError(t, err)
+	s := scanner.New(b.cfg, mailbox.New(db, ingesttest.Location(t), "VALID"), b.pub, b.clock, m, slog.New(slog.NewJSONHandler(&logs, nil)))
+	fail := func(rounds int) {
+		for range rounds {
+			_, err := s.ScanOnce(context.Background())
+			require.Error(t, err)
+			b.clock.Advance(50 * time.Millisecond)
+		}
+	}
+	failed := func() []map[string]any {
+		var out []map[string]any
+		for _, l := range logs.JSONLines(t) {
+			if l["msg"] == "mailbox unreadable, round abandoned; retrying next round" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	fail(100) // 5 s of rounds
+	require.Len(t, failed(), 1, "one line for the first 5 s of failed rounds")
+	fail(1)
+	lines := failed()
+	require.Len(t, lines, 2)
+	require.EqualValues(t, 99, lines[1]["suppressed"], "the second line counts the rounds failed without a line")
+	require.EqualValues(t, 101, b.metrics.Counter(t, "msgx_ingest_scan_errors_total"), "every failed round is counted")
 }
 
 // R-A6/R-A5: a failed publish abandons the round without remembering the

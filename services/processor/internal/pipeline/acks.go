@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/backoff"
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
@@ -46,7 +47,7 @@ func (e *Engine) acksService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
-			wait := fetchRetry.Start()
+			wait := kafka.Retry.Start()
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {

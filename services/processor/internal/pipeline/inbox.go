@@ -16,6 +16,7 @@ import (
 
 	"msgexchange/libs/backoff"
 	"msgexchange/libs/clip"
+	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
 	"msgexchange/services/internal/procstate"
 )
@@ -43,7 +44,7 @@ func (e *Engine) inboxService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
-			wait := fetchRetry.Start()
+			wait := kafka.Retry.Start()
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {

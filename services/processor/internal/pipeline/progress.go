@@ -17,11 +17,6 @@ import (
 // service ends, so that the supervisor restarts the process (R-L8).
 const DefaultStallLimit = time.Minute
 
-// fetchRetry is how a Kafka loop of the processor waits after a poll that
-// brought only errors, so that a refusing or absent broker is not asked
-// (and logged) in a tight loop.
-var fetchRetry = backoff.Schedule{First: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.DefaultJitter}
-
 // pollTick bounds each poll of a Kafka loop, so that a loop on a quiet
 // topic still reports, at least this often, whether the broker serves it.
 const pollTick = 2 * time.Second

@@ -279,7 +279,7 @@ func (c *Consumer) stopping(error) error {
 
 func (c *Consumer) running(ctx context.Context) error {
 	cl := c.currentClient()
-	fetchBackoff := newBackoff(c.cfg.BackoffMax)
+	fetchBackoff := kafka.Retry.Start()
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
@@ -315,7 +315,9 @@ func (c *Consumer) running(ctx context.Context) error {
 				return nil
 			}
 			c.progress.Progressed()
-			fetchBackoff = newBackoff(c.cfg.BackoffMax)
+		}
+		if fetchErr == nil {
+			fetchBackoff = kafka.Retry.Start()
 		}
 		cl.AllowRebalance()
 		if fetchErr != nil && len(recs) == 0 {

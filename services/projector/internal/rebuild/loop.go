@@ -173,7 +173,7 @@ func (l *Loop) running(ctx context.Context) error {
 	l.mu.Lock()
 	cl := l.client
 	l.mu.Unlock()
-	fetchWait := backoff.New(100*time.Millisecond, l.cfg.BackoffMax)
+	fetchWait := kafka.Retry.Start()
 	for {
 		fetches := cl.PollRecords(ctx, 1)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
@@ -212,7 +212,7 @@ func (l *Loop) running(ctx context.Context) error {
 				return nil
 			}
 		} else {
-			fetchWait = backoff.New(100*time.Millisecond, l.cfg.BackoffMax)
+			fetchWait = kafka.Retry.Start()
 		}
 	}
 }
