@@ -40,7 +40,7 @@ deps: ## install and start PostgreSQL, MariaDB and Redis where missing
 	@bash scripts/deps.sh
 
 test: deps tools ## run every test (unit, integration, end-to-end, crash, bounded chaos); a missing database, tool or corpus fails it unless MSGX_TEST_ALLOW_SKIP=1
-	$(MAKE) --no-print-directory -j4 test-race test-e2e test-norace helm-lint vuln
+	$(MAKE) --no-print-directory -j4 test-race test-e2e test-norace helm-lint vuln vet-tags
 	$(MAKE) --no-print-directory test-timed
 
 # The end-to-end package runs every service as its own process, built
@@ -82,6 +82,15 @@ test-norace: ## the tests of packages that start no goroutine, without the race 
 
 test-e2e: ## the end-to-end tests without the race detector (every service its own process), all but the timed ones; make test runs them beside the race-detecting tests
 	cd services && $(GO) test -vet=all -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(TIMED_TESTS))$$' ./e2e/
+
+# Test files behind a build tag (the long chaos run, the rolling upgrade,
+# the soak, the full release, `make run`'s test) are compiled by their own
+# make targets only; vetting them in make test keeps a change to a shared
+# helper from breaking one unseen (make upgrade-test stopped compiling so
+# once, for a stop).
+vet-tags: ## vet the test files behind build tags (chaos, upgrade, soak, release, runtest), so that make test fails when one no longer compiles
+	cd services && $(GO) vet -tags chaos,upgrade,soak ./e2e/
+	cd deploy && $(GO) vet -tags release,runtest ./internal/...
 
 vuln: ## govulncheck every module against a pinned copy of the Go vulnerability database, offline (R-K8)
 	bash scripts/vuln.sh
@@ -169,4 +178,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps tools test test-race test-e2e test-norace vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools test test-race test-e2e test-norace vet-tags vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off

@@ -59,7 +59,7 @@ func TestUpgrade_R_M4_RollingReplacementUnderLoad(t *testing.T) {
 	w := buildChaosWorkload(rand.New(rand.NewPCG(uint64(p.Seed), 1)), p.Messages)
 	var ref *chaosOutcome
 	var refProblems []string
-	t.Run("reference", func(t *testing.T) { ref, refProblems = runChaosReference(t, w) })
+	t.Run("reference", func(t *testing.T) { ref, refProblems = runChaosReference(t, w, nil) })
 	if ref == nil {
 		t.Fatal("the reference run failed")
 	}
