@@ -57,7 +57,12 @@ func NewClusterBehind(t testing.TB, cfg *kafka.Config, opts ...kfake.Opt) (*Clus
 			return nil, err
 		}
 		proxy = faultproxy.New(t, "127.0.0.1:0", ln.Addr().String())
-		return advertised{Listener: ln, addr: proxy.Addr()}, nil
+		addr, err := net.ResolveTCPAddr("tcp", proxy.Addr())
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		return advertised{Listener: ln, addr: addr}, nil
 	})
 	c := NewCluster(t, cfg, append([]kfake.Opt{listen}, opts...)...)
 	return c, proxy
@@ -67,16 +72,10 @@ func NewClusterBehind(t testing.TB, cfg *kafka.Config, opts ...kfake.Opt) (*Clus
 // broker advertises what its listener's Addr says.
 type advertised struct {
 	net.Listener
-	addr string
+	addr net.Addr
 }
 
-func (a advertised) Addr() net.Addr {
-	tcp, err := net.ResolveTCPAddr("tcp", a.addr)
-	if err != nil {
-		return a.Listener.Addr()
-	}
-	return tcp
-}
+func (a advertised) Addr() net.Addr { return a.addr }
 
 // EnsureTopics creates the system's topics on cfg.Brokers.
 func EnsureTopics(t testing.TB, cfg *kafka.Config) {

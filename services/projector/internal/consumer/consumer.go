@@ -317,7 +317,7 @@ func (c *Consumer) running(ctx context.Context) error {
 			c.progress.Progressed()
 		}
 		if fetchErr == nil {
-			fetchBackoff = kafka.Retry.Start()
+			fetchBackoff.Reset()
 		}
 		cl.AllowRebalance()
 		if fetchErr != nil && len(recs) == 0 {

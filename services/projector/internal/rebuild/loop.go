@@ -212,7 +212,7 @@ func (l *Loop) running(ctx context.Context) error {
 				return nil
 			}
 		} else {
-			fetchWait = kafka.Retry.Start()
+			fetchWait.Reset()
 		}
 	}
 }
