@@ -47,7 +47,7 @@ func (e *Engine) acksService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
-			wait := kafka.Retry.Start()
+			wait := kafka.NewPollWait()
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {

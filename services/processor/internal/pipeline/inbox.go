@@ -44,7 +44,7 @@ func (e *Engine) inboxService() *lifecycle.Service {
 			return nil
 		},
 		func(ctx context.Context) error {
-			wait := kafka.Retry.Start()
+			wait := kafka.NewPollWait()
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {

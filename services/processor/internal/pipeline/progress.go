@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"msgexchange/libs/backoff"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/progress"
 )
@@ -37,10 +36,10 @@ func (e *Engine) Progress() error { return progress.Check(e.loopProgress...) }
 // (an authorization failure, an unsupported request) stalls it, a poll
 // without errors is progress, and an unreachable broker is neither — the
 // loop resumes by itself when the broker returns. It logs the poll's
-// errors, waits after a poll that brought only errors (on b), and returns
+// errors, waits after a poll that brought only errors (w), and returns
 // an error wrapping progress.ErrStalled once the loop has been stalled for
 // StallLimit: the loop's service then ends.
-func (e *Engine) polled(ctx context.Context, t *progress.Tracker, b *backoff.Backoff, fetches kgo.Fetches) error {
+func (e *Engine) polled(ctx context.Context, t *progress.Tracker, w *kafka.PollWait, fetches kgo.Fetches) error {
 	var last error
 	_, permanent := kafka.FetchErrors(fetches, func(topic string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -57,12 +56,8 @@ func (e *Engine) polled(ctx context.Context, t *progress.Tracker, b *backoff.Bac
 		}
 	case last == nil:
 		t.Progressed()
-		b.Reset()
-		return nil
 	}
-	if fetches.NumRecords() == 0 {
-		_ = backoff.Sleep(ctx, b.Next()) // ends early only when stopping
-	}
+	_ = w.After(ctx, last, fetches.NumRecords()) // ends early only when stopping
 	return nil
 }
 

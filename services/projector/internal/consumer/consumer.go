@@ -279,18 +279,13 @@ func (c *Consumer) stopping(error) error {
 
 func (c *Consumer) running(ctx context.Context) error {
 	cl := c.currentClient()
-	fetchBackoff := kafka.Retry.Start()
+	wait := kafka.NewPollWait()
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
-		var fetchErr, permanent error
-		fetches.EachError(func(topic string, partition int32, err error) {
-			fetchErr = err
-			if kafka.Permanent(err) {
-				permanent = err
-			}
+		fetchErr, permanent := kafka.FetchErrors(fetches, func(topic string, partition int32, err error) {
 			c.logger.Warn("fetching flight-state records", "topic", topic, "partition", partition, "err", err)
 		})
 		if permanent != nil {
@@ -316,14 +311,9 @@ func (c *Consumer) running(ctx context.Context) error {
 			}
 			c.progress.Progressed()
 		}
-		if fetchErr == nil {
-			fetchBackoff.Reset()
-		}
 		cl.AllowRebalance()
-		if fetchErr != nil && len(recs) == 0 {
-			if err := waitFor(ctx, fetchBackoff.Next()); err != nil {
-				return nil
-			}
+		if err := wait.After(ctx, fetchErr, len(recs)); err != nil {
+			return nil
 		}
 	}
 }

@@ -173,19 +173,13 @@ func (l *Loop) running(ctx context.Context) error {
 	l.mu.Lock()
 	cl := l.client
 	l.mu.Unlock()
-	fetchWait := kafka.Retry.Start()
+	wait := kafka.NewPollWait()
 	for {
 		fetches := cl.PollRecords(ctx, 1)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
-		failed := false
-		var permanent error
-		fetches.EachError(func(topic string, partition int32, err error) {
-			failed = true
-			if kafka.Permanent(err) {
-				permanent = err
-			}
+		failed, permanent := kafka.FetchErrors(fetches, func(topic string, partition int32, err error) {
 			l.logger.Warn("fetching projection rebuild manifests", "topic", topic, "partition", partition, "err", err)
 		})
 		if permanent != nil {
@@ -207,12 +201,8 @@ func (l *Loop) running(ctx context.Context) error {
 				return nil // only the end of ctx stops a manifest; it stays uncommitted
 			}
 		}
-		if failed && len(recs) == 0 {
-			if err := backoff.Sleep(ctx, fetchWait.Next()); err != nil {
-				return nil
-			}
-		} else {
-			fetchWait.Reset()
+		if err := wait.After(ctx, failed, len(recs)); err != nil {
+			return nil
 		}
 	}
 }
