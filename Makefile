@@ -119,7 +119,7 @@ test-unit: ## run only the tests that need nothing (no database, Redis, tool or 
 fuzz: ## fuzz the SIS decoder for 30s
 	cd services && $(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=30s ./internal/sis/
 
-chaos: deps ## R-H7/R-M1/R-M2 fault harness, long run: 3000 messages while 72 seeded faults (every kind: hangs and proxy faults — latency, bandwidth, black hole, reset — included) hit services, databases, Redis and the broker, a table per kind; then each proxy family on every path (make test runs a bounded 480/12 of the clean kinds)
+chaos: deps ## R-H7/R-M1/R-M2 fault harness, long run: 3000 messages while 72 seeded faults (every kind: hangs and proxy faults — latency, bandwidth, black hole, reset — included) hit services, databases, Redis and the broker, a table per kind; then each proxy family on every path (make test runs a bounded 640/16: the twelve clean kinds and the four hangs)
 	cd services && MSGX_CHAOS_GREY=1 MSGX_CHAOS_SEED=$${MSGX_CHAOS_SEED:-$$(date +%s%N)} MSGX_CHAOS_MESSAGES=$${MSGX_CHAOS_MESSAGES:-3000} MSGX_CHAOS_FAULTS=$${MSGX_CHAOS_FAULTS:-72} $(GO) test -tags chaos -race -count=1 -timeout 90m -run TestChaos -v ./e2e/
 
 run-test: ## R-G1: `make run` in a copy of the working tree on this machine's loopback ports (8080, 8081, 9092, 9095 must be free), checked and stopped again

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,21 +301,23 @@ const (
 	hangRecoverWithin = 30 * time.Second
 )
 
-// chaosCleanKinds are the kinds of the bounded run: a process dies or
-// pauses, a server crashes and restarts.
+// chaosCleanKinds are the clean kinds: a process dies or pauses, a server
+// crashes and restarts.
 var chaosCleanKinds = []string{
 	"kill-control", "kill-processor", "kill-dispatcher", "kill-ingest", "kill-projector",
 	"stop-processor", "stop-dispatcher", "stop-ingest",
 	faultPostgres, faultMariaDB, faultRedis, faultBroker,
 }
 
+// chaosHangKinds are the hangs (R-M1): every process of a server paused
+// past every client deadline. The bounded run of `make test` draws them
+// besides the clean kinds, each once.
+var chaosHangKinds = []string{faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker}
+
 // chaosGreyKinds are the hangs, the projector killed with records in
 // hand and the proxy faults (R-M1, R-M6, R-M2), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
 // (`make chaos` sets it).
-var chaosGreyKinds = append([]string{
-	faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker,
-	faultProjectorUnacked,
-}, chaosProxyKinds...)
+var chaosGreyKinds = append(append(slices.Clone(chaosHangKinds), faultProjectorUnacked), chaosProxyKinds...)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
 // a server is down (R-H7 "reports not-ready while its dependency is gone").

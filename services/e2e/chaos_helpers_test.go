@@ -42,11 +42,11 @@ type chaosParams struct {
 	Flags map[string][]string
 }
 
-// Defaults of the bounded run that `make test` executes: every fault kind
-// once.
+// Defaults of the bounded run that `make test` executes: every clean kind
+// and every hang once, forty messages a fault as before the hangs joined.
 const (
-	chaosDefaultMessages = 480
-	chaosDefaultFaults   = 12
+	chaosDefaultMessages = 640
+	chaosDefaultFaults   = 16
 	// chaosDefaultSeed is the bounded run's schedule when MSGX_CHAOS_SEED is
 	// unset: `make test` replays one known schedule, so a CI result says
 	// something about the change and not about the draw; `make chaos` draws
@@ -91,7 +91,8 @@ func chaosStreamBudgetFor(n int, sched []chaosFault) time.Duration {
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
 	t.Helper()
-	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: chaosDefaultSeed, Kinds: chaosCleanKinds}
+	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: chaosDefaultSeed,
+		Kinds: append(slices.Clone(chaosCleanKinds), chaosHangKinds...)}
 	if os.Getenv("MSGX_CHAOS_GREY") == "1" {
 		p.Kinds = append(append([]string(nil), chaosCleanKinds...), chaosGreyKinds...)
 	}
