@@ -144,7 +144,11 @@ func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.
 	require.NoError(t, err)
 	t.Cleanup(zombiePool.Close)
 
-	ga, err := c.Acquire(ctx, "processor", "host-a/1/aa", 500*time.Millisecond)
+	// A's TTL outlasts the idle timeout, so that A's term is live at its
+	// fence however slowly the statements before it run on a loaded
+	// machine (at 500 ms it expired first in a CI run), and B still takes
+	// over only after PostgreSQL ended A's session and the term expired.
+	ga, err := c.Acquire(ctx, "processor", "host-a/1/aa", 3*time.Second)
 	require.NoError(t, err)
 	txA, err := zombiePool.Begin(ctx)
 	require.NoError(t, err)
