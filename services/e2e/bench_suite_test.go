@@ -518,36 +518,25 @@ func benchSlowPostgres(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 // away").
 func benchQuarterSeconds(t *testing.T, s *stack, n int) (registered, applied []int) {
 	t.Helper()
-	rows, err := s.pg.Query(context.Background(), `SELECT registered_at, applied_at FROM proc_state
-		WHERE msg_id > (SELECT max(msg_id) FROM proc_state) - $1 AND applied_at IS NOT NULL ORDER BY msg_id`, n)
+	rows, err := s.pg.Query(context.Background(), `WITH m AS (
+			SELECT registered_at, applied_at FROM proc_state
+			WHERE msg_id > (SELECT max(msg_id) FROM proc_state) - $1 AND applied_at IS NOT NULL)
+		SELECT floor(extract(epoch FROM registered_at - t0) * 4)::int, floor(extract(epoch FROM applied_at - t0) * 4)::int
+		FROM m, (SELECT min(registered_at) AS t0 FROM m) f`, n)
 	require.NoError(t, err)
-	type times struct{ reg, app time.Time }
-	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (times, error) {
-		var x times
-		return x, r.Scan(&x.reg, &x.app)
-	})
-	require.NoError(t, err)
-	if len(ts) == 0 {
-		return nil, nil
-	}
-	first := ts[0].reg
-	for _, x := range ts {
-		if x.reg.Before(first) {
-			first = x.reg
-		}
-	}
-	count := func(buckets []int, at time.Time) []int {
-		q := int(at.Sub(first) / (250 * time.Millisecond))
+	count := func(buckets []int, q int) []int {
 		for len(buckets) <= q {
 			buckets = append(buckets, 0)
 		}
 		buckets[q]++
 		return buckets
 	}
-	for _, x := range ts {
-		registered = count(registered, x.reg)
-		applied = count(applied, x.app)
-	}
+	var reg, app int
+	_, err = pgx.ForEachRow(rows, []any{&reg, &app}, func() error {
+		registered, applied = count(registered, reg), count(applied, app)
+		return nil
+	})
+	require.NoError(t, err)
 	return registered, applied
 }
 

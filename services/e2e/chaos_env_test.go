@@ -317,7 +317,7 @@ var chaosHangKinds = []string{faultHangPostgres, faultHangMariaDB, faultHangRedi
 // chaosGreyKinds are the hangs, the projector killed with records in
 // hand and the proxy faults (R-M1, R-M6, R-M2), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
 // (`make chaos` sets it).
-var chaosGreyKinds = append(append(slices.Clone(chaosHangKinds), faultProjectorUnacked), chaosProxyKinds...)
+var chaosGreyKinds = slices.Concat(chaosHangKinds, []string{faultProjectorUnacked}, chaosProxyKinds)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
 // a server is down (R-H7 "reports not-ready while its dependency is gone").

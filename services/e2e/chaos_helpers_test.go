@@ -43,10 +43,10 @@ type chaosParams struct {
 }
 
 // Defaults of the bounded run that `make test` executes: every clean kind
-// and every hang once, forty messages a fault as before the hangs joined.
+// and every hang once (chaosBoundedKinds), chaosMessagesPerFault messages
+// a fault.
 const (
-	chaosDefaultMessages = 640
-	chaosDefaultFaults   = 16
+	chaosMessagesPerFault = 40
 	// chaosDefaultSeed is the bounded run's schedule when MSGX_CHAOS_SEED is
 	// unset: `make test` replays one known schedule, so a CI result says
 	// something about the change and not about the draw; `make chaos` draws
@@ -91,10 +91,10 @@ func chaosStreamBudgetFor(n int, sched []chaosFault) time.Duration {
 
 func chaosParamsFromEnv(t *testing.T) chaosParams {
 	t.Helper()
-	p := chaosParams{Messages: chaosDefaultMessages, Faults: chaosDefaultFaults, Seed: chaosDefaultSeed,
-		Kinds: append(slices.Clone(chaosCleanKinds), chaosHangKinds...)}
+	kinds := slices.Concat(chaosCleanKinds, chaosHangKinds)
+	p := chaosParams{Messages: chaosMessagesPerFault * len(kinds), Faults: len(kinds), Seed: chaosDefaultSeed, Kinds: kinds}
 	if os.Getenv("MSGX_CHAOS_GREY") == "1" {
-		p.Kinds = append(append([]string(nil), chaosCleanKinds...), chaosGreyKinds...)
+		p.Kinds = slices.Concat(chaosCleanKinds, chaosGreyKinds)
 	}
 	if s := os.Getenv("MSGX_CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
