@@ -61,10 +61,13 @@ type Options struct {
 	// flight_history (G-FLIGHT-HIST-RETENTION); 0 means DefaultHistoryKeep.
 	HistoryKeep time.Duration
 	// CleanupBatch is how many records one cleanup statement deletes at
-	// most; 0 means 1000.
+	// most; 0 means defaultCleanupBatch.
 	CleanupBatch int
+	// SweepStep is how many flights one paced step of the history sweep
+	// archives; 0 means defaultSweepStep.
+	SweepStep int
 	// JobShare is the largest share of the time the daily job's deleting
-	// steps (cleanup batches, sweep pages, purge batches) may take: after
+	// steps (cleanup batches, sweep steps, purge batches) may take: after
 	// a step that took d the job rests d·(1−JobShare)/JobShare, so that
 	// the WAL and the writes of its deletions leave the live pipeline's
 	// commits room (R-M5). 0 means DefaultJobShare; 1 runs the steps back

@@ -486,7 +486,7 @@ func TestHistory_R_L1_OldDayHistoryKeptThirtyDaysAfterArchiving(t *testing.T) {
 }
 
 // TestMaintenance_R_M5_DailyJobRestsBetweenItsSteps: the daily job rests
-// after each of its deleting steps — every cleanup batch, sweep page and
+// after each of its deleting steps — every cleanup batch, sweep step and
 // purge batch — in proportion to how long the step took, so that with
 // history.job-share 0.25 its steps take at most a quarter of the time and
 // the live pipeline's commits find the disk free between them (R-M5).
@@ -520,14 +520,38 @@ func TestMaintenance_R_M5_DailyJobRestsBetweenItsSteps(t *testing.T) {
 	require.EqualValues(t, 5, res.Cleanup.Records)
 
 	// The cleanup's batches of 2 records: 2, 2 and 1 without the lock, one
-	// under it (no shadowed record), one of delivered sweep deletions; one
-	// sweep page; one purge batch of flight_history and one of
+	// under it (no shadowed record), one of delivered sweep deletions; no
+	// sweep step (no flight is due: TestMaintenance_R_M5_SweepRestsAfterEveryFewFlights
+	// has them); one purge batch of flight_history and one of
 	// snapshot_log.
-	require.Len(t, rests, 8, "one rest after each step")
+	require.Len(t, rests, 7, "one rest after each step")
 	for i, rest := range rests {
 		require.Positive(t, rest, "rest %d", i)
 		require.LessOrEqual(t, rest, 3*steps[i], "rest %d: three times its step at most (share 0.25)", i)
 	}
+}
+
+// TestMaintenance_R_M5_SweepRestsAfterEveryFewFlights: the history sweep
+// rests after every SweepStep flights, not after a whole listing page, so
+// that its steps are as short as a cleanup batch and its share of the time
+// holds. A page of 500 flights as one step ran 10 s on the 2-core machine
+// under R-M5's load, longer than the rest cap lets a share of 0.1 hold, and
+// held the executor up to 2 s while it ran.
+func TestMaintenance_R_M5_SweepRestsAfterEveryFewFlights(t *testing.T) {
+	t.Parallel()
+	var h *harness
+	var archived []int // flights in flight_history at each rest
+	h = sweepFixture(t, func(o *Options) {
+		o.SweepStep = 2
+		o.JobShare = 0.25
+		o.JobSleep = func(_ context.Context, d time.Duration) error {
+			archived = append(archived, h.count(`SELECT count(*) FROM flight_history`))
+			return nil
+		}
+	})
+	res := h.historySweep()
+	require.Equal(t, 3, res.Archived, "day 23's three flights")
+	require.Equal(t, []int{2, 3}, archived, "a rest after every two flights")
 }
 
 // TestMaintenance_R_M5_DailyJobsTransactionsAreNamed: a statement of the
