@@ -302,9 +302,7 @@ func TestBench_R_J1_R_J2_R_J3_R_J4_R_J5(t *testing.T) {
 			measured: float64(lat.event.p50) / float64(time.Millisecond)})
 		add(benchRow{key: "R-J3 p99", figure: fmt.Sprintf("R-J3 p99 at %d msg/s offered", z.rate), target: 250, unit: "ms",
 			measured: float64(lat.event.p99) / float64(time.Millisecond)})
-		for i, st := range perfStageDefs {
-			t.Logf("  %-40s %s", st.name, lat.stages[i])
-		}
+		logStages(t, "R-J3", lat)
 	}
 
 	// R-K4: daily snapshots from the mailbox INSERT to the marker, each of

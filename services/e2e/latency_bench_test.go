@@ -288,6 +288,17 @@ func latencyOf(t testing.TB, s *stack, w *perfWatch, entry string, sent []perfSe
 	return l
 }
 
+// logStages logs the distribution of each stage of lat's messages
+// (perfStageDefs), prefixed with what was measured.
+func logStages(t testing.TB, what string, lat perfLatency) {
+	t.Helper()
+	for i, st := range perfStageDefs {
+		if i < len(lat.stages) {
+			t.Logf("%s  %-40s %s", what, st.name, lat.stages[i])
+		}
+	}
+}
+
 func throughputOf(t testing.TB, s *stack, w *perfWatch, p perfParams, next func() (int64, int), allMarked func(time.Duration)) *perfThroughput {
 	t.Helper()
 	ctx := context.Background()
