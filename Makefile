@@ -131,9 +131,9 @@ upgrade-test: deps ## R-M4 rolling upgrade: builds msgx of the last commit befor
 bench-e2e: deps ## measure end-to-end latency (p50/p99) and throughput through every service as processes (~5 min)
 	cd services && $(GO) test -count=1 -v -timeout 30m -run '^$$' -bench '^BenchmarkEndToEnd$$' -benchtime=1x ./e2e/
 
-bench: deps ## R-J1…R-J5 benchmark suite on this machine (every service as a process; about 12 min, most of it R-M5, whose year of history fills about 12 GB of PostgreSQL), after R-M3's drain after a broker and a MariaDB outage (2 min): prints the tables and writes docs/benchmarks.md
+bench: deps ## R-J1…R-J5 benchmark suite on this machine (every service as a process; 15 to 45 min on 2 cores, most of it R-M5 (its daily job paced to a tenth of the time: R-M5 alone took 30 min on an AMD EPYC, docs/performance.md), whose year of history fills about 12 GB of PostgreSQL), after R-M3's drain after a broker and a MariaDB outage (2 min): prints the tables and writes docs/benchmarks.md
 	cd services && MSGX_BENCH=full $(GO) test -count=1 -v -timeout 30m -run '^TestBench_R_M3_DrainAfterOutages$$' ./e2e/
-	cd services && MSGX_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$$' ./e2e/
+	cd services && MSGX_BENCH=full $(GO) test -count=1 -v -timeout 90m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$$' ./e2e/
 
 # The benchmark suite's test.
 BENCH_TEST := TestBench_R_J1_R_J2_R_J3_R_J4_R_J5

@@ -35,7 +35,7 @@ import (
 // benchCommand is what `make bench` runs; benchShortCommand is the short
 // version `make bench-short` (and `make test`) runs.
 const (
-	benchCommand      = `cd services && MSGX_BENCH=full go test -count=1 -v -timeout 60m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$' ./e2e/`
+	benchCommand      = `cd services && MSGX_BENCH=full go test -count=1 -v -timeout 90m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$' ./e2e/`
 	benchShortCommand = `cd services && MSGX_BENCH=short go test -count=1 -v -timeout 10m -run '^TestBench_R_J1_R_J2_R_J3_R_J4_R_J5$' ./e2e/`
 )
 

@@ -398,7 +398,7 @@ func historyTables(t testing.TB, s *stack) []historyTable {
 func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSizes, next func() (int64, int), allMarked func(time.Duration)) historyMaintenance {
 	t.Helper()
 	ctx := context.Background()
-	bound := 10*time.Minute + time.Duration(20*float64(time.Minute)*historyScale(t))
+	bound := 10*time.Minute + time.Duration(30*float64(time.Minute)*historyScale(t))
 	var before int64
 	require.NoError(t, s.pg.QueryRow(ctx, `SELECT COALESCE(max(msg_id), 0) FROM proc_state`).Scan(&before))
 	stop := make(chan struct{})
