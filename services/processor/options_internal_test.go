@@ -16,7 +16,7 @@ import (
 // dependencies, and tuning the engine defaults by itself.
 var notFromFlags = map[string]bool{
 	"Logger": true, "Clock": true, "Meter": true, "Pool": true, "Kafka": true,
-	"Elector": true, "Holder": true, "CleanupBatch": true, "MaintenancePoll": true, "MarkerGrace": true,
+	"Elector": true, "Holder": true, "CleanupBatch": true, "SweepStep": true, "MaintenancePoll": true, "MarkerGrace": true,
 	"JobSleep": true,
 }
 
