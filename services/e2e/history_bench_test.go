@@ -162,8 +162,9 @@ type historyMaintenance struct {
 // retentions that keep the seeded year but for its oldest days, it
 // measures R-J2 and R-J3 (the median of historyLatencyRuns runs) on the
 // database as it is, seeds a year of history by SQL inside PostgreSQL
-// (historySeed), VACUUMs (ANALYZE), measures R-J2 and R-J3 again, then runs the daily maintenance (record cleanup, history sweep,
-// history purge), requested through the control plane, while the paced
+// (historySeed), VACUUMs (ANALYZE), measures R-J2 and R-J3 again, then
+// runs the daily maintenance (record cleanup, history sweep, history
+// purge), requested through the control plane, while the paced
 // R-J3 load goes on, and reports the longest hold of the pipeline while it
 // ran (historyPauses).
 func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z benchSizes, next func() (int64, int)) benchHistory {
@@ -226,10 +227,9 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 }
 
 // historyLatencyRuns is how many times the phase measures R-J3 on each
-// side of the seed. One run's p50 moved by 30 ms between runs of the same
-// code on the 2-core machine (49–95 ms before the seed), as much as the
-// year was to be compared against; the median of three is what one
-// disturbed run does not move.
+// side of the seed. One run's p50 before the seed was 49 to 95 ms in runs
+// of the same code on the 2-core machine, as much as the year was to be
+// compared against; one disturbed run does not move the median of three.
 const historyLatencyRuns = 3
 
 // medianLatency is runs' median: the run with the median p50 (its stages
@@ -242,8 +242,7 @@ func medianLatency(runs []perfLatency) perfLatency {
 	for i, r := range runs {
 		p99s[i] = r.event.p99
 	}
-	slices.Sort(p99s)
-	m.event.p99 = p99s[len(p99s)/2]
+	m.event.p99 = median(p99s)
 	return m
 }
 
@@ -662,14 +661,10 @@ func (h benchHistory) markdown(b *bytes.Buffer, z benchSizes) {
 	// Where the year's latency goes: each stage's p50 before the seed and
 	// with the year.
 	var stages []string
-	for i, st := range perfStageDefs {
-		if i < len(h.emptyLat.stages) && i < len(h.yearLat.stages) {
-			stages = append(stages, fmt.Sprintf("%s %s → %s", st.name, ms(h.emptyLat.stages[i].p50), ms(h.yearLat.stages[i].p50)))
-		}
+	for i, d := range h.emptyLat.stages {
+		stages = append(stages, fmt.Sprintf("%s %s → %s", perfStageDefs[i].name, ms(d.p50), ms(h.yearLat.stages[i].p50)))
 	}
-	if len(stages) > 0 {
-		fmt.Fprintf(b, "  R-J3 by stage, p50 before the seed → with the year (ms): %s.\n", strings.Join(stages, "; "))
-	}
+	fmt.Fprintf(b, "  R-J3 by stage, p50 before the seed → with the year (ms): %s.\n", strings.Join(stages, "; "))
 }
 
 // perMinute is n events over d, per minute.

@@ -292,10 +292,8 @@ func latencyOf(t testing.TB, s *stack, w *perfWatch, entry string, sent []perfSe
 // (perfStageDefs), prefixed with what was measured.
 func logStages(t testing.TB, what string, lat perfLatency) {
 	t.Helper()
-	for i, st := range perfStageDefs {
-		if i < len(lat.stages) {
-			t.Logf("%s  %-40s %s", what, st.name, lat.stages[i])
-		}
+	for i, d := range lat.stages {
+		t.Logf("%s  %-40s %s", what, perfStageDefs[i].name, d)
 	}
 }
 
