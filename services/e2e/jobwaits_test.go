@@ -63,8 +63,10 @@ func waitEnd(t time.Time, what string) string {
 
 // jobWaitSampler samples pg_stat_activity of the stack's database: every
 // msgx session but the daily job's own that waits for a lock, with the
-// application_name of each session blocking it (pg_blocking_pids). A wait
-// lasts from the first sample that saw it to the last, plus one interval.
+// application_name of each session blocking it (pg_blocking_pids) and
+// the kind of lock it waits for (wait_event: "object" is the notification
+// queue's, which a transaction that notified holds through its commit;
+// "transactionid" and "tuple" a row's). A wait lasts from the first sample that saw it to the last, plus one interval.
 type jobWaitSampler struct {
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -115,14 +117,14 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			case <-tick.C:
 			}
 			rows, err := s.pg.Query(ctx, `
-				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60),
+				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60) || ' [lock on ' || w.wait_event || ']',
 					bool_or(b.application_name = $1)
 				FROM pg_stat_activity w
 				CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)
 				JOIN pg_stat_activity b ON b.pid = bp.pid
 				WHERE w.datname = current_database() AND w.wait_event_type = 'Lock'
 				  AND w.application_name LIKE 'msgx%' AND w.application_name <> $1
-				GROUP BY w.pid, w.application_name, w.query`, jobName)
+				GROUP BY w.pid, w.application_name, w.query, w.wait_event`, jobName)
 			if err != nil {
 				out.err = err
 				continue
