@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,6 +157,61 @@ type historyMaintenance struct {
 	// waits are the pipeline's lock waits sampled from the baseline's
 	// start to the job's end (jobWaitSampler).
 	waits jobWaits
+	// phases are the job's steps in the order it runs them, each with
+	// the longest hold that ended within it and how many were longer
+	// than historyPauseTarget (jobPhases).
+	phases []jobPhase
+}
+
+// jobPhase is one step of the daily job as the processor logged it.
+type jobPhase struct {
+	name  string
+	done  string    // the processor's log message at its end
+	until time.Time // when it ended
+	pause time.Duration
+	long  int
+}
+
+// jobPhases reads from the processor's log when each step of the daily
+// job that started at started ended, so that a hold is told apart by the
+// step it ended in: record cleanup, history sweep, history purge
+// (the order of the processor's runJob).
+func jobPhases(t testing.TB, s *stack, started time.Time) []jobPhase {
+	t.Helper()
+	phases := []jobPhase{{name: "cleanup", done: "record cleanup done"}, {name: "sweep", done: "history sweep done"},
+		{name: "purge", done: "flight history purge done"}}
+	b, err := os.ReadFile(filepath.Join(s.logDir, "processor.log"))
+	require.NoError(t, err)
+	for line := range strings.Lines(string(b)) {
+		at, rest, ok := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if !ok {
+			continue
+		}
+		for i := range phases {
+			if !strings.Contains(rest, `msg="`+phases[i].done+`"`) {
+				continue
+			}
+			if when, err := time.Parse(time.RFC3339Nano, at); err == nil && !when.Before(started) {
+				phases[i].until = when
+			}
+		}
+	}
+	for _, p := range phases {
+		require.False(t, p.until.IsZero(), "the processor's log has no %q after %s", p.done, started.Format(time.TimeOnly))
+	}
+	return phases
+}
+
+// byPhase describes each step of the job: when it ended, its longest hold
+// and how many were longer than historyPauseTarget.
+func (m historyMaintenance) byPhase() string {
+	parts := make([]string, 0, len(m.phases))
+	from := m.started
+	for _, p := range m.phases {
+		parts = append(parts, fmt.Sprintf("%s %s (longest hold %s ms, %d over %s)", p.name, p.until.Sub(from).Round(100*time.Millisecond), ms(p.pause), p.long, historyPauseTarget))
+		from = p.until
+	}
+	return strings.Join(parts, ", ")
 }
 
 // benchHistoryPhase is R-M5: on the stack the suite runs, restarted with
@@ -475,10 +531,11 @@ func historyMaintenanceUnderLoad(t testing.TB, s *stack, w *perfWatch, z benchSi
 	m.offered = len(sent)
 	w.waitAll(t, idsOf(sent), 10*time.Minute)
 	allMarked(10 * time.Minute)
+	m.phases = jobPhases(t, s, m.started)
 	historyPauses(t, s, w, sent, &m)
-	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms, %d over %s (in the %s of load before it %s ms, %d over); insert → applied during it %s, before it %s; %s; result %s",
+	t.Logf("R-M5 daily maintenance %s → %s (%s) under %d messages: longest hold %s ms, %d over %s (in the %s of load before it %s ms, %d over); by step: %s; insert → applied during it %s, before it %s; %s; result %s",
 		m.started.Format(time.TimeOnly), m.finished.Format(time.TimeOnly), m.finished.Sub(m.started).Round(time.Millisecond), m.offered,
-		ms(m.pause), m.longDuring, historyPauseTarget, m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.longBase, m.during, m.outside, m.waits, m.result)
+		ms(m.pause), m.longDuring, historyPauseTarget, m.started.Sub(m.baseFrom).Round(time.Second), ms(m.basePause), m.longBase, m.byPhase(), m.during, m.outside, m.waits, m.result)
 	return m
 }
 
@@ -588,9 +645,15 @@ func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *his
 			if hold > m.pause {
 				m.pause, m.pauseAt = hold, r.applied
 			}
+			phase := len(m.phases) - 1 // a hold ending after the job is its last step's
+			for i := len(m.phases) - 2; i >= 0 && !r.applied.After(m.phases[i].until); i-- {
+				phase = i
+			}
+			m.phases[phase].pause = max(m.phases[phase].pause, hold)
 			if long {
 				m.longDuring++
-				t.Logf("R-M5 hold during the job: %s ms until %s (msg_id %d)", ms(hold), r.applied.Format("15:04:05.000"), r.id)
+				m.phases[phase].long++
+				t.Logf("R-M5 hold during the job (%s): %s ms until %s (msg_id %d)", m.phases[phase].name, ms(hold), r.applied.Format("15:04:05.000"), r.id)
 			}
 		case inBaseline:
 			m.basePause = max(m.basePause, hold)
@@ -658,13 +721,13 @@ func (h benchHistory) markdown(b *bytes.Buffer, z benchSizes) {
 	fmt.Fprintf(b, "%s. The processor kept the year (pipeline.record-retention %d days, history.keep %d days) but for its oldest days. "+
 		"Before the seed R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms; with the year R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms (each R-J2 the median of %d runs of %d messages, each R-J3 the median of %d runs of %d messages at %d/s). "+
 		"The daily job (record cleanup, history sweep of %d live flights %d days old, history purge), requested through the control plane while FLOPs arrived at %d/s, "+
-		"ran %s (%s); the longest hold of the executor overlapping it %s ms, in the %s of the same load before it %s ms; holds over %s: %d while it ran (%.1f a minute), %d before it (%.1f a minute); insert → applied while it ran p50 %s p99 %s max %s ms, before it p50 %s p99 %s max %s ms; %s.\n",
+		"ran %s (%s); the longest hold of the executor overlapping it %s ms, in the %s of the same load before it %s ms; holds over %s: %d while it ran (%.1f a minute), %d before it (%.1f a minute); by step: %s; insert → applied while it ran p50 %s p99 %s max %s ms, before it p50 %s p99 %s max %s ms; %s.\n",
 		strings.Join(parts, ", "), historyRecordRetentionDays, historyKeepDays,
 		h.emptyRate, ms(h.emptyLat.event.p50), ms(h.emptyLat.event.p99), h.yearRate, ms(h.yearLat.event.p50), ms(h.yearLat.event.p99), historyLatencyRuns, z.endToEnd, historyLatencyRuns, h.yearLat.sent, z.rate,
 		hz.live, historySweepAge, z.rate, h.maint.finished.Sub(h.maint.started).Round(time.Millisecond), h.maint.result,
 		ms(h.maint.pause), h.maint.started.Sub(h.maint.baseFrom).Round(time.Second), ms(h.maint.basePause),
 		historyPauseTarget, h.maint.longDuring, perMinute(h.maint.longDuring, h.maint.finished.Sub(h.maint.started)),
-		h.maint.longBase, perMinute(h.maint.longBase, h.maint.started.Sub(h.maint.baseFrom)),
+		h.maint.longBase, perMinute(h.maint.longBase, h.maint.started.Sub(h.maint.baseFrom)), h.maint.byPhase(),
 		ms(h.maint.during.p50), ms(h.maint.during.p99), ms(h.maint.during.max), ms(h.maint.outside.p50), ms(h.maint.outside.p99), ms(h.maint.outside.max), h.maint.waits)
 	// Where the year's latency goes: each stage's p50 before the seed and
 	// with the year.
