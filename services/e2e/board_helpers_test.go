@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -397,7 +398,7 @@ func (s *stack) storedVersion(ctx context.Context, flid int64) (int64, error) {
 }
 
 // median returns the median of ds (the upper one of an even count).
-func median(ds []time.Duration) time.Duration {
+func median[T cmp.Ordered](ds []T) T {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]

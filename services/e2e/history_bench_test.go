@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -180,10 +181,15 @@ func jobPhases(t testing.TB, s *stack, started time.Time) []jobPhase {
 	t.Helper()
 	phases := []jobPhase{{name: "cleanup", done: "record cleanup done"}, {name: "sweep", done: "history sweep done"},
 		{name: "purge", done: "flight history purge done"}}
-	b, err := os.ReadFile(filepath.Join(s.logDir, "processor.log"))
+	// Read line by line: with a year of load the log is hundreds of
+	// megabytes.
+	f, err := os.Open(filepath.Join(s.logDir, "processor.log"))
 	require.NoError(t, err)
-	for line := range strings.Lines(string(b)) {
-		at, rest, ok := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+	defer f.Close()
+	lines := bufio.NewScanner(f)
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		at, rest, ok := strings.Cut(strings.TrimPrefix(lines.Text(), "time="), " ")
 		if !ok {
 			continue
 		}
@@ -196,6 +202,7 @@ func jobPhases(t testing.TB, s *stack, started time.Time) []jobPhase {
 			}
 		}
 	}
+	require.NoError(t, lines.Err(), "reading the processor's log")
 	for _, p := range phases {
 		require.False(t, p.until.IsZero(), "the processor's log has no %q after %s", p.done, started.Format(time.TimeOnly))
 	}
@@ -251,8 +258,7 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 			rates[i] = float64(z.endToEnd) / tp.lastAt[len(tp.lastAt)-1].Seconds()
 			t.Logf("R-M5 %s: R-J2 run %d of %d: %.0f msg/s", what, i+1, len(rates), rates[i])
 		}
-		slices.Sort(rates)
-		rate := rates[len(rates)/2]
+		rate := median(rates)
 		runs := make([]perfLatency, historyLatencyRuns)
 		for i := range runs {
 			runs[i] = benchLatency(t, s, w, z, next, allMarked)
@@ -645,9 +651,10 @@ func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *his
 			if hold > m.pause {
 				m.pause, m.pauseAt = hold, r.applied
 			}
-			phase := len(m.phases) - 1 // a hold ending after the job is its last step's
-			for i := len(m.phases) - 2; i >= 0 && !r.applied.After(m.phases[i].until); i-- {
-				phase = i
+			// The step it ended in; a hold ending after the job, its last.
+			phase := slices.IndexFunc(m.phases, func(p jobPhase) bool { return !r.applied.After(p.until) })
+			if phase < 0 {
+				phase = len(m.phases) - 1
 			}
 			m.phases[phase].pause = max(m.phases[phase].pause, hold)
 			if long {

@@ -66,7 +66,8 @@ func waitEnd(t time.Time, what string) string {
 // application_name of each session blocking it (pg_blocking_pids) and
 // the kind of lock it waits for (wait_event: "object" is the notification
 // queue's, which a transaction that notified holds through its commit;
-// "transactionid" and "tuple" a row's). A wait lasts from the first sample that saw it to the last, plus one interval.
+// "transactionid" and "tuple" a row's). A wait lasts from the first
+// sample that saw it to the last, plus one interval.
 type jobWaitSampler struct {
 	stopOnce sync.Once
 	quit     chan struct{}
