@@ -584,6 +584,11 @@ func TestBroadcaster_SlowSubscriberGetsTheWholeLatestList(t *testing.T) {
 		require.Equal(t, "changes", mp.apply(t, nextFrame(t, probe)))
 		require.Equal(t, map[int64]int64{15: v}, mp.versions())
 	}
+	// A refresh delivers to its subscribers under b.mu, in map order: the
+	// probe can take its frame before the slow one was given its own.
+	// Once b.mu is free again, that refresh has delivered to both.
+	b.mu.Lock()
+	b.mu.Unlock()
 	var ms model
 	require.Equal(t, "flights", ms.apply(t, nextFrame(t, slow)))
 	require.Equal(t, map[int64]int64{15: 4}, ms.versions())
