@@ -64,7 +64,8 @@ type Options struct {
 	// most; 0 means defaultCleanupBatch.
 	CleanupBatch int
 	// SweepStep is how many flights one paced step of the history sweep
-	// archives; 0 means defaultSweepStep.
+	// archives in one transaction; 0 means defaultSweepStep, and more than
+	// maxSweepStep means maxSweepStep.
 	SweepStep int
 	// JobShare is the largest share of the time the daily job's deleting
 	// steps (cleanup batches, sweep steps, purge batches) may take: after

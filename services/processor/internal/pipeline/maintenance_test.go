@@ -289,6 +289,36 @@ func TestHistory_R_C11_INV28_FailedHistoryWriteKeepsFlight(t *testing.T) {
 	require.Equal(t, 3, h.count(`SELECT count(*) FROM outbox WHERE pkey='102' AND msg_id IS NULL`))
 }
 
+// TestHistory_R_M5_INV28_StepCommitsOnce: a sweep step's flights are one
+// transaction (R-M5: one notifying, fenced commit per step, not per
+// flight). A step whose commit fails keeps every one of its flights live,
+// with no history row and no tombstone, and counts each as failed; the
+// next run archives them. The deferred trigger fails the step at COMMIT,
+// after every flight's own writes succeeded: a sweep committing flight by
+// flight would archive 101 and 103 here.
+//
+// Validation 001§6 INV-28 "历史先行".
+func TestHistory_R_M5_INV28_StepCommitsOnce(t *testing.T) {
+	t.Parallel()
+	h := sweepFixture(t)
+	h.exec(`CREATE FUNCTION refuse_102() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'flight 102 refused at commit'; END $$`)
+	h.exec(`CREATE CONSTRAINT TRIGGER refuse_102 AFTER INSERT ON flight_history DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW WHEN (NEW.flid = 102) EXECUTE FUNCTION refuse_102()`)
+	tombstones := h.count(`SELECT count(*) FROM outbox WHERE msg_id IS NULL`)
+
+	res := h.historySweep()
+	require.Equal(t, HistoryResult{Cutoff: res.Cutoff, Failed: 3}, res, "the step's three flights failed together")
+	require.Equal(t, []int64{101, 102, 103, 201}, h.flightRows())
+	require.Zero(t, h.count(`SELECT count(*) FROM flight_history`))
+	require.Equal(t, tombstones, h.count(`SELECT count(*) FROM outbox WHERE msg_id IS NULL`), "no tombstone of a step that did not commit")
+
+	h.exec(`DROP TRIGGER refuse_102 ON flight_history`)
+	res = h.historySweep()
+	require.Equal(t, HistoryResult{Cutoff: res.Cutoff, Archived: 3, Tombstones: 2}, res)
+	require.Equal(t, []int64{201}, h.flightRows())
+}
+
 // TestHistory_R_C11_INV18_LockedFlightSkipped: a flight held by a
 // processing transaction is skipped (SKIP LOCKED) without waiting, the
 // others are archived, and the next run takes it.

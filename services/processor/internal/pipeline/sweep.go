@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -21,18 +22,25 @@ const (
 	sweepPage = 500
 
 	// defaultSweepStep is how many flights one paced step of the history
-	// sweep archives (R-M5). Each flight is a transaction of its own, about
-	// 20 ms under R-M5's load on the 2-core machine. A step of a whole
+	// sweep archives (R-M5), in one transaction. Each flight is about 20 ms
+	// of work under R-M5's load on the 2-core machine. A step of a whole
 	// page (500 flights) ran 10 s there: its rest, capped at maxJobRest,
 	// was as long as the step, so the sweep took half the time at a
 	// job-share of 0.1, and the executor was held up to 2 s while a page
 	// ran. Ten flights make a step as long as a cleanup batch.
 	defaultSweepStep = 10
+
+	// maxSweepStep caps Options.SweepStep: a step's flights are
+	// subtransactions of one transaction (sweepFlights), and past 64 of
+	// them a transaction overflows PostgreSQL's per-backend subtransaction
+	// cache, which slows every snapshot taken in the database while it
+	// runs.
+	maxSweepStep = 50
 )
 
 func (e *Engine) sweepStep() int {
 	if e.opt.SweepStep > 0 {
-		return e.opt.SweepStep
+		return min(e.opt.SweepStep, maxSweepStep)
 	}
 	return defaultSweepStep
 }
@@ -67,11 +75,12 @@ func (e *Engine) historyDays() int {
 
 // RunHistorySweep moves flights whose operation day is more than
 // history-retention days before today (airport time) to flight_history
-// (R-C11, INV-28, US-14). Each flight has its own transaction: lock the
-// row with SKIP LOCKED (a flight a processing transaction holds is skipped
-// until the next run, INV-18) re-checking the age, insert its history row,
-// write the one deletion of a still-ACTIVE flight, and only then delete the
-// live row. A failing flight is counted and logged and the others go on.
+// (R-C11, INV-28, US-14). Each flight has its own savepoint in its step's
+// transaction (sweepFlights): lock the row with SKIP LOCKED (a flight a
+// processing transaction holds is skipped until the next run, INV-18)
+// re-checking the age, insert its history row, write the one deletion of a
+// still-ACTIVE flight, and only then delete the live row. A failing flight
+// is counted and logged and the others go on.
 func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 	res := HistoryResult{Cutoff: e.airportDaysAgo(e.historyDays())}
 	pacer := e.jobPacer()
@@ -103,26 +112,77 @@ func (e *Engine) RunHistorySweep(ctx context.Context) (HistoryResult, error) {
 	return res, nil
 }
 
-// sweepFlights sweeps the flights flids, each in its own transaction,
-// counting their outcomes into res; only a stop ends it early.
+// errStepLost marks a failure of a sweep step's transaction itself (a
+// savepoint that could not be taken, released or rolled back to), as
+// opposed to one flight's: the step ends and none of its flights commit.
+var errStepLost = errors.New("the sweep step's transaction is lost")
+
+// sweepOutcome is what sweeping one flight of a step came to.
+type sweepOutcome struct {
+	flid int64
+	out  decide.Swept
+	err  error
+}
+
+// sweepFlights sweeps the flights flids in one transaction of the daily
+// job, each flight under a savepoint of its own, and counts their outcomes
+// into res once it committed; only a stop ends it early.
+//
+// One commit per step rather than per flight (R-M5): every commit that
+// wrote a tombstone takes PostgreSQL's notification-queue lock until its
+// commit record is flushed (outbox inserts notify, migration 00036), and
+// every fenced commit holds the lease row FOR SHARE until it ends, so the
+// control plane's renewal, and the pipeline's fences queued behind it,
+// wait for it. A year of history swept flight by flight made thousands of
+// such commits beside the executor's, and its longest holds fell in them.
+// The price is that a step's flights stay row-locked until the step
+// commits (a step is about ten flights' work); a processing transaction
+// that needs one of these old flights waits that long.
+//
+// The savepoint keeps a failing flight failing alone (INV-28): it is
+// rolled back to its savepoint, counted and logged, and the step goes on.
+// A step that cannot commit (the fence refused, the connection lost) keeps
+// all its flights live, each counted as failed; the next run tries again.
+// A step stays well under PostgreSQL's 64 cached subtransactions per
+// transaction (maxSweepStep), past which every snapshot in the database
+// gets slower.
 func (e *Engine) sweepFlights(ctx context.Context, flids []int64, res *HistoryResult) error {
-	for _, flid := range flids {
-		if err := ctx.Err(); err != nil {
-			return err
+	var outcomes []sweepOutcome
+	err := e.jobTx(ctx, func(tx pgx.Tx) error {
+		outcomes = outcomes[:0] // a retried transaction starts over
+		for _, flid := range flids {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			out, err := sweepFlight(ctx, tx, flid, res.Cutoff, e.clock.Now(), e.zone())
+			if errors.Is(err, errStepLost) {
+				return err
+			}
+			outcomes = append(outcomes, sweepOutcome{flid: flid, out: out, err: err})
 		}
-		out, err := e.sweepFlight(ctx, flid, res.Cutoff, e.clock.Now())
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		res.Failed += len(flids)
+		e.log.Error("archiving a step of flights failed; kept live until the next run", "flids", flids, "err", err, "alert", "history-sweep-failed")
+		return nil
+	}
+	for _, o := range outcomes {
 		switch {
-		case err != nil:
+		case o.err != nil:
 			res.Failed++
-			e.log.Error("archiving flight failed; kept live until the next run", "flid", flid, "err", err, "alert", "history-sweep-failed")
-		case out == decide.SweptArchived:
+			e.log.Error("archiving flight failed; kept live until the next run", "flid", o.flid, "err", o.err, "alert", "history-sweep-failed")
+		case o.out == decide.SweptArchived:
 			res.Archived++
-		case out == decide.SweptTombstoned:
+		case o.out == decide.SweptTombstoned:
 			res.Archived++
 			res.Tombstones++
-		case out == decide.SweptHeld:
+		case o.out == decide.SweptHeld:
 			res.Skipped++
-			e.log.Info("flight locked by processing; archived next run", "flid", flid)
+			e.log.Info("flight locked by processing; archived next run", "flid", o.flid)
 		}
 	}
 	return nil
@@ -150,17 +210,23 @@ func (e *Engine) CountHistorySweep(ctx context.Context) (HistoryResult, error) {
 	return res, nil
 }
 
-// sweepFlight archives and removes one flight in its own transaction
-// (decide.Sweep over apply.Sweep).
-func (e *Engine) sweepFlight(ctx context.Context, flid int64, cutoff, now time.Time) (decide.Swept, error) {
-	out := decide.SweptGone
-	err := e.jobTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = decide.Sweep(ctx, apply.Sweep{Tx: tx}, apply.Sweep{Tx: tx}, flid, cutoff, now, e.zone())
-		return err
-	})
+// sweepFlight archives and removes one flight of a step's transaction tx
+// under a savepoint of its own (decide.Sweep over apply.Sweep): a failure
+// rolls back this flight's writes only.
+func sweepFlight(ctx context.Context, tx pgx.Tx, flid int64, cutoff, now time.Time, zone *time.Location) (decide.Swept, error) {
+	sp, err := tx.Begin(ctx)
 	if err != nil {
+		return decide.SweptGone, fmt.Errorf("%w: flight %d: savepoint: %w", errStepLost, flid, err)
+	}
+	out, err := decide.Sweep(ctx, apply.Sweep{Tx: sp}, apply.Sweep{Tx: sp}, flid, cutoff, now, zone)
+	if err != nil {
+		if rbErr := sp.Rollback(ctx); rbErr != nil {
+			return decide.SweptGone, fmt.Errorf("%w: %w (and rolling back to its savepoint: %w)", errStepLost, err, rbErr)
+		}
 		return decide.SweptGone, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return decide.SweptGone, fmt.Errorf("%w: flight %d: releasing its savepoint: %w", errStepLost, flid, err)
 	}
 	return out, nil
 }
