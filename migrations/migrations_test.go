@@ -47,3 +47,44 @@ func TestMailboxFixtureIsRepeatable(t *testing.T) {
 	_, err = db.ExecContext(ctx, "INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES ('<MSG/>', 'VALID')")
 	require.NoError(t, err)
 }
+
+// TestFenceKeyShare_R_M4_KeepsTheGrantsHardening: migration 00038 rewrites
+// msgx_fence (FOR SHARE → FOR KEY SHARE) on a database where
+// deploy/grants/postgres.sql already made it SECURITY DEFINER with a pinned
+// search_path, as in production; neither its Up nor its Down may undo
+// that, or the processor's and dispatcher's next fence fails with
+// "permission denied for table lease".
+func TestFenceKeyShare_R_M4_KeepsTheGrantsHardening(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, db, err := migrations.Provider(url)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = p.UpTo(ctx, 37)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `ALTER FUNCTION msgx_fence(text, bigint) SECURITY DEFINER SET search_path = public, pg_temp`)
+	require.NoError(t, err)
+
+	fence := func() (secdef bool, config, body string) {
+		t.Helper()
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT prosecdef, array_to_string(proconfig, ';'), prosrc FROM pg_proc
+			WHERE oid = 'msgx_fence(text, bigint)'::regprocedure`).Scan(&secdef, &config, &body))
+		return secdef, config, body
+	}
+	_, err = p.UpTo(ctx, 38)
+	require.NoError(t, err)
+	secdef, config, body := fence()
+	require.True(t, secdef, "SECURITY DEFINER kept")
+	require.Equal(t, "search_path=public, pg_temp", config)
+	require.Contains(t, body, "WHERE name = p_name FOR KEY SHARE;")
+
+	_, err = p.DownTo(ctx, 37)
+	require.NoError(t, err)
+	secdef, config, body = fence()
+	require.True(t, secdef, "SECURITY DEFINER kept")
+	require.Equal(t, "search_path=public, pg_temp", config)
+	require.Contains(t, body, "WHERE name = p_name FOR SHARE;")
+	require.NotContains(t, body, "KEY SHARE")
+}

@@ -61,7 +61,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public FROM msgx_processor, msgx_dispatcher, 
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM msgx_processor, msgx_dispatcher, msgx_projector, msgx_control;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC, msgx_processor, msgx_dispatcher, msgx_projector, msgx_control;
 
--- The fencing check msgx_fence(name, token) locks the lease row FOR SHARE,
+-- The fencing check msgx_fence(name, token) locks the lease row FOR KEY SHARE,
 -- which PostgreSQL allows only to a role that may UPDATE the table. Run by
 -- the owner instead (SECURITY DEFINER), the fenced writers need no
 -- privilege on lease at all and cannot move a lease; the search_path is

@@ -25,6 +25,11 @@ type jobWaits struct {
 	onJobN, onAnyN     int // waits seen
 	onJobAt, onAnyAt   time.Time
 	onJobWhat, anyWhat string
+	// onLease and onLeaseN are the waits for the lease row: a fence
+	// (msgx_fence) or a lease call's UPDATE waiting for a fenced commit
+	// or for each other (migration 00038).
+	onLease  time.Duration
+	onLeaseN int
 	// jobLongest is the longest time each statement of the job was seen
 	// running (its first 60 characters), the longest first.
 	jobLongest []jobStatement
@@ -49,9 +54,9 @@ func (w jobWaits) String() string {
 		}
 		longest = append(longest, fmt.Sprintf("%s ms %q", ms(q.took), q.query))
 	}
-	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; the job's longest statements: %s",
+	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; for the lease row %d, longest %s ms; the job's longest statements: %s",
 		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), waitEnd(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), waitEnd(w.onAnyAt, w.anyWhat),
-		strings.Join(longest, ", "))
+		w.onLeaseN, ms(w.onLease), strings.Join(longest, ", "))
 }
 
 func waitEnd(t time.Time, what string) string {
@@ -66,7 +71,8 @@ func waitEnd(t time.Time, what string) string {
 // application_name of each session blocking it (pg_blocking_pids) and
 // the kind of lock it waits for (wait_event: "object" is the notification
 // queue's, which a transaction that notified holds through its commit;
-// "transactionid" and "tuple" a row's). A wait lasts from the first
+// "transactionid" and "tuple" a row's), and whether it is a wait for the
+// lease row. A wait lasts from the first
 // sample that saw it to the last, plus one interval.
 type jobWaitSampler struct {
 	stopOnce sync.Once
@@ -81,7 +87,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 		var out jobWaits
 		type wait struct {
 			from, last time.Time
-			job        bool
+			job, lease bool
 			what       string
 		}
 		open := map[int32]*wait{}
@@ -93,6 +99,10 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 				if d > out.onJob {
 					out.onJob, out.onJobAt, out.onJobWhat = d, w.last, w.what
 				}
+			}
+			if w.lease {
+				out.onLeaseN++
+				out.onLease = max(out.onLease, d)
 			}
 			out.onAnyN++
 			if d > out.onAny {
@@ -119,7 +129,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			}
 			rows, err := s.pg.Query(ctx, `
 				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60) || ' [lock on ' || w.wait_event || ']',
-					bool_or(b.application_name = $1)
+					bool_or(b.application_name = $1), w.query ~ 'msgx_fence|UPDATE lease\M'
 				FROM pg_stat_activity w
 				CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)
 				JOIN pg_stat_activity b ON b.pid = bp.pid
@@ -135,8 +145,8 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			for rows.Next() {
 				var pid int32
 				var what string
-				var job bool
-				if err := rows.Scan(&pid, &what, &job); err != nil {
+				var job, lease bool
+				if err := rows.Scan(&pid, &what, &job, &lease); err != nil {
 					out.err = err
 					break
 				}
@@ -146,7 +156,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 					w = &wait{from: now, what: what}
 					open[pid] = w
 				}
-				w.last, w.job = now, w.job || job
+				w.last, w.job, w.lease = now, w.job || job, w.lease || lease
 			}
 			rows.Close()
 			out.samples++

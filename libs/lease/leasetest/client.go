@@ -29,10 +29,18 @@ var _ lease.Client = (*Client)(nil)
 // NewClient returns a Client on db.
 func NewClient(db *pgxpool.Pool) *Client { return &Client{db: db} }
 
-// Acquire starts or keeps holder's term of name.
+// Acquire starts or keeps holder's term of name. Like the control plane,
+// it locks the row FOR UPDATE first: the fence's key-share lock does not
+// conflict with the acquiring UPDATE itself (no key column changes), and
+// a new term must not begin between another holder's fence and its commit
+// (migration 00038).
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (lease.Grant, error) {
 	var g lease.Grant
-	err := c.db.QueryRow(ctx, `
+	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT FROM lease WHERE name = $1 FOR UPDATE`, name); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
 		WITH n AS (SELECT clock_timestamp() AS now)
 		INSERT INTO lease AS l (name, holder, token, acquired_at, renewed_at, expires_at)
 		SELECT $1, $2, 1, n.now, n.now, n.now + $3::bigint * interval '1 microsecond' FROM n
@@ -41,6 +49,7 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 			holder = EXCLUDED.holder, renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at, released_at = NULL
 		WHERE l.expires_at <= EXCLUDED.renewed_at OR l.holder = EXCLUDED.holder
 		RETURNING l.token, l.expires_at`, name, holder, ttl.Microseconds()).Scan(&g.Token, &g.ExpiresAt)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return lease.Grant{}, fmt.Errorf("acquiring lease %s: %w", name, lease.ErrHeld)
 	}

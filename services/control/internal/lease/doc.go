@@ -10,11 +10,14 @@
 // conditional SQL statement evaluated on PostgreSQL's clock
 // (clock_timestamp()), so instances never compare their own clocks.
 //
-// Each call is one short transaction that first locks the lease row FOR
-// UPDATE under a lock_timeout (DefaultLockTimeout): a fenced transaction in
-// progress holds the row FOR SHARE until its commit, and a paused holder
-// could hold it until PostgreSQL ends its idle transaction, so a caller
-// gets ABORTED and retries instead of hanging. The locked row is the
+// Each call is one short transaction under a lock_timeout
+// (DefaultLockTimeout). An acquisition first locks the lease row FOR
+// UPDATE: a fenced transaction in progress holds the row FOR KEY SHARE
+// until its commit (migration 00038), a new term must not begin before
+// that commit, and a paused holder could hold it until PostgreSQL ends its
+// idle transaction, so a caller gets ABORTED and retries instead of
+// hanging. A renewal or release updates no key column and so never waits
+// for a fenced commit. The locked row is the
 // previous term for the audit (lease_audit): acquire, expire, renew-lost,
 // release and force-release with operator and reason.
 package lease

@@ -177,3 +177,45 @@ func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.
 	got := actions(e.audits(t, "processor"))
 	require.Equal(t, []string{"acquire host-a/1/aa 1", "expire host-a/1/aa 1", "acquire host-b/2/bb 2"}, got)
 }
+
+// TestFence_R_B8_R_M5_RenewalDoesNotWaitButATakeoverDoes: holder A passed
+// its fence and has not committed yet (a slow commit). A's renewal and
+// A's release go through at once: the fence's key-share lock does not
+// conflict with an UPDATE of the lease row's other columns, so a slow
+// fenced commit no longer holds the renewal, nor the fences queued behind
+// it (migration 00038). A new term still cannot begin before A's commit
+// ends: B's acquisition locks the row FOR UPDATE, which conflicts with the
+// key-share lock PostgreSQL carried over to the row versions the renewal
+// and the release wrote, so it fails fast with ABORTED (lock timeout) and
+// gets through once A committed — A's work lands before B's term begins.
+func TestFence_R_B8_R_M5_RenewalDoesNotWaitButATakeoverDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 200*time.Millisecond)
+	pgtest.MustExec(t, e.dbURL, workTable)
+	c := e.client(t)
+	ctx := callCtx(t)
+
+	ga, err := c.Acquire(ctx, "processor", "host-a/1/aa", time.Minute)
+	require.NoError(t, err)
+	txA, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = txA.Rollback(context.Background()) }()
+	require.NoError(t, insertWork(ga.Token, "slow commit")(txA))
+	require.NoError(t, leaseapi.Fence(ctx, txA, "processor", ga.Token))
+	// A is between its fence and the end of its COMMIT.
+
+	_, err = e.api.Renew(ctx, &controlv1.RenewLeaseRequest{Name: "processor", Holder: "host-a/1/aa", Token: ga.Token, Ttl: ttl(time.Minute)})
+	require.NoError(t, err, "the renewal does not wait for A's fenced commit")
+	_, err = e.api.Release(ctx, &controlv1.ReleaseLeaseRequest{Name: "processor", Holder: "host-a/1/aa", Token: ga.Token})
+	require.NoError(t, err, "nor does the release")
+
+	_, err = e.api.Acquire(ctx, &controlv1.AcquireLeaseRequest{Name: "processor", Holder: "host-b/2/bb", Ttl: ttl(time.Minute)})
+	requireCode(t, codes.Aborted, err)
+	require.NoError(t, txA.Commit(ctx), "A's term was live at its fence")
+	require.Equal(t, 1, e.countWork(t, "slow commit"))
+
+	gb, err := c.Acquire(ctx, "processor", "host-b/2/bb", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ga.Token+1, gb.Token)
+	require.Equal(t, []string{"acquire host-a/1/aa 1", "release host-a/1/aa 1", "acquire host-b/2/bb 2"}, actions(e.audits(t, "processor")))
+}

@@ -178,6 +178,10 @@ func (s *Server) acquireTx(ctx context.Context, c caller.Caller, name, holder st
 		newTerm       bool
 	)
 	b := &pgx.Batch{}
+	// The FOR UPDATE is what keeps a new term out while a fenced commit is
+	// in flight: the fence's FOR KEY SHARE (migration 00038) does not
+	// conflict with acquireSQL's own update, which changes no key column
+	// (TestFence_R_B8_R_M5_RenewalDoesNotWaitButATakeoverDoes).
 	queueLockRow(b, name, &prev)
 	b.Queue(acquireSQL, name, holder, ttl.Microseconds(), c.Principal).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&r.name, &r.holder, &r.principal, &r.token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.releasedAt, &r.now, &newTerm)

@@ -614,9 +614,16 @@ func TestMaintenance_R_M5_DailyJobsTransactionsAreNamed(t *testing.T) {
 		res, err = h.e.RunMaintenance(ctx, h.clk.Now())
 		done <- err
 	}()
+	// pg_stat_activity's rows are a snapshot taken as the query starts,
+	// while pg_blocking_pids looks at the locks as each row is read: a
+	// session that began its wait in between shows the application_name
+	// it had before its transaction named itself. Its wait_event_type is
+	// of the same snapshot, so a row that shows the lock wait shows the
+	// name the waiting transaction set (under load the test read "").
 	var waiter string
 	require.Eventually(t, func() bool {
-		err := h.pool.QueryRow(ctx, `SELECT application_name FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&waiter)
+		err := h.pool.QueryRow(ctx, `SELECT application_name FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&waiter)
 		return err == nil
 	}, 20*time.Second, 10*time.Millisecond, "the purge waits for the locked history rows")
 	require.Equal(t, "msgx processor: daily job", waiter)

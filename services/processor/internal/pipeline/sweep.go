@@ -131,10 +131,11 @@ type sweepOutcome struct {
 // One commit per step rather than per flight (R-M5): every commit that
 // wrote a tombstone takes PostgreSQL's notification-queue lock until its
 // commit record is flushed (outbox inserts notify, migration 00036), and
-// every fenced commit holds the lease row FOR SHARE until it ends, so the
-// control plane's renewal, and the pipeline's fences queued behind it,
-// wait for it. A year of history swept flight by flight made thousands of
-// such commits beside the executor's, and its longest holds fell in them.
+// until migration 00038 every fenced commit held the lease row FOR SHARE
+// until it ended, so the control plane's renewal, and the pipeline's
+// fences queued behind it, waited for it. A year of history swept flight
+// by flight made thousands of such commits beside the executor's, and its
+// longest holds fell in them.
 // The price is that a step's flights stay row-locked until the step
 // commits (a step is about ten flights' work); a processing transaction
 // that needs one of these old flights waits that long.
