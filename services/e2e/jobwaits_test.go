@@ -28,8 +28,10 @@ type jobWaits struct {
 	// onLease and onLeaseN are the waits for the lease row: a fence
 	// (msgx_fence) or a lease call's UPDATE waiting for a fenced commit
 	// or for each other (migration 00038).
-	onLease  time.Duration
-	onLeaseN int
+	onLease     time.Duration
+	onLeaseN    int
+	onLeaseAt   time.Time
+	onLeaseWhat string
 	// jobLongest is the longest time each statement of the job was seen
 	// running (its first 60 characters), the longest first.
 	jobLongest []jobStatement
@@ -54,9 +56,9 @@ func (w jobWaits) String() string {
 		}
 		longest = append(longest, fmt.Sprintf("%s ms %q", ms(q.took), q.query))
 	}
-	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; for the lease row %d, longest %s ms; the job's longest statements: %s",
+	return fmt.Sprintf("lock waits of the pipeline (sampled every %s, %d samples): on the daily job %d, longest %s ms%s; on anything %d, longest %s ms%s; for the lease row %d, longest %s ms%s; the job's longest statements: %s",
 		jobWaitInterval, w.samples, w.onJobN, ms(w.onJob), waitEnd(w.onJobAt, w.onJobWhat), w.onAnyN, ms(w.onAny), waitEnd(w.onAnyAt, w.anyWhat),
-		w.onLeaseN, ms(w.onLease), strings.Join(longest, ", "))
+		w.onLeaseN, ms(w.onLease), waitEnd(w.onLeaseAt, w.onLeaseWhat), strings.Join(longest, ", "))
 }
 
 func waitEnd(t time.Time, what string) string {
@@ -102,7 +104,9 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			}
 			if w.lease {
 				out.onLeaseN++
-				out.onLease = max(out.onLease, d)
+				if d > out.onLease {
+					out.onLease, out.onLeaseAt, out.onLeaseWhat = d, w.last, w.what
+				}
 			}
 			out.onAnyN++
 			if d > out.onAny {
