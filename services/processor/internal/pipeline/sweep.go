@@ -135,10 +135,10 @@ type sweepOutcome struct {
 // until it ended, so the control plane's renewal, and the pipeline's
 // fences queued behind it, waited for it. A year of history swept flight
 // by flight made thousands of such commits beside the executor's, and its
-// longest holds fell in them.
-// The price is that a step's flights stay row-locked until the step
-// commits (a step is about ten flights' work); a processing transaction
-// that needs one of these old flights waits that long.
+// longest holds fell in them. The price is that a step's flights stay
+// row-locked until the step commits (a step is about ten flights' work);
+// a processing transaction that needs one of these old flights waits that
+// long.
 //
 // The savepoint keeps a failing flight failing alone (INV-28): it is
 // rolled back to its savepoint, counted and logged, and the step goes on.
