@@ -16,8 +16,10 @@
 // until its commit (migration 00038), a new term must not begin before
 // that commit, and a paused holder could hold it until PostgreSQL ends its
 // idle transaction, so a caller gets ABORTED and retries instead of
-// hanging. A renewal or release updates no key column and so never waits
-// for a fenced commit. The locked row is the
+// hanging. An acquisition first reads the row without a lock and refuses
+// another holder's live term from that read, so a standby's attempts
+// never wait for the holder's commits. A renewal or release updates no key
+// column and so never waits for a fenced commit. The locked row is the
 // previous term for the audit (lease_audit): acquire, expire, renew-lost,
 // release and force-release with operator and reason.
 package lease

@@ -129,10 +129,11 @@ func TestFence_R_B8_PRE_5_ZombiePausedBeforeFence(t *testing.T) {
 
 // TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout: holder A
 // passed its fence and pauses before COMMIT, holding the lease row FOR
-// SHARE. A takeover cannot hang behind it: B's acquisition fails fast
-// with ABORTED (lock timeout) and is retried; PostgreSQL ends A's idle
-// transaction after idle_in_transaction_session_timeout (set through
-// pgxutil), B takes over, and A's COMMIT fails: nothing of A is visible.
+// KEY SHARE, past the end of its term. A takeover cannot hang behind it:
+// B's acquisition fails fast with ABORTED (lock timeout) and is retried;
+// PostgreSQL ends A's idle transaction after
+// idle_in_transaction_session_timeout (set through pgxutil), B takes over,
+// and A's COMMIT fails: nothing of A is visible.
 func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 200*time.Millisecond)
@@ -140,15 +141,16 @@ func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.
 	c := e.client(t)
 	ctx := callCtx(t)
 
-	zombiePool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: e.dbURL, MaxConns: 1, IdleInTxTimeout: 1500 * time.Millisecond})
+	zombiePool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: e.dbURL, MaxConns: 1, IdleInTxTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(zombiePool.Close)
 
-	// A's TTL outlasts the idle timeout, so that A's term is live at its
-	// fence however slowly the statements before it run on a loaded
-	// machine (at 500 ms it expired first in a CI run), and B still takes
-	// over only after PostgreSQL ended A's session and the term expired.
-	ga, err := c.Acquire(ctx, "processor", "host-a/1/aa", 3*time.Second)
+	// A's TTL of 2 s keeps A's term live at its fence however slowly the
+	// statements before it run on a loaded machine (at 500 ms it expired
+	// first in a CI run); the idle timeout outlasts it, so B tries to
+	// take over an expired term while A's transaction still holds the
+	// row.
+	ga, err := c.Acquire(ctx, "processor", "host-a/1/aa", 2*time.Second)
 	require.NoError(t, err)
 	txA, err := zombiePool.Begin(ctx)
 	require.NoError(t, err)
@@ -157,7 +159,11 @@ func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.
 	require.NoError(t, txA.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidA))
 	require.NoError(t, insertWork(ga.Token, "zombie")(txA))
 	require.NoError(t, leaseapi.Fence(ctx, txA, "processor", ga.Token), "A's term is live when it checks")
-	// A is paused between its fence and its COMMIT.
+	// A is paused between its fence and its COMMIT, past its term.
+	require.Eventually(t, func() bool {
+		list, err := e.api.List(ctx, &controlv1.ListLeasesRequest{})
+		return err == nil && !list.GetLeases()[0].GetHeld()
+	}, 10*time.Second, 5*time.Millisecond, "A's term runs out")
 
 	_, err = e.api.Acquire(ctx, &controlv1.AcquireLeaseRequest{Name: "processor", Holder: "host-b/2/bb", Ttl: ttl(time.Minute)})
 	requireCode(t, codes.Aborted, err)
@@ -179,8 +185,10 @@ func TestFence_R_B8_PRE_5_ZombiePausedAfterFenceIsEndedByIdleTimeout(t *testing.
 }
 
 // TestFence_R_B8_R_M5_RenewalDoesNotWaitButATakeoverDoes: holder A passed
-// its fence and has not committed yet (a slow commit). A's renewal and
-// A's release go through at once: the fence's key-share lock does not
+// its fence and has not committed yet (a slow commit). A standby's
+// acquisition is refused as held at once, without waiting for A's commit
+// (it reads the live term without locking the row). A's renewal and A's
+// release go through at once too: the fence's key-share lock does not
 // conflict with an UPDATE of the lease row's other columns, so a slow
 // fenced commit no longer holds the renewal, nor the fences queued behind
 // it (migration 00038). A new term still cannot begin before A's commit
@@ -204,6 +212,9 @@ func TestFence_R_B8_R_M5_RenewalDoesNotWaitButATakeoverDoes(t *testing.T) {
 	require.NoError(t, leaseapi.Fence(ctx, txA, "processor", ga.Token))
 	// A is between its fence and the end of its COMMIT.
 
+	_, err = e.api.Acquire(ctx, &controlv1.AcquireLeaseRequest{Name: "processor", Holder: "host-b/2/bb", Ttl: ttl(time.Minute)})
+	requireCode(t, codes.FailedPrecondition, err)
+	require.ErrorContains(t, err, "lease processor is held: holder host-a/1/aa until", "the standby's attempt does not wait for A's commit")
 	_, err = e.api.Renew(ctx, &controlv1.RenewLeaseRequest{Name: "processor", Holder: "host-a/1/aa", Token: ga.Token, Ttl: ttl(time.Minute)})
 	require.NoError(t, err, "the renewal does not wait for A's fenced commit")
 	_, err = e.api.Release(ctx, &controlv1.ReleaseLeaseRequest{Name: "processor", Holder: "host-a/1/aa", Token: ga.Token})

@@ -24,8 +24,8 @@ import (
 // 350 ms added to every round trip between the control plane and
 // PostgreSQL, a term is acquired and then held through more than two TTLs
 // without a single failed renewal: a renewal is one round trip, an
-// acquisition two, so a slow database slows the calls down by a round trip
-// or two instead of timing every one of them out.
+// acquisition three, so a slow database slows the calls down by a few
+// round trips instead of timing every one of them out.
 func TestLease_R_M2_TermHeldWith350msAddedToEveryPostgreSQLRoundTrip(t *testing.T) {
 	t.Parallel()
 	dbURL, _ := controltest.MigratedPool(t)

@@ -81,6 +81,20 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 	if !c.MayHoldLease(name) {
 		return nil, s.outOfScope(ctx, "acquire", name, holder, c)
 	}
+	// Another holder's live term is refused from a plain read, without the
+	// row lock acquireTx takes: the lock would wait for the holder's fenced
+	// commit in flight (FOR UPDATE conflicts with the fence's FOR KEY
+	// SHARE), and the holder's fences asked for meanwhile would queue
+	// behind it, while a standby asks every Retry. A term that ends just
+	// after this read is taken at the caller's next attempt; a takeover
+	// always goes through acquireTx's lock.
+	seen, err := s.peek(ctx, name)
+	if err != nil {
+		return nil, s.queryError("acquiring lease", err, "lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer)
+	}
+	if seen != nil && seen.live() && seen.holder != holder {
+		return nil, heldStatus(name, seen)
+	}
 	var (
 		got     *row
 		newTerm bool
@@ -88,7 +102,7 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 		current *row // set when another holder's term is live
 		denied  bool
 	)
-	err := s.acquireTx(ctx, c, name, holder, req.GetTtl().AsDuration(), func(g *row, n bool, p, cur *row, d bool) {
+	err = s.acquireTx(ctx, c, name, holder, req.GetTtl().AsDuration(), func(g *row, n bool, p, cur *row, d bool) {
 		got, newTerm, prev, current, denied = g, n, p, cur, d
 	})
 	if err != nil {
@@ -98,11 +112,7 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 		return nil, s.denied("acquire", name, holder, c, current)
 	}
 	if got == nil {
-		desc := "held by another holder"
-		if current != nil {
-			desc = current.describe()
-		}
-		return nil, leaseStatus(leaseapi.ReasonHeld, current, "lease %s is held: %s", name, desc)
+		return nil, heldStatus(name, current)
 	}
 	if newTerm {
 		attrs := []any{"lease", name, "holder", holder, "principal", c.Principal, "peer", c.Peer, "token", got.token, "expires_at", got.expiresAt}
@@ -384,6 +394,16 @@ func (s *Server) inTx(ctx context.Context, fn func(qctx context.Context, tx pgx.
 
 // leaseStatus is a FAILED_PRECONDITION with an ErrorInfo detail naming the
 // current term (when there is one).
+// heldStatus refuses an acquisition because current, another holder's
+// term, is live (current nil: its row was not seen).
+func heldStatus(name string, current *row) error {
+	desc := "held by another holder"
+	if current != nil {
+		desc = current.describe()
+	}
+	return leaseStatus(leaseapi.ReasonHeld, current, "lease %s is held: %s", name, desc)
+}
+
 func leaseStatus(reason string, current *row, format string, args ...any) error {
 	st := status.Newf(codes.FailedPrecondition, format, args...)
 	info := &errdetails.ErrorInfo{Reason: reason, Domain: leaseapi.ErrorDomain, Metadata: map[string]string{}}

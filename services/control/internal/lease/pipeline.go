@@ -154,8 +154,9 @@ func (s *Server) releaseOneTrip(ctx context.Context, c caller.Caller, name, hold
 	return ok, nil
 }
 
-// acquireTx decides an acquisition in two round trips and hands its
-// outcome to done: the row acquired (nil when refused) and whether it is a
+// acquireTx decides an acquisition in two round trips (after Acquire's
+// unlocked read, which refuses another holder's live term by itself) and
+// hands its outcome to done: the row acquired (nil when refused) and whether it is a
 // new term, the previous term, the live term of another holder that
 // refused it, and whether the call named the holder of a live term bound
 // to another principal. The first trip locks the lease row (the previous

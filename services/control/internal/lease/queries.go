@@ -102,6 +102,21 @@ func lockRow(ctx context.Context, tx pgx.Tx, name string) (*row, error) {
 	return r, nil
 }
 
+// peek reads the lease row of name without locking it, or nil when there
+// is none: one statement outside any transaction, one round trip.
+func (s *Server) peek(ctx context.Context, name string) (*row, error) {
+	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
+	defer cancel()
+	r, err := scanRow(s.db.QueryRow(qctx, `SELECT `+rowColumns+` FROM lease WHERE name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading lease %s: %w", name, err)
+	}
+	return r, nil
+}
+
 // acquireSQL is the acquisition, decided by one statement: insert the lease
 // when it does not exist (token: one more than any token ever recorded for
 // the name), else take it over when its term has ended or the caller holds
