@@ -27,6 +27,10 @@ MSGX_UPGRADE_OLD_BIN="$work/msgx-old" MSGX_UPGRADE_FROM="$short" \
 	"$GO" test -tags upgrade -count=1 -timeout 40m -run '^TestUpgrade_R_M4_RollingReplacementUnderLoad$' -v ./e2e/ 2>&1 |
 	tee "$work/log" | grep -E '^(upgrade from |--- |ok |FAIL|PASS)|upgrade_test.go' || true
 if ! grep -q '^--- PASS: TestUpgrade_R_M4' "$work/log"; then
+	# The verdict (what was lost, duplicated or out of order, and where)
+	# comes before the services' log tails the harness prints after it;
+	# a tail of the whole log would show the tails only.
+	sed -n '/upgrade run failed:/,/harness_test.go:[0-9]*: ----/p' "$work/log" | head -n 60
 	tail -n 80 "$work/log"
 	exit 1
 fi
