@@ -7,6 +7,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/testutil/mysqltest"
@@ -18,13 +19,8 @@ import (
 // again against a real PostgreSQL, so every Down is proven to work.
 func TestUpDownUp(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, db, err := migrations.Provider(url)
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = p.Up(ctx)
+	ctx, p, db := newProvider(t)
+	_, err := p.Up(ctx)
 	require.NoError(t, err)
 	_, err = p.DownTo(ctx, 0)
 	require.NoError(t, err)
@@ -56,13 +52,8 @@ func TestMailboxFixtureIsRepeatable(t *testing.T) {
 // "permission denied for table lease".
 func TestFenceKeyShare_R_M4_KeepsTheGrantsHardening(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, db, err := migrations.Provider(url)
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = p.UpTo(ctx, 37)
+	ctx, p, db := newProvider(t)
+	_, err := p.UpTo(ctx, 37)
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `ALTER FUNCTION msgx_fence(text, bigint) SECURITY DEFINER SET search_path = public, pg_temp`)
 	require.NoError(t, err)
@@ -87,4 +78,17 @@ func TestFenceKeyShare_R_M4_KeepsTheGrantsHardening(t *testing.T) {
 	require.Equal(t, "search_path=public, pg_temp", config)
 	require.Contains(t, body, "WHERE name = p_name FOR SHARE;")
 	require.NotContains(t, body, "KEY SHARE")
+}
+
+// newProvider migrates nothing yet: it returns the migration provider of a
+// new empty PostgreSQL database, its connection (closed when the test
+// ends) and a context of a minute.
+func newProvider(t *testing.T) (context.Context, *goose.Provider, *sql.DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	p, db, err := migrations.Provider(pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return ctx, p, db
 }

@@ -150,7 +150,6 @@ type sweepOutcome struct {
 func (e *Engine) sweepFlights(ctx context.Context, flids []int64, res *HistoryResult) error {
 	var outcomes []sweepOutcome
 	err := e.jobTx(ctx, func(tx pgx.Tx) error {
-		outcomes = outcomes[:0] // a retried transaction starts over
 		for _, flid := range flids {
 			if err := ctx.Err(); err != nil {
 				return err
