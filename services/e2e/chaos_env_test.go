@@ -82,6 +82,14 @@ type chaosEnv struct {
 	// and even otherwise; it grows with every Redis fault, so a check that
 	// read Redis across a fault can tell and look again.
 	redisEpoch atomic.Int64
+
+	// watcher judges the markers (set by the chaos run; nil elsewhere).
+	watcher *chaosWatcher
+
+	// pgPort is the port of the current PostgreSQL primary, which a
+	// failover moves (faultFailoverPostgres); the test's own pool follows
+	// it (followPrimary).
+	pgPort atomic.Int32
 }
 
 func newChaosEnv(t *testing.T) *chaosEnv {
@@ -125,6 +133,7 @@ func newChaosEnv(t *testing.T) *chaosEnv {
 	}
 	s.connect()
 	e.stack = s
+	e.followPrimary()
 	return e
 }
 
@@ -315,9 +324,10 @@ var chaosCleanKinds = []string{
 var chaosHangKinds = []string{faultHangPostgres, faultHangMariaDB, faultHangRedis, faultHangBroker}
 
 // chaosGreyKinds are the hangs, the projector killed with records in
-// hand and the proxy faults (R-M1, R-M6, R-M2), drawn besides the clean kinds when MSGX_CHAOS_GREY=1
-// (`make chaos` sets it).
-var chaosGreyKinds = slices.Concat(chaosHangKinds, []string{faultProjectorUnacked}, chaosProxyKinds)
+// hand, a PostgreSQL failover to a replica behind (faultFailoverPostgres)
+// and the proxy faults (R-M1, R-M6, R-M2), drawn besides the clean kinds
+// when MSGX_CHAOS_GREY=1 (`make chaos` sets it).
+var chaosGreyKinds = slices.Concat(chaosHangKinds, []string{faultProjectorUnacked, faultFailoverPostgres}, chaosProxyKinds)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
 // a server is down (R-H7 "reports not-ready while its dependency is gone").
@@ -418,6 +428,8 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 	case "unacked":
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)
+	case "failover":
+		res.Recovery = e.failover(problem)
 	default:
 		e.serverFault(f.Kind, problem)
 	}

@@ -257,28 +257,25 @@ func (f *chaosFeeder) replay(ctx context.Context, conn *grpc.ClientConn, msgID i
 		return fmt.Errorf("message never became DEAD: %w", ctx.Err())
 	}
 	cl := controlv1.NewReplayServiceClient(conn)
-	err := retry(ctx, func() error {
-		var n int
-		if err := f.s.pg.QueryRow(ctx, `SELECT count(*) FROM replay_request WHERE $1 = ANY(msg_ids)`, msgID).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_, err := cl.Execute(cctx, &controlv1.ExecuteReplayRequest{
-			Selector: &controlv1.ReplaySelector{MsgIds: []int64{msgID}},
-			Operator: "chaos", Reason: "R-H7 chaos run replays an exhausted message",
-		})
-		return err
-	})
-	if err != nil {
-		return err
-	}
+	// The request is made again whenever PostgreSQL does not show it: a
+	// call that failed, or one whose request a failover to a replica
+	// behind lost (faultFailoverPostgres), as an operator would who no
+	// longer finds it.
 	return retry(ctx, func() error {
 		var st string
-		if err := f.s.pg.QueryRow(ctx, `SELECT state FROM replay_request WHERE $1 = ANY(msg_ids)`, msgID).Scan(&st); err != nil {
+		err := f.s.pg.QueryRow(ctx, `SELECT state FROM replay_request WHERE $1 = ANY(msg_ids)`, msgID).Scan(&st)
+		if errors.Is(err, pgx.ErrNoRows) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, err := cl.Execute(cctx, &controlv1.ExecuteReplayRequest{
+				Selector: &controlv1.ReplaySelector{MsgIds: []int64{msgID}},
+				Operator: "chaos", Reason: "R-H7 chaos run replays an exhausted message",
+			}); err != nil {
+				return err
+			}
+			return errors.New("replay requested")
+		}
+		if err != nil {
 			return err
 		}
 		if st != "DONE" {
@@ -363,16 +360,20 @@ func (w *chaosWatcher) run() {
 			continue
 		}
 		var fresh []int64
+		w.mu.Lock()
 		for rows.Next() {
 			var id int64
 			if rows.Scan(&id) == nil && !w.seen[id] {
 				fresh = append(fresh, id)
 			}
 		}
+		w.mu.Unlock()
 		rows.Close()
 		for _, id := range fresh {
 			if w.check(ctx, id) {
+				w.mu.Lock()
 				w.seen[id] = true
+				w.mu.Unlock()
 			}
 		}
 		cancel()
@@ -442,6 +443,24 @@ func (w *chaosWatcher) check(ctx context.Context, id int64) bool {
 		}
 	}
 	return true
+}
+
+// checked reports whether every mailbox row marked now has been judged.
+func (w *chaosWatcher) checked(ctx context.Context) bool {
+	rows, err := w.s.mailbox.QueryContext(ctx, `SELECT CMINMSGS_ID FROM CMINMSGS WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for rows.Next() {
+		var id int64
+		if rows.Scan(&id) != nil || !w.seen[id] {
+			return false
+		}
+	}
+	return rows.Err() == nil
 }
 
 func (w *chaosWatcher) fail(format string, args ...any) {
@@ -836,6 +855,7 @@ type chaosEvent struct {
 // duplicated effect.
 func readMsgTopic(ctx context.Context, s *stack, index map[int64]int, o *chaosOutcome) error {
 	order := newMsgOrder()
+	order.commitsLost = s.commitsLost.Load()
 	return readTopic(ctx, s, s.kafka.Topics.Msg, func(r *kgo.Record) {
 		var ev chaosEvent
 		if err := json.Unmarshal(r.Value, &ev); err != nil {
@@ -938,6 +958,15 @@ const (
 type msgOrder struct {
 	last  map[int64]msgLast
 	first map[string][]byte // event ID → first delivery
+	// commitsLost is set when PostgreSQL lost commits in the run
+	// (stack.commitsLost): the processor applies the lost messages again,
+	// and each of their events comes again with its event ID, version and
+	// flight and a later occurred_at (when the change was committed again),
+	// possibly after a later version of the FLID. Such an event is counted
+	// as a redelivery: a consumer keeping the highest version drops it
+	// (docs/consumer-contract.md). Any other difference is still a
+	// duplicated effect.
+	commitsLost bool
 }
 
 type msgLast struct {
@@ -951,8 +980,11 @@ func newMsgOrder() *msgOrder {
 
 // observe judges one record and says why when it is not the next version.
 func (m *msgOrder) observe(flid, version int64, eventID string, raw []byte) (int, string) {
+	if prev, seen := m.first[eventID]; seen && m.commitsLost && sameBut(prev, raw, "occurred_at") {
+		return deliveryRedelivery, ""
+	}
 	if prev, seen := m.first[eventID]; seen && !bytes.Equal(prev, raw) {
-		return deliveryDuplicate, "two different msg events with one event ID"
+		return deliveryDuplicate, "two different msg events with one event ID (they differ in " + strings.Join(fieldsDiffer(prev, raw), ", ") + ")"
 	}
 	h := m.last[flid]
 	switch {
@@ -970,6 +1002,47 @@ func (m *msgOrder) observe(flid, version int64, eventID string, raw []byte) (int
 	m.last[flid] = msgLast{version: version, raw: raw}
 	m.first[eventID] = raw
 	return verdict, why
+}
+
+// sameBut reports whether two JSON objects are equal but for the
+// top-level field but.
+func sameBut(a, b []byte, but string) bool {
+	var x, y map[string]json.RawMessage
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	delete(x, but)
+	delete(y, but)
+	return reflect.DeepEqual(x, y)
+}
+
+// fieldsDiffer names the top-level fields in which two JSON objects differ
+// (the whole value when one is not an object).
+func fieldsDiffer(a, b []byte) []string {
+	var x, y map[string]json.RawMessage
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return []string{"the whole value"}
+	}
+	var out []string
+	for k, v := range x {
+		if w, ok := y[k]; !ok || !bytes.Equal(v, w) {
+			out = append(out, fmt.Sprintf("%s: %s → %s", k, clipJSON(v), clipJSON(w)))
+		}
+	}
+	for k, w := range y {
+		if _, ok := x[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: absent → %s", k, clipJSON(w)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func clipJSON(v json.RawMessage) string {
+	if len(v) > 120 {
+		return string(v[:120]) + "…"
+	}
+	return string(v)
 }
 
 // readSchdTopic keeps the last record per FLID of the compacted schd topic.

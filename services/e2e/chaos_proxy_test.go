@@ -125,7 +125,7 @@ func (e *chaosEnv) proxyFault(kind, family, server string, problem func(string, 
 func measuresRecovery(kind string) bool {
 	family, _, _ := strings.Cut(kind, "-")
 	switch family {
-	case "hang", "outage", proxyLatency, proxyBandwidth, proxyBlackHole, proxyReset:
+	case "hang", "outage", "failover", proxyLatency, proxyBandwidth, proxyBlackHole, proxyReset:
 		return true
 	}
 	return false

@@ -99,6 +99,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	}
 	watcher := watchChaosMarkers(e.stack, func() (int64, bool) { n := e.redisEpoch.Load(); return n, n%2 == 1 })
 	t.Cleanup(func() { watcher.finish() })
+	e.watcher = watcher
 	// The stream's budget; a run that stops making progress is given up
 	// long before it (chaosStall), and one whose service exits at once.
 	runCtx, cancel := e.untilBroken(context.Background(), chaosStreamBudgetFor(p.Messages, sched))

@@ -150,6 +150,10 @@ type stack struct {
 	controlUp bool
 	// migrate applies the schema (newStackMigrated); nil: this tree's.
 	migrate func(pgURL string)
+	// commitsLost is set by a fault that made PostgreSQL lose commits
+	// the services saw succeed (faultFailoverPostgres); the msg verdict
+	// then counts an event applied again as a redelivery (msgOrder).
+	commitsLost atomic.Bool
 	// bins runs the named processes from another msgx binary (an earlier
 	// release's, R-M4); the others run msgxBin.
 	bins map[string]string

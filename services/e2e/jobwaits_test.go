@@ -74,7 +74,9 @@ func waitEnd(t time.Time, what string) string {
 // the kind of lock it waits for (wait_event: "object" is the notification
 // queue's, which a transaction that notified holds through its commit;
 // "transactionid" and "tuple" a row's), and whether it is a wait for the
-// lease row. A wait lasts from the first
+// lease row. Each wait names what it waits behind: each blocking
+// session's name, state and statement (an idle-in-transaction blocker
+// shows the last statement it ran). A wait lasts from the first
 // sample that saw it to the last, plus one interval.
 type jobWaitSampler struct {
 	stopOnce sync.Once
@@ -132,7 +134,8 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			case <-tick.C:
 			}
 			rows, err := s.pg.Query(ctx, `
-				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60) || ' [lock on ' || w.wait_event || ']',
+				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60) || ' [lock on ' || w.wait_event || ']'
+						|| ' behind ' || string_agg(DISTINCT coalesce(b.application_name, '') || ' (' || coalesce(b.state, '?') || '): ' || left(regexp_replace(coalesce(b.query, ''), '\s+', ' ', 'g'), 60), '; '),
 					bool_or(b.application_name = $1), w.query ~ 'msgx_fence|UPDATE lease\M'
 				FROM pg_stat_activity w
 				CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)

@@ -30,6 +30,9 @@ type Postgres struct {
 	logDir string
 	tlsOpt string // the server's TLS settings under WithTLS
 	caFile string // the CA under WithTLS
+	// uid and gid own the data directory when the server runs as the
+	// postgres user (runAs); -1 otherwise.
+	uid, gid int
 }
 
 // NewPostgres initialises a cluster in a new directory and starts it on a
@@ -58,6 +61,7 @@ func NewPostgres(t testing.TB, opts ...Option) *Postgres {
 		}
 		p.runAs = []string{lookPath(t, "runuser", "/usr/sbin/runuser"), "-u", "postgres", "--"}
 	}
+	p.uid, p.gid = uid, gid
 	if out, err := p.run(initdb, "-D", p.data(), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}

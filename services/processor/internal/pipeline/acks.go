@@ -29,25 +29,30 @@ type Ack struct {
 // consumer_offset in the same transaction that applies the acks.
 func (e *Engine) acksService() *lifecycle.Service {
 	var cl *kgo.Client
+	var own position // where the consumer stands (positions.go)
 	topic := e.opt.Kafka.Topics.ProjectionAcks
+	// open starts consuming at what consumer_offset holds.
+	open := func(ctx context.Context) error {
+		offsets, stored, err := e.ackOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		own = stored
+		opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-acks"),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+			kgo.FetchMaxWait(500*time.Millisecond),
+		)
+		cl, err = kgo.NewClient(opts...)
+		if err != nil {
+			return fmt.Errorf("creating acks consumer: %w", err)
+		}
+		return nil
+	}
 	return lifecycle.NewService("processor-acks",
-		func(ctx context.Context) error {
-			offsets, err := e.ackOffsets(ctx, topic)
-			if err != nil {
-				return err
-			}
-			opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-acks"),
-				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-				kgo.FetchMaxWait(500*time.Millisecond),
-			)
-			cl, err = kgo.NewClient(opts...)
-			if err != nil {
-				return fmt.Errorf("creating acks consumer: %w", err)
-			}
-			return nil
-		},
+		open,
 		func(ctx context.Context) error {
 			wait := kafka.NewPollWait()
+			var checked time.Time // the last idle position check
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {
@@ -67,14 +72,50 @@ func (e *Engine) acksService() *lifecycle.Service {
 					}
 					acks = append(acks, a)
 				})
+				var moved *positionMoved
 				if len(next) == 0 {
+					moved = e.idlePositionCheck(ctx, &checked, topic, own)
+				} else {
+					// Only the partitions of this fetch are checked and stored.
+					mine := make(position, len(next))
+					for p := range next {
+						if o, ok := own[p]; ok {
+							mine[p] = o
+						} else {
+							mine[p] = -1
+						}
+					}
+					_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
+						err := e.applyAcksFrom(ctx, acks, topic, next, mine)
+						if moved = asPositionMoved(err); moved != nil {
+							return nil
+						}
+						return err
+					}, func(err error, wait time.Duration) {
+						e.log.Warn("applying projection acks; retrying", "err", err, "retry_in", wait)
+					}) // fails only when stopping; the acks are consumed again after a restart
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				if moved == nil {
+					for p, o := range next {
+						own[p] = o
+					}
 					continue
 				}
-				_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
-					return e.applyAcks(ctx, acks, topic, next)
-				}, func(err error, wait time.Duration) {
-					e.log.Warn("applying projection acks; retrying", "err", err, "retry_in", wait)
-				}) // fails only when stopping; the acks are consumed again after a restart
+				// Acks are idempotent: applying them again is harmless.
+				e.log.Error("the acks position in PostgreSQL is not where this consumer stored it; consuming again from the stored one",
+					"err", moved, "topic", topic)
+				e.metrics.positionMoved.Add(ctx, 1, topicAttr(topic))
+				cl.Close()
+				if err := backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error { return open(ctx) },
+					func(err error, wait time.Duration) {
+						e.log.Warn("reopening the acks consumer; retrying", "err", err, "retry_in", wait)
+					}); err != nil {
+					cl = nil
+					return nil // stopping
+				}
 			}
 		},
 		func(error) error {
@@ -85,41 +126,38 @@ func (e *Engine) acksService() *lifecycle.Service {
 		})
 }
 
-// ackOffsets returns where to resume each partition of the acks topic.
-func (e *Engine) ackOffsets(ctx context.Context, topic string) (map[int32]kgo.Offset, error) {
+// ackOffsets returns where to resume each partition of the acks topic, and
+// the positions stored (-1 for a partition without one, resumed from its
+// start).
+func (e *Engine) ackOffsets(ctx context.Context, topic string) (map[int32]kgo.Offset, position, error) {
 	cl, err := kgo.NewClient(e.opt.Kafka.ClientOpts(e.log, "processor-admin")...)
 	if err != nil {
-		return nil, fmt.Errorf("creating admin client: %w", err)
+		return nil, nil, fmt.Errorf("creating admin client: %w", err)
 	}
 	defer cl.Close()
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	topics, err := kadm.NewClient(cl).ListTopics(mctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("reading partitions of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("reading partitions of %s: %w", topic, err)
 	}
 	td, ok := topics[topic]
 	if !ok || td.Err != nil {
-		return nil, fmt.Errorf("reading partitions of %s: topic missing (%v)", topic, td.Err)
+		return nil, nil, fmt.Errorf("reading partitions of %s: topic missing (%v)", topic, td.Err)
+	}
+	stored, err := e.storedPositions(ctx, topic)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := map[int32]kgo.Offset{}
+	own := position{}
 	for p := range td.Partitions {
-		out[p] = kgo.NewOffset().AtStart()
+		out[p], own[p] = kgo.NewOffset().AtStart(), -1
 	}
-	rows, err := e.pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offset WHERE consumer=$1 AND topic=$2`, e.opt.ConsumerName, topic)
-	if err != nil {
-		return nil, fmt.Errorf("loading ack offsets: %w", err)
+	for p, next := range stored {
+		out[p], own[p] = kgo.NewOffset().At(next), next
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var p int32
-		var next int64
-		if err := rows.Scan(&p, &next); err != nil {
-			return nil, fmt.Errorf("loading ack offsets: %w", err)
-		}
-		out[p] = kgo.NewOffset().At(next)
-	}
-	return out, rows.Err()
+	return out, own, nil
 }
 
 // ApplyAcks removes the pending projections the acks satisfy — an ack of
@@ -146,6 +184,13 @@ func (e *Engine) ApplyAcks(ctx context.Context, acks []Ack) error {
 // includes the executor's commit it waited for; the executor decides
 // APPLIED under the same row lock (markApplied).
 func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next map[int32]int64) error {
+	return e.applyAcksFrom(ctx, acks, topic, next, nil)
+}
+
+// applyAcksFrom is applyAcks by a consumer standing at own: it fails with
+// *positionMoved, applying nothing, when a stored position of own's
+// partitions is another (positions.go). A nil own checks nothing.
+func (e *Engine) applyAcksFrom(ctx context.Context, acks []Ack, topic string, next map[int32]int64, own position) error {
 	now := e.clock.Now()
 	var done []procstate.SucceededAt
 	parts := make([]int32, 0, len(next))
@@ -166,6 +211,7 @@ func (e *Engine) applyAcks(ctx context.Context, acks []Ack, topic string, next m
 		// that begins the transaction; the SUCCEEDED states go with the
 		// fence and COMMIT (R-M2).
 		b := &pgx.Batch{}
+		e.queuePositionCheck(b, topic, own)
 		b.Queue(ackOffsetsSQL, e.opt.ConsumerName, topic, parts, offs, now)
 		var locked []int64
 		if len(acks) > 0 {

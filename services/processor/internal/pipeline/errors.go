@@ -36,6 +36,10 @@ func stateAttr(s string) metric.AddOption {
 	return metric.WithAttributes(attribute.String("state", s))
 }
 
+func topicAttr(t string) metric.AddOption {
+	return metric.WithAttributes(attribute.String("topic", t))
+}
+
 // failure is a retryable outcome of an execution.
 type failure struct {
 	class, reason string

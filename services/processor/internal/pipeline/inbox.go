@@ -25,26 +25,35 @@ import (
 // consumer_offset and registers every record in proc_state.
 func (e *Engine) inboxService() *lifecycle.Service {
 	var cl *kgo.Client
+	var own position // where the consumer stands (positions.go)
 	topic := e.opt.Kafka.Topics.Inbox
+	// open starts consuming at what consumer_offset holds.
+	open := func(ctx context.Context) error {
+		stored, err := e.storedPositions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		next, ok := stored[0]
+		own = position{0: next}
+		if !ok {
+			next, own[0] = 0, -1
+		}
+		opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-inbox"),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(next)}}),
+			kgo.FetchMaxWait(500*time.Millisecond),
+		)
+		cl, err = kgo.NewClient(opts...)
+		if err != nil {
+			return fmt.Errorf("creating inbox consumer: %w", err)
+		}
+		e.log.Info("consuming inbox", "topic", topic, "offset", next)
+		return nil
+	}
 	return lifecycle.NewService("processor-inbox",
-		func(ctx context.Context) error {
-			next, err := e.loadOffset(ctx, topic)
-			if err != nil {
-				return err
-			}
-			opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-inbox"),
-				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(next)}}),
-				kgo.FetchMaxWait(500*time.Millisecond),
-			)
-			cl, err = kgo.NewClient(opts...)
-			if err != nil {
-				return fmt.Errorf("creating inbox consumer: %w", err)
-			}
-			e.log.Info("consuming inbox", "topic", topic, "offset", next)
-			return nil
-		},
+		open,
 		func(ctx context.Context) error {
 			wait := kafka.NewPollWait()
+			var checked time.Time // the last idle position check
 			for {
 				fetches := poll(ctx, cl)
 				if ctx.Err() != nil {
@@ -55,12 +64,35 @@ func (e *Engine) inboxService() *lifecycle.Service {
 				}
 				var recs []*kgo.Record
 				fetches.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+				var moved *positionMoved
+				if len(recs) == 0 {
+					moved = e.idlePositionCheck(ctx, &checked, topic, own)
+				} else {
+					moved = e.registerWithRetry(ctx, topic, recs, own)
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				if moved != nil {
+					// The records after the stored position are consumed
+					// again; registering them twice is harmless (INV-9).
+					e.log.Error("the inbox position in PostgreSQL is not where this consumer stored it; consuming again from the stored one",
+						"err", moved, "topic", topic)
+					e.metrics.positionMoved.Add(ctx, 1, topicAttr(topic))
+					cl.Close()
+					if err := backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error { return open(ctx) },
+						func(err error, wait time.Duration) {
+							e.log.Warn("reopening the inbox consumer; retrying", "err", err, "retry_in", wait)
+						}); err != nil {
+						cl = nil
+						return nil // stopping
+					}
+					continue
+				}
 				if len(recs) == 0 {
 					continue
 				}
-				if err := e.registerWithRetry(ctx, topic, recs); err != nil {
-					return err
-				}
+				own[0] = recs[len(recs)-1].Offset + 1
 				e.Wake()
 			}
 		},
@@ -86,14 +118,21 @@ func (e *Engine) loadOffset(ctx context.Context, topic string) (int64, error) {
 }
 
 // registerWithRetry registers a fetched batch; a database outage pauses the
-// consumer (the records stay in Kafka) until PostgreSQL answers again.
-func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kgo.Record) error {
+// consumer (the records stay in Kafka) until PostgreSQL answers again. It
+// returns the stored position's move when the registration found one
+// (positions.go); nothing was registered then.
+func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kgo.Record, own position) *positionMoved {
+	var moved *positionMoved
 	_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
-		return e.register(ctx, topic, recs)
+		err := e.registerFrom(ctx, topic, recs, own)
+		if moved = asPositionMoved(err); moved != nil {
+			return nil
+		}
+		return err
 	}, func(err error, wait time.Duration) {
 		e.log.Warn("registering inbox records; retrying", "err", err, "retry_in", wait)
 	}) // fails only when stopping; nothing was registered, the records are fetched again
-	return nil
+	return moved
 }
 
 // register stores each record once (INV-9) and the consumer position in one
@@ -108,6 +147,13 @@ func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kg
 // statement each: a fetch holds hundreds of records, and PostgreSQL's cost
 // per statement was the larger part of registering them.
 func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record) error {
+	return e.registerFrom(ctx, topic, recs, nil)
+}
+
+// registerFrom is register by a consumer standing at own: the
+// registration fails with *positionMoved, registering nothing, when the
+// stored position is another (positions.go). A nil own checks nothing.
+func (e *Engine) registerFrom(ctx context.Context, topic string, recs []*kgo.Record, own position) error {
 	now := e.clock.Now()
 	n := 0
 	var arrivals []*time.Time // receive times of the records this transaction registered
@@ -123,6 +169,8 @@ func (e *Engine) register(ctx context.Context, topic string, recs []*kgo.Record)
 		// First, so that every later statement's snapshot sees a cleanup
 		// that committed before it and none runs until this commits.
 		b.Queue(cleanupLockShared, cleanupLockKey)
+		// Then the consumer's position, before anything is registered.
+		e.queuePositionCheck(b, topic, own)
 		// Rows of the multi-row insert; a mailbox ID twice in one fetch is
 		// registered from its first record, as a later fetch's would be.
 		var rows []procstate.Register

@@ -39,6 +39,10 @@ type metrics struct {
 	// registration because the cleanup had deleted the shadowed record of
 	// their mailbox ID: republished, never executed again (R-L6).
 	cleanedRepublished metric.Int64Counter
+	// positionMoved counts the times a consumer found its stored position
+	// in PostgreSQL other than its own and consumed again from the stored
+	// one, by topic: PostgreSQL lost commits (positions.go).
+	positionMoved metric.Int64Counter
 	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
 	// message took from the previous stage to this one (R-I4).
 	stages metric.Float64Histogram
@@ -91,6 +95,10 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	}
 	if out.selfCheckRepaired, err = m.Int64Counter("msgx_processor_selfcheck_repaired_total",
 		metric.WithDescription("stranded messages the self-check finished, by kind (applied-without-pending, terminal-without-intent)")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if out.positionMoved, err = m.Int64Counter("msgx_processor_consumer_position_moved_total",
+		metric.WithDescription("times a consumer of the processor found its position stored in PostgreSQL other than where it stored it and consumed again from the stored one, by topic: PostgreSQL lost commits (a failover to a replica behind, a restore)")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
 	if out.stages, err = m.Float64Histogram("msgx_processor_stage_latency_seconds", metric.WithUnit("s"),
