@@ -83,6 +83,10 @@ type chaosEnv struct {
 	// read Redis across a fault can tell and look again.
 	redisEpoch atomic.Int64
 
+	// redoLost asks again for what the feeder's operator actions did that
+	// PostgreSQL lost (set by the chaos run; nil elsewhere).
+	redoLost func(ctx context.Context) error
+
 	// watcher judges the markers (set by the chaos run; nil elsewhere).
 	watcher *chaosWatcher
 

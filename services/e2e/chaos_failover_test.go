@@ -90,7 +90,16 @@ func (e *chaosEnv) failover(problem func(string, ...any)) time.Duration {
 	e.t.Logf("chaos: failover to a replica at WAL %s; the old primary had written up to %s and marked %d rows after the replica's cut (%d before it)",
 		kept, lostFrom, marked-before, before)
 	release()
-	return e.awaitRecovery(problem)
+	recovery := e.awaitRecovery(problem)
+	if e.redoLost != nil {
+		// Only an operator can bring back what an operator asked for.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.redoLost(ctx); err != nil {
+			problem("asking again for what the failover lost: %v", err)
+		}
+	}
+	return recovery
 }
 
 // followPrimary replaces the test's own pool (s.pg) with one that connects

@@ -145,6 +145,37 @@ type chaosFeeder struct {
 	ids  []int64
 	err  error
 	done chan struct{}
+	// replayed are the messages whose replay the feeder saw DONE.
+	replayed []int64
+}
+
+// redoLost asks again, as an operator would after a failover that lost
+// PostgreSQL's last commits, for every replay the feeder saw DONE that
+// PostgreSQL no longer shows, and waits until each is DONE again.
+func (f *chaosFeeder) redoLost(ctx context.Context) error {
+	f.mu.Lock()
+	replayed := append([]int64(nil), f.replayed...)
+	f.mu.Unlock()
+	conn, err := grpc.NewClient(f.s.controlAddr, f.s.controlCreds())
+	if err != nil {
+		return fmt.Errorf("dialling the control plane: %w", err)
+	}
+	defer conn.Close()
+	for _, id := range replayed {
+		var n int
+		if err := retry(ctx, func() error {
+			return f.s.pg.QueryRow(ctx, `SELECT count(*) FROM replay_request WHERE $1 = ANY(msg_ids)`, id).Scan(&n)
+		}); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue // not lost
+		}
+		if err := f.replay(ctx, conn, id); err != nil {
+			return fmt.Errorf("replaying %d again: %w", id, err)
+		}
+	}
+	return nil
 }
 
 func startFeeder(ctx context.Context, s *stack, w *chaosWorkload, window int) *chaosFeeder {
@@ -194,6 +225,9 @@ func (f *chaosFeeder) run(ctx context.Context) error {
 			if err := f.replay(ctx, conn, f.ids[m.ReplayOf]); err != nil {
 				return fmt.Errorf("message %d: replaying %d: %w", i, f.ids[m.ReplayOf], err)
 			}
+			f.mu.Lock()
+			f.replayed = append(f.replayed, f.ids[m.ReplayOf])
+			f.mu.Unlock()
 		case actionRQFD:
 			if err := f.rqfd(ctx, conn); err != nil {
 				return fmt.Errorf("message %d: sending RQFD: %w", i, err)

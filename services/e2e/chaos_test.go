@@ -110,6 +110,7 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	window := max(10, p.Messages/(p.Faults+1)/2)
 	feeder := startFeeder(runCtx, e.stack, w, window)
 	e.inserted = func() int { return len(feeder.inserted()) }
+	e.redoLost = feeder.redoLost
 	e.freezeFeed = func() func() {
 		held := feeder.limit.Load()
 		feeder.limit.Store(int64(len(feeder.inserted())))
