@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,7 +65,7 @@ const (
 // <prefix>idle-in-tx-timeout, <prefix>statement-timeout and
 // <prefix>lock-timeout.
 func (c *Config) RegisterFlags(prefix string, fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, prefix+"url", "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", "PostgreSQL connection URL (the system's own database)")
+	fs.StringVar(&c.URL, prefix+"url", "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", "PostgreSQL connection URL (the system's own database); a session is opened only on a server that takes writes (target_session_attrs=read-write) unless the URL sets target_session_attrs")
 	c.MaxConns = 10
 	fs.Func(prefix+"max-conns", "maximum pool connections (default 10)", func(s string) error {
 		_, err := fmt.Sscan(s, &c.MaxConns)
@@ -110,6 +111,7 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	SetIdleInTxTimeout(pc, c.IdleInTxTimeout)
 	setTimeout(pc, "statement_timeout", c.StatementTimeout)
 	setTimeout(pc, "lock_timeout", c.LockTimeout)
+	requireWritable(pc, c.URL)
 	if _, set := pc.ConnConfig.RuntimeParams["application_name"]; !set && c.ApplicationName != "" {
 		if pc.ConnConfig.RuntimeParams == nil {
 			pc.ConnConfig.RuntimeParams = map[string]string{}
@@ -127,6 +129,24 @@ func Connect(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("pinging postgres: %w", err)
 	}
 	return pool, nil
+}
+
+// requireWritable makes every new connection of pc check that the server
+// takes writes (libpq's target_session_attrs=read-write, one SHOW per new
+// connection) unless url chooses its own target_session_attrs. Every
+// service writes, and after a failover a name or address can lead to a
+// standby for a while (a cached DNS answer, an endpoint list not yet
+// updated, a replica promoted late): a session there would fail each write
+// with "cannot execute … in a read-only transaction" (SQLSTATE 25006) and
+// the pool would keep it. Refused at connect, the standby is an outage
+// instead — the service reports not-ready and retries until the address
+// leads to the primary (docs/reliability.md, "A failover to a replica that
+// lagged"); with several hosts in the URL the next one is tried.
+func requireWritable(pc *pgxpool.Config, url string) {
+	if strings.Contains(url, "target_session_attrs") {
+		return
+	}
+	pc.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
 }
 
 // SetIdleInTxTimeout makes every connection of the pool configured by pc

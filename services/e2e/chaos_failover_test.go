@@ -7,6 +7,7 @@ import (
 
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,11 +19,12 @@ import (
 // proven): a streaming replica of the primary is made mid-stream and cut
 // off from its WAL; the primary goes on alone until more rows are marked —
 // their effects, registrations, outbox rows, lease renewals and consumer
-// offsets committed on it only — and then crashes; the replica is promoted
-// and the database address (the fault proxy, as a DNS name or virtual IP
-// would) moves to it. The services keep running: they reconnect to a
-// primary that lacks the old one's last commits while the mailbox, the
-// broker and Redis keep what those commits caused. The run must end as the
+// offsets committed on it only — and then crashes; the database address
+// (the fault proxy, as a DNS name or virtual IP would) moves to the
+// replica while it is still a standby, and then it is promoted. The
+// services keep running: they reconnect to a primary that lacks the old
+// one's last commits while the mailbox, the broker and Redis keep what
+// those commits caused. The run must end as the
 // run without faults does, nothing lost or applied differently.
 const faultFailoverPostgres = "failover-postgres"
 
@@ -77,14 +79,22 @@ func (e *chaosEnv) failover(problem func(string, ...any)) time.Duration {
 		problem("crashing the primary: %v", err)
 		return 0
 	}
-	if err := replica.Promote(); err != nil {
-		problem("%v", err)
-		return 0
-	}
+	// The address moves before the replica is promoted, as a name or an
+	// endpoint list can lead to the new primary before it takes writes:
+	// the services must refuse the standby's sessions — an outage, every
+	// instance that uses PostgreSQL not ready — rather than keep sessions
+	// whose writes fail and count them against the messages.
 	e.pgSrv = replica
 	e.pgPort.Store(int32(replica.Port()))
 	if err := e.proxies["postgres"].SetUpstream(fmt.Sprintf("127.0.0.1:%d", replica.Port())); err != nil {
 		problem("moving the database address: %v", err)
+		return 0
+	}
+	if still := e.waitNotReady(e.dependents(faultPostgres), 15*time.Second); len(still) > 0 && !e.isBroken() {
+		problem("%s still reported ready 15s after the address led to a standby", strings.Join(still, ", "))
+	}
+	if err := replica.Promote(); err != nil {
+		problem("%v", err)
 		return 0
 	}
 	e.t.Logf("chaos: failover to a replica at WAL %s; the old primary had written up to %s and marked %d rows after the replica's cut (%d before it)",

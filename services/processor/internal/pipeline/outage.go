@@ -25,7 +25,11 @@ func isOutage(err error) bool {
 		case "08", "57": // connection exception; operator intervention (admin shutdown, crash shutdown, cannot connect now)
 			return pgErr.Code != "57014" // query_canceled is a timeout of ours, not an outage
 		}
-		return false
+		// read_only_sql_transaction: the server takes no writes — a standby
+		// a session reached during a failover, or writes frozen by an
+		// operator — which says nothing about the message (pgxutil refuses
+		// a standby at connect; this is the session that was already open).
+		return pgErr.Code == "25006"
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -77,4 +78,42 @@ func TestHead_R_L2_OutageLongerThanHeadDeadlineEndsApplied(t *testing.T) {
 	require.Equal(t, StateApplied, r.State, r.Reason)
 	require.Equal(t, "S1", h.flight(15).Doc["STND"], "the flight change is applied, not lost")
 	require.Zero(t, h.mailboxRows(2), "APPLIED waits for the projector; no DEAD marker")
+}
+
+// TestHead_R_M1_ReadOnlyServerIsAnOutage: a session on a server that takes
+// no writes (a standby reached during a failover, writes frozen by an
+// operator; SQLSTATE 25006) is an outage, not a failure of the head: the
+// head spends no attempt however long it lasts, and runs once the server
+// takes writes again.
+func TestHead_R_M1_ReadOnlyServerIsAnOutage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(o *Options) { o.MaxAttempts = 2 })
+	ctx := context.Background()
+	h.run(1, schd(1, "DNLD", fltr(15, day23)))
+	h.insert(2, flopMsg(2, "STND", flopRec(15, "<STND>S1</STND>")))
+
+	var db string
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	h.exec(`ALTER DATABASE ` + pgx.Identifier{db}.Sanitize() + ` SET default_transaction_read_only = on`)
+	h.pool.Reset() // every session from now on is read-only
+	for i := 0; i < 5; i++ {
+		h.clk.Advance(time.Second)
+		progressed, _, err := h.e.Step(ctx)
+		require.Error(t, err, "the server takes no writes")
+		require.False(t, progressed)
+		require.True(t, isOutage(err), "%v", err)
+	}
+	r := h.proc(2)
+	require.Equal(t, StatePending, r.State, r.Reason)
+	require.Zero(t, r.Attempts, "no attempt spent on a read-only server")
+
+	require.NoError(t, pgx.BeginTxFunc(ctx, h.pool, pgx.TxOptions{AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` RESET default_transaction_read_only`)
+		return err
+	}))
+	h.pool.Reset()
+	progressed, _, err := h.e.Step(ctx)
+	require.NoError(t, err)
+	require.True(t, progressed)
+	require.Equal(t, StateApplied, h.proc(2).State)
 }
