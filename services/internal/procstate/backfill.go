@@ -44,19 +44,26 @@ WHERE msg_id = ANY($2) AND backfilled_at IS NULL`, at, msgIDs); err != nil {
 	return nil
 }
 
-// ReopenShadowed opens again, at at, the backfill of each republished
-// message ids[i] whose text is still raws[i] and whose marker shadow mode
-// settled unwritten (backfill outcome shadowed, R-L6): its outcome is
-// cleared and a new mailbox intent written, in one statement.
-func ReopenShadowed(ctx context.Context, db DB, ids []int64, raws []string, at time.Time) error {
+// ReopenUnmarked opens again, at at, the backfill of each republished
+// message ids[i] whose text is still raws[i] and whose marker is not in the
+// mailbox although its backfill is settled: shadow mode settled it
+// unwritten (outcome shadowed, R-L6), or the marker was written (written,
+// already-marked) and the mailbox lost it — restored from a backup, failed
+// over to a replica that had not received it. Ingest republishes only rows
+// it reads unmarked, so a republish of such a message says its row needs
+// the marker again (INV-8; C-5: the marker is written only where the row
+// holds none). Its outcome is cleared and a new mailbox intent written, in
+// one statement; a marker that landed meanwhile makes the new intent
+// already-marked, nothing more.
+func ReopenUnmarked(ctx context.Context, db DB, ids []int64, raws []string, at time.Time) error {
 	if _, err := db.Exec(ctx, `
 	WITH r AS (
 		UPDATE proc_state p SET backfilled_at = NULL, backfill_outcome = NULL
 		FROM unnest($1::bigint[], $2::text[]) AS c(id, raw)
-		WHERE p.msg_id = c.id AND p.raw = c.raw AND p.backfill_outcome = 'shadowed'
+		WHERE p.msg_id = c.id AND p.raw = c.raw AND p.backfill_outcome IN ('shadowed', 'written', 'already-marked')
 		RETURNING p.msg_id)
 	`+outbox.InsertMailboxIntent("r", 3), ids, raws, at); err != nil {
-		return fmt.Errorf("opening shadowed backfills again: %w", err)
+		return fmt.Errorf("opening settled backfills of unmarked rows again: %w", err)
 	}
 	return nil
 }

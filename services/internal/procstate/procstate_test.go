@@ -576,32 +576,40 @@ func TestRegisterDead_R_B2_INV8_UnreadableRecordFinishedWithItsIntent(t *testing
 	require.Equal(t, []string{"mailbox:1"}, outboxRows(t, db))
 }
 
-// TestReopenShadowed_R_L6_INV8_RepublishedSameTextOnly: a republished
-// message whose marker shadow mode settled unwritten gets its backfill
+// TestReopenUnmarked_R_L6_INV8_RepublishedSameTextOnly: a republished
+// message whose backfill is settled — its marker settled unwritten by
+// shadow mode, or written and lost by the mailbox — gets its backfill
 // opened again with a new intent in the same statement; one with another
-// text, or whose marker was written, is left as it is.
-func TestReopenShadowed_R_L6_INV8_RepublishedSameTextOnly(t *testing.T) {
+// text, or whose backfill was abandoned or discarded, is left as it is.
+func TestReopenUnmarked_R_L6_INV8_RepublishedSameTextOnly(t *testing.T) {
 	t.Parallel()
 	eachSize(t, func(t *testing.T, db *pgxpool.Pool, msgs []int64) {
 		ctx := context.Background()
-		insert(t, db, Succeeded, append(msgs, 1, 2)...)
-		_, err := db.Exec(ctx, `UPDATE proc_state SET backfilled_at = $1, backfill_outcome = 'shadowed'`, t0)
+		insert(t, db, Succeeded, append(msgs, 1, 2, 3, 4)...)
+		_, err := db.Exec(ctx, `UPDATE proc_state SET backfilled_at = $1,
+			backfill_outcome = CASE msg_id WHEN 2 THEN 'abandoned' WHEN 3 THEN 'discarded' ELSE 'shadowed' END`, t0)
 		require.NoError(t, err)
-		_, err = db.Exec(ctx, `UPDATE proc_state SET backfill_outcome = 'written' WHERE msg_id = 2`)
-		require.NoError(t, err)
+		if len(msgs) > 1 {
+			// The mailbox lost markers that were written.
+			_, err = db.Exec(ctx, `UPDATE proc_state SET backfill_outcome = 'written' WHERE msg_id = $1`, msgs[0])
+			require.NoError(t, err)
+			_, err = db.Exec(ctx, `UPDATE proc_state SET backfill_outcome = 'already-marked' WHERE msg_id = $1`, msgs[1])
+			require.NoError(t, err)
+		}
 		raws := make([]string, len(msgs))
 		var want []string
 		for i, id := range msgs {
 			raws[i] = "<MSG/>"
 			want = append(want, fmt.Sprintf("mailbox:%d", id))
 		}
-		require.NoError(t, ReopenShadowed(ctx, db, append(msgs, 1, 2), append(raws, "<OTHER/>", "<MSG/>"), t1))
+		require.NoError(t, ReopenUnmarked(ctx, db, append(msgs, 1, 2, 3), append(raws, "<OTHER/>", "<MSG/>", "<MSG/>"), t1))
 		for _, id := range msgs {
 			require.Nil(t, read(t, db, id).Backfilled)
 		}
 		require.NotNil(t, read(t, db, 1).Backfilled, "another text is another message (R-L5)")
-		require.NotNil(t, read(t, db, 2).Backfilled, "a written marker stays")
-		require.Equal(t, want, outboxRows(t, db))
+		require.NotNil(t, read(t, db, 2).Backfilled, "an abandoned backfill is requeued by an operator")
+		require.NotNil(t, read(t, db, 3).Backfilled, "a discarded backfill stays discarded")
+		require.ElementsMatch(t, want, outboxRows(t, db))
 	})
 }
 

@@ -249,7 +249,7 @@ func (e *Engine) registerFrom(ctx context.Context, topic string, recs []*kgo.Rec
 				again.add(r.MsgID, r.Raw, r.ReceivedAt, r.Offset)
 			}
 		}
-		if err := e.reopenShadowed(ctx, tx, again, now); err != nil {
+		if err := e.reopenUnmarked(ctx, tx, again, now); err != nil {
 			return err
 		}
 		var err error

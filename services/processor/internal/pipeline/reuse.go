@@ -102,21 +102,24 @@ func (e *Engine) reportReused(ctx context.Context, held []reusedText) {
 	}
 }
 
-// reopenShadowed runs in the registration's transaction, only when a fetch
+// reopenUnmarked runs in the registration's transaction, only when a fetch
 // holds IDs registered before. Ingest republishes a row only while the
-// mailbox shows it unmarked and at or above ingest.mailbox.start-id, where
-// every row is this gateway's to mark (R-L6): a republished message whose
-// marker shadow mode never wrote therefore still needs it. This is how
-// leaving shadow mode marks the rows of the cutover nobody marked (ingest
-// republishes every unmarked row after its restart), and only those: the
-// rows the predecessor marked are never republished, so no old marker
-// floods the mailbox. In shadow mode the new intent is settled as
-// shadowed again.
-func (e *Engine) reopenShadowed(ctx context.Context, tx pgx.Tx, c reusedCandidates, now time.Time) error {
+// mailbox shows it unmarked (and at or above ingest.mailbox.start-id in
+// shadow mode, where every row is this gateway's to mark, R-L6), so a
+// republished message whose backfill is settled still needs its marker:
+// shadow mode never wrote it — this is how leaving shadow mode marks the
+// rows of the cutover nobody marked (ingest republishes every unmarked row
+// after its restart), and only those: the rows the predecessor marked are
+// never republished, so no old marker floods the mailbox — or the mailbox
+// lost the marker written (a restore, a failover to a replica behind).
+// Without this such a row stayed unmarked for good, republished every
+// republish-after. In shadow mode the new intent is settled as shadowed
+// again.
+func (e *Engine) reopenUnmarked(ctx context.Context, tx pgx.Tx, c reusedCandidates, now time.Time) error {
 	if len(c.ids) == 0 {
 		return nil
 	}
-	if err := procstate.ReopenShadowed(ctx, tx, c.ids, c.raws, now); err != nil {
+	if err := procstate.ReopenUnmarked(ctx, tx, c.ids, c.raws, now); err != nil {
 		return fmt.Errorf("republished mailbox IDs: %w", err)
 	}
 	return nil
