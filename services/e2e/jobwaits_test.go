@@ -70,14 +70,16 @@ func waitEnd(t time.Time, what string) string {
 
 // jobWaitSampler samples pg_stat_activity of the stack's database: every
 // msgx session but the daily job's own that waits for a lock, with the
-// application_name of each session blocking it (pg_blocking_pids) and
-// the kind of lock it waits for (wait_event: "object" is the notification
+// application_name of each session blocking it (pg_blocking_pids) and the
+// kind of lock it waits for (wait_event: "object" is the notification
 // queue's, which a transaction that notified holds through its commit;
 // "transactionid" and "tuple" a row's), and whether it is a wait for the
-// lease row. Each wait names what it waits behind: each blocking
-// session's name, state and statement (an idle-in-transaction blocker
-// shows the last statement it ran). A wait lasts from the first
-// sample that saw it to the last, plus one interval.
+// lease row: a fence or a lease UPDATE waiting on a row lock (a batch
+// whose last statement is the fence may wait on a relation extension
+// instead). Each wait names what it waits behind: each blocking session's
+// name, state and statement (an idle-in-transaction blocker shows the
+// last statement it ran). A wait lasts from the first sample that saw it
+// to the last, plus one interval.
 type jobWaitSampler struct {
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -136,7 +138,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			rows, err := s.pg.Query(ctx, `
 				SELECT w.pid, w.application_name || ': ' || left(regexp_replace(w.query, '\s+', ' ', 'g'), 60) || ' [lock on ' || w.wait_event || ']'
 						|| ' behind ' || string_agg(DISTINCT coalesce(b.application_name, '') || ' (' || coalesce(b.state, '?') || '): ' || left(regexp_replace(coalesce(b.query, ''), '\s+', ' ', 'g'), 60), '; '),
-					bool_or(b.application_name = $1), w.query ~ 'msgx_fence|UPDATE lease\M'
+					bool_or(b.application_name = $1), w.query ~ 'msgx_fence|UPDATE lease\M' AND w.wait_event IN ('transactionid', 'tuple')
 				FROM pg_stat_activity w
 				CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp(pid)
 				JOIN pg_stat_activity b ON b.pid = bp.pid
