@@ -1014,10 +1014,10 @@ func newMsgOrder() *msgOrder {
 
 // observe judges one record and says why when it is not the next version.
 func (m *msgOrder) observe(flid, version int64, eventID string, raw []byte) (int, string) {
-	if prev, seen := m.first[eventID]; seen && m.commitsLost && sameBut(prev, raw, "occurred_at") {
-		return deliveryRedelivery, ""
-	}
 	if prev, seen := m.first[eventID]; seen && !bytes.Equal(prev, raw) {
+		if m.commitsLost && sameBut(prev, raw, "occurred_at") {
+			return deliveryRedelivery, ""
+		}
 		return deliveryDuplicate, "two different msg events with one event ID (they differ in " + strings.Join(fieldsDiffer(prev, raw), ", ") + ")"
 	}
 	h := m.last[flid]

@@ -64,9 +64,14 @@ func (p *Postgres) CaughtUp(primary *Postgres, timeout time.Duration) error {
 	if err := queryRow(ctx, primary.URL("postgres"), `SELECT pg_current_wal_lsn()::text`, &lsn); err != nil {
 		return fmt.Errorf("reading the primary's WAL position: %w", err)
 	}
+	c, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("connecting to the replica: %w", err)
+	}
+	defer c.Close(context.Background())
 	return waitUntil(nil, timeout, "the replica's replay of "+lsn, func(ctx context.Context) error {
 		var ok bool
-		if err := queryRow(ctx, p.URL("postgres"), `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, &ok, lsn); err != nil {
+		if err := c.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&ok); err != nil {
 			return err
 		}
 		if !ok {

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"msgexchange/libs/backoff"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lease"
 	"msgexchange/libs/lifecycle"
@@ -77,44 +76,24 @@ func (e *Engine) acksService() *lifecycle.Service {
 					moved = e.idlePositionCheck(ctx, &checked, topic, own)
 				} else {
 					// Only the partitions of this fetch are checked and stored.
-					mine := make(position, len(next))
-					for p := range next {
-						if o, ok := own[p]; ok {
-							mine[p] = o
-						} else {
-							mine[p] = -1
-						}
-					}
-					_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
-						err := e.applyAcksFrom(ctx, acks, topic, next, mine)
-						if moved = asPositionMoved(err); moved != nil {
-							return nil
-						}
-						return err
-					}, func(err error, wait time.Duration) {
-						e.log.Warn("applying projection acks; retrying", "err", err, "retry_in", wait)
-					}) // fails only when stopping; the acks are consumed again after a restart
+					mine := own.of(next)
+					moved = e.storeUnlessMoved(ctx, "applying projection acks", func() error {
+						return e.applyAcksFrom(ctx, acks, topic, next, mine)
+					}) // nil when stopping too; the acks are consumed again after a restart
 				}
 				if ctx.Err() != nil {
 					return nil
 				}
-				if moved == nil {
-					for p, o := range next {
-						own[p] = o
+				if moved != nil {
+					cl.Close()
+					if !e.followStored(ctx, "acks", moved, open) {
+						cl = nil
+						return nil // stopping
 					}
 					continue
 				}
-				// Acks are idempotent: applying them again is harmless.
-				e.log.Error("the acks position in PostgreSQL is not where this consumer stored it; consuming again from the stored one",
-					"err", moved, "topic", topic)
-				e.metrics.positionMoved.Add(ctx, 1, topicAttr(topic))
-				cl.Close()
-				if err := backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error { return open(ctx) },
-					func(err error, wait time.Duration) {
-						e.log.Warn("reopening the acks consumer; retrying", "err", err, "retry_in", wait)
-					}); err != nil {
-					cl = nil
-					return nil // stopping
+				for p, o := range next {
+					own[p] = o
 				}
 			}
 		},

@@ -198,14 +198,9 @@ type foreignMarker struct {
 
 // NewEngine builds an engine.
 func NewEngine(opt Options) (*Engine, error) {
-	m, err := newMetrics(opt.Meter)
+	m, err := newMetrics(opt.Meter, opt.Kafka.Topics.Inbox, opt.Kafka.Topics.ProjectionAcks)
 	if err != nil {
 		return nil, err
-	}
-	// Exported at zero from the start for both consumers' topics, as the
-	// other counters (newMetrics), which do not know the topic names.
-	for _, t := range []string{opt.Kafka.Topics.Inbox, opt.Kafka.Topics.ProjectionAcks} {
-		m.positionMoved.Add(context.Background(), 0, topicAttr(t))
 	}
 	if err := registerGauges(opt.Meter, opt.Pool, opt.Clock); err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"msgexchange/libs/backoff"
 	"msgexchange/libs/clip"
 	"msgexchange/libs/kafka"
 	"msgexchange/libs/lifecycle"
@@ -68,22 +66,16 @@ func (e *Engine) inboxService() *lifecycle.Service {
 				if len(recs) == 0 {
 					moved = e.idlePositionCheck(ctx, &checked, topic, own)
 				} else {
-					moved = e.registerWithRetry(ctx, topic, recs, own)
+					moved = e.storeUnlessMoved(ctx, "registering inbox records", func() error {
+						return e.registerFrom(ctx, topic, recs, own)
+					})
 				}
 				if ctx.Err() != nil {
 					return nil
 				}
 				if moved != nil {
-					// The records after the stored position are consumed
-					// again; registering them twice is harmless (INV-9).
-					e.log.Error("the inbox position in PostgreSQL is not where this consumer stored it; consuming again from the stored one",
-						"err", moved, "topic", topic)
-					e.metrics.positionMoved.Add(ctx, 1, topicAttr(topic))
 					cl.Close()
-					if err := backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error { return open(ctx) },
-						func(err error, wait time.Duration) {
-							e.log.Warn("reopening the inbox consumer; retrying", "err", err, "retry_in", wait)
-						}); err != nil {
+					if !e.followStored(ctx, "inbox", moved, open) {
 						cl = nil
 						return nil // stopping
 					}
@@ -102,37 +94,6 @@ func (e *Engine) inboxService() *lifecycle.Service {
 			}
 			return nil
 		})
-}
-
-func (e *Engine) loadOffset(ctx context.Context, topic string) (int64, error) {
-	var next int64
-	err := e.pool.QueryRow(ctx, `SELECT next_offset FROM consumer_offset WHERE consumer=$1 AND topic=$2 AND partition=0`,
-		e.opt.ConsumerName, topic).Scan(&next)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("loading inbox offset: %w", err)
-	}
-	return next, nil
-}
-
-// registerWithRetry registers a fetched batch; a database outage pauses the
-// consumer (the records stay in Kafka) until PostgreSQL answers again. It
-// returns the stored position's move when the registration found one
-// (positions.go); nothing was registered then.
-func (e *Engine) registerWithRetry(ctx context.Context, topic string, recs []*kgo.Record, own position) *positionMoved {
-	var moved *positionMoved
-	_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
-		err := e.registerFrom(ctx, topic, recs, own)
-		if moved = asPositionMoved(err); moved != nil {
-			return nil
-		}
-		return err
-	}, func(err error, wait time.Duration) {
-		e.log.Warn("registering inbox records; retrying", "err", err, "retry_in", wait)
-	}) // fails only when stopping; nothing was registered, the records are fetched again
-	return moved
 }
 
 // register stores each record once (INV-9) and the consumer position in one

@@ -70,20 +70,21 @@ func TestRegister_R_B2_INV9_OncePerMailboxIDWithFirstRawAndOffset(t *testing.T) 
 	require.Equal(t, 1, h.mailboxRows(7))
 }
 
-// TestRegister_R_B2_OffsetResumesFromStore: loadOffset reads back the stored
-// position (0 when nothing was stored yet).
+// TestRegister_R_B2_OffsetResumesFromStore: storedPositions reads back the
+// stored position (none, so 0, when nothing was stored yet).
 //
 // Validation 001§6 INV-2b "重复扫描、重启恢复"; 002§8 "重复扫描、入队中断".
 func TestRegister_R_B2_OffsetResumesFromStore(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
-	next, err := h.e.loadOffset(ctx, inboxTopic)
+	pos, err := h.e.storedPositions(ctx, inboxTopic)
 	require.NoError(t, err)
-	require.Equal(t, int64(0), next)
+	require.Equal(t, int64(0), pos[0])
+	require.NotContains(t, pos, int32(0), "nothing stored yet")
 	h.insert(1, refMsg(1, "GLST", "ADD", glst("G1", "a")))
 	h.insert(2, refMsg(2, "GLST", "ADD", glst("G2", "b")))
-	next, err = h.e.loadOffset(ctx, inboxTopic)
+	pos, err = h.e.storedPositions(ctx, inboxTopic)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), next)
+	require.Equal(t, int64(2), pos[0])
 }

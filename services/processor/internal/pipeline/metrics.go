@@ -63,7 +63,9 @@ const (
 	StageSucceeded = "succeeded"
 )
 
-func newMetrics(m metric.Meter) (*metrics, error) {
+// newMetrics creates the processor's instruments; topics are the topics
+// its consumers store positions of, labels of positionMoved.
+func newMetrics(m metric.Meter, topics ...string) (*metrics, error) {
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("processor")
 	}
@@ -141,6 +143,9 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	}
 	for _, o := range []lease.Outcome{lease.Committed, lease.RolledBack, lease.Refused} {
 		out.transactions.Add(ctx, 0, outcomeAttr(o))
+	}
+	for _, t := range topics {
+		out.positionMoved.Add(ctx, 0, topicAttr(t))
 	}
 	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused, out.cleanedRepublished} {
 		c.Add(ctx, 0)

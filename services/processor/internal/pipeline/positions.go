@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"msgexchange/libs/backoff"
 )
 
 // A consumer's stored position (consumer_offset) is written only by the
@@ -56,20 +58,58 @@ func (e *Engine) storedPositions(ctx context.Context, topic string) (position, e
 	if err != nil {
 		return nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
 	}
-	defer rows.Close()
-	pos := position{}
-	for rows.Next() {
-		var p int32
-		var next int64
-		if err := rows.Scan(&p, &next); err != nil {
-			return nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
-		}
-		pos[p] = next
-	}
-	if err := rows.Err(); err != nil {
+	pos, err := scanPositions(rows)
+	if err != nil {
 		return nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
 	}
 	return pos, nil
+}
+
+// scanPositions reads rows of (partition, next_offset) and closes them.
+func scanPositions(rows pgx.Rows) (position, error) {
+	pos := position{}
+	var p int32
+	var next int64
+	_, err := pgx.ForEachRow(rows, []any{&p, &next}, func() error {
+		pos[p] = next
+		return nil
+	})
+	return pos, err
+}
+
+// movedFrom compares the stored positions with own: the first partition
+// whose stored position differs, one stored that own does not know
+// included; nil when none does.
+func (own position) movedFrom(topic string, stored position) *positionMoved {
+	for p, o := range own {
+		s, ok := stored[p]
+		if !ok {
+			s = -1
+		}
+		if s != o {
+			return &positionMoved{topic: topic, partition: p, stored: s, own: o}
+		}
+	}
+	for p, s := range stored {
+		if _, ok := own[p]; !ok {
+			return &positionMoved{topic: topic, partition: p, stored: s, own: -1}
+		}
+	}
+	return nil
+}
+
+// of returns own restricted to the partitions of next, -1 for one it
+// does not know.
+func (own position) of(next map[int32]int64) position {
+	out := make(position, len(next))
+	for p := range next {
+		if o, ok := own[p]; ok {
+			out[p] = o
+		} else {
+			out[p] = -1
+		}
+	}
+	return out
 }
 
 // queuePositionCheck queues, before the statement that stores the new
@@ -87,26 +127,12 @@ func (e *Engine) queuePositionCheck(b *pgx.Batch, topic string, own position) {
 	b.Queue(`SELECT partition, next_offset FROM consumer_offset
 		WHERE consumer=$1 AND topic=$2 AND partition = ANY($3::int[]) FOR UPDATE`,
 		e.opt.ConsumerName, topic, parts).Query(func(rows pgx.Rows) error {
-		stored := position{}
-		for rows.Next() {
-			var p int32
-			var next int64
-			if err := rows.Scan(&p, &next); err != nil {
-				return fmt.Errorf("reading the stored positions on %s: %w", topic, err)
-			}
-			stored[p] = next
-		}
-		if err := rows.Err(); err != nil {
+		stored, err := scanPositions(rows)
+		if err != nil {
 			return fmt.Errorf("reading the stored positions on %s: %w", topic, err)
 		}
-		for _, p := range parts {
-			s, ok := stored[p]
-			if !ok {
-				s = -1
-			}
-			if s != own[p] {
-				return &positionMoved{topic: topic, partition: p, stored: s, own: own[p]}
-			}
+		if moved := own.movedFrom(topic, stored); moved != nil {
+			return moved
 		}
 		return nil
 	})
@@ -133,21 +159,41 @@ func (e *Engine) idlePositionCheck(ctx context.Context, last *time.Time, topic s
 	if err != nil {
 		return nil
 	}
-	for p, o := range own {
-		s, ok := stored[p]
-		if !ok {
-			s = -1
+	return own.movedFrom(topic, stored)
+}
+
+// storeUnlessMoved runs store — a transaction that stores a consumer's
+// position with what it consumed — until it succeeds; a database outage
+// pauses the consumer (the records stay in Kafka) until PostgreSQL answers
+// again. It returns the move when store found the stored position moved
+// (nothing was stored then), nil on success or when ctx ended.
+func (e *Engine) storeUnlessMoved(ctx context.Context, what string, store func() error) *positionMoved {
+	var moved *positionMoved
+	_ = backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error {
+		err := store()
+		if moved = asPositionMoved(err); moved != nil {
+			return nil
 		}
-		if s != o {
-			return &positionMoved{topic: topic, partition: p, stored: s, own: o}
-		}
-	}
-	for p, s := range stored {
-		if _, ok := own[p]; !ok {
-			return &positionMoved{topic: topic, partition: p, stored: s, own: -1}
-		}
-	}
-	return nil
+		return err
+	}, func(err error, wait time.Duration) {
+		e.log.Warn(what+"; retrying", "err", err, "retry_in", wait)
+	})
+	return moved
+}
+
+// followStored logs and counts moved, then runs reopen — which opens the
+// consumer again at the stored positions — until it succeeds. It returns
+// false when ctx ended first. The records after the stored position are
+// consumed again: registering and applying them twice is harmless (INV-9,
+// acks are idempotent).
+func (e *Engine) followStored(ctx context.Context, consumer string, moved *positionMoved, reopen func(context.Context) error) bool {
+	e.log.Error("the "+consumer+" position in PostgreSQL is not where this consumer stored it; consuming again from the stored one",
+		"err", moved, "topic", moved.topic)
+	e.metrics.positionMoved.Add(ctx, 1, topicAttr(moved.topic))
+	return backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), func() error { return reopen(ctx) },
+		func(err error, wait time.Duration) {
+			e.log.Warn("reopening the "+consumer+" consumer; retrying", "err", err, "retry_in", wait)
+		}) == nil
 }
 
 // asPositionMoved returns err's *positionMoved, nil when it is none.
