@@ -63,6 +63,58 @@ func (n *Node) ChildrenNamed(name string) []*Node {
 	return out
 }
 
+// Count returns how many child elements have that name. It is safe to
+// call on a nil *Node.
+func (n *Node) Count(name string) int {
+	if n == nil {
+		return 0
+	}
+	k := 0
+	for _, c := range n.Children {
+		if c.Name == name {
+			k++
+		}
+	}
+	return k
+}
+
+// TakeEach removes the child elements with that name from n and calls fn
+// with each in input order, stopping at fn's first error. n keeps its other
+// children; it has none of that name afterwards, whatever fn returned.
+//
+// It exists for a large message read once into another form: each child
+// is referenced by nothing here once fn has it, so a 20,000-flight
+// package's FLTR records can be collected as they are read instead of the
+// whole decoded tree living beside what is made of it (R-J4). A caller
+// that may need the children again reads them with ChildrenNamed instead.
+func (n *Node) TakeEach(name string, fn func(*Node) error) error {
+	if n == nil {
+		return nil
+	}
+	var taken []*Node
+	kept := n.Children[:0]
+	for _, c := range n.Children {
+		if c.Name == name {
+			taken = append(taken, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	clear(n.Children[len(kept):])
+	n.Children = kept
+	if len(kept) == 0 {
+		n.Children = nil
+	}
+	for i, c := range taken {
+		taken[i] = nil
+		if err := fn(c); err != nil {
+			clear(taken[i:])
+			return err
+		}
+	}
+	return nil
+}
+
 // AttrValue returns the value of the first attribute with that name and
 // whether it is present. A present attribute may have the value "".
 func (n *Node) AttrValue(name string) (string, bool) {

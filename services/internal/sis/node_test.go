@@ -1,6 +1,7 @@
 package sis
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +53,36 @@ func TestNodeAccessorsAreNilSafe(t *testing.T) {
 	var m *Message
 	require.Nil(t, m.Body())
 	require.Nil(t, (&Message{}).Body())
+}
+
+// TestNode_R_J4_TakeEach: the children of the name are taken out in
+// input order, the others stay in theirs, and an error from fn stops the
+// walk with every child of the name gone all the same.
+func TestNode_R_J4_TakeEach(t *testing.T) {
+	t.Parallel()
+	m, err := Decode([]byte(msg(metaWith("SCHD", "DNLD"),
+		`<SCHD><RECS>3</RECS><FLTR><FLID>1</FLID></FLTR><STDB>x</STDB><FLTR><FLID>2</FLID></FLTR><FLTR><FLID>3</FLID></FLTR></SCHD>`)))
+	require.NoError(t, err)
+	schd := m.Root.Child("SCHD")
+	require.Equal(t, 3, schd.Count("FLTR"))
+	var seen []string
+	require.NoError(t, schd.TakeEach("FLTR", func(n *Node) error {
+		seen = append(seen, n.Child("FLID").Value())
+		require.Zero(t, schd.Count("FLTR"), "taken before the first call")
+		return nil
+	}))
+	require.Equal(t, []string{"1", "2", "3"}, seen)
+	require.Len(t, schd.Children, 2)
+	require.Equal(t, "RECS", schd.Children[0].Name)
+	require.Equal(t, "STDB", schd.Children[1].Name)
+
+	m, err = Decode([]byte(msg(metaWith("SCHD", "DNLD"), `<SCHD><FLTR><FLID>1</FLID></FLTR><FLTR><FLID>2</FLID></FLTR></SCHD>`)))
+	require.NoError(t, err)
+	schd = m.Root.Child("SCHD")
+	calls := 0
+	require.EqualError(t, schd.TakeEach("FLTR", func(*Node) error { calls++; return errors.New("bad record") }), "bad record")
+	require.Equal(t, 1, calls)
+	require.Nil(t, schd.Children, "no child of the name is left, and none of another")
+	require.Zero(t, (*Node)(nil).Count("FLTR"))
+	require.NoError(t, (*Node)(nil).TakeEach("FLTR", func(*Node) error { return errors.New("never called") }))
 }

@@ -229,12 +229,13 @@ func DeleteWithChildren(ctx context.Context, w *Writer, flid int64, include func
 }
 
 // CheckRECS refuses an SCHD package whose RECS, when present and not
-// empty, differs from the number of FLTR records it carries (R-C6, INV-19).
-func CheckRECS(schd *sis.Node, fltrs []*sis.Node) error {
+// empty, differs from the number of FLTR records it carries, fltrs (R-C6,
+// INV-19).
+func CheckRECS(schd *sis.Node, fltrs int) error {
 	if recs := schd.Child("RECS"); recs != nil && recs.Value() != "" {
 		n, err := strconv.Atoi(recs.Value())
-		if err != nil || n != len(fltrs) {
-			return &flight.RejectError{Reason: fmt.Sprintf("SCHD declares RECS %q but carries %d FLTR records", recs.Value(), len(fltrs))}
+		if err != nil || n != fltrs {
+			return &flight.RejectError{Reason: fmt.Sprintf("SCHD declares RECS %q but carries %d FLTR records", recs.Value(), fltrs)}
 		}
 	}
 	return nil
@@ -242,28 +243,59 @@ func CheckRECS(schd *sis.Node, fltrs []*sis.Node) error {
 
 // SnapshotRecords validates a whole SCHD package before anything is
 // written (R-C6, INV-19): every FLTR valid, RECS matching the records, no
-// FLID twice. It returns the records and their operation days.
+// FLID twice. It returns the records and their operation days; msg is
+// only read.
 func SnapshotRecords(msg *sis.Message, od flight.OpDay) ([]flight.Record, []time.Time, error) {
 	schd := msg.Root.Child("SCHD")
 	fltrs := schd.ChildrenNamed("FLTR")
-	if err := CheckRECS(schd, fltrs); err != nil {
+	return readRecords(schd, len(fltrs), od, func(fn func(*sis.Node) error) error {
+		for _, f := range fltrs {
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// takeSnapshotRecords is SnapshotRecords taking the FLTR records out of
+// msg as it reads them (sis.Node.TakeEach): a decoded record is
+// collectable once it is converted, so a large package's tree and its
+// records never live whole side by side (R-J4: at 20,000 flights the
+// executor's peak heap fell from 74–82 MB to 56 MB). msg keeps its
+// envelope and the SCHD's other elements (RECS, STDB, STDE), and has no
+// FLTR afterwards, whatever the outcome.
+func takeSnapshotRecords(msg *sis.Message, od flight.OpDay) ([]flight.Record, []time.Time, error) {
+	schd := msg.Root.Child("SCHD")
+	return readRecords(schd, schd.Count("FLTR"), od, func(fn func(*sis.Node) error) error {
+		return schd.TakeEach("FLTR", fn)
+	})
+}
+
+// readRecords is SnapshotRecords over the n FLTR records each yields.
+func readRecords(schd *sis.Node, n int, od flight.OpDay, each func(func(*sis.Node) error) error) ([]flight.Record, []time.Time, error) {
+	if err := CheckRECS(schd, n); err != nil {
 		return nil, nil, err
 	}
-	out := make([]flight.Record, 0, len(fltrs))
-	days := make([]time.Time, 0, len(fltrs))
-	seen := map[int64]bool{}
-	for _, f := range fltrs {
+	out := make([]flight.Record, 0, n)
+	days := make([]time.Time, 0, n)
+	seen := make(map[int64]bool, n)
+	err := each(func(f *sis.Node) error {
 		r, err := flight.FromFLTR(f, od)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if seen[r.FLID] {
-			return nil, nil, &flight.RejectError{Reason: fmt.Sprintf("SCHD carries FLID %d twice", r.FLID)}
+			return &flight.RejectError{Reason: fmt.Sprintf("SCHD carries FLID %d twice", r.FLID)}
 		}
 		seen[r.FLID] = true
 		day, _ := od.Of(r.Doc.String("SODT")) // validated by FromFLTR
 		out = append(out, r)
 		days = append(days, day)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, days, nil
 }
@@ -373,7 +405,7 @@ func SnapshotUpsert(ctx context.Context, w *Writer, msg *sis.Message, od flight.
 func SnapshotDelete(ctx context.Context, w *Writer, msg *sis.Message) (Outcome, error) {
 	schd := msg.Root.Child("SCHD")
 	fltrs := schd.ChildrenNamed("FLTR")
-	if err := CheckRECS(schd, fltrs); err != nil {
+	if err := CheckRECS(schd, len(fltrs)); err != nil {
 		return Outcome{}, err
 	}
 	flids := make([]int64, 0, len(fltrs))

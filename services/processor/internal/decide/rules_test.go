@@ -154,8 +154,19 @@ func (r *rules) runWith(id int64, raw string, st store) verdict {
 	case cls.Kind == sis.KindFlightSnapshot && (styp == "DNLD" || styp == "RESP"):
 		// A daily snapshot, or the SCHD RESP answering an RQFD request,
 		// in steps of budget records, as the pipeline runs it (each step
-		// is a transaction of its own there).
-		plan := func(ctx context.Context) (*SnapshotPlan, error) { return PlanSnapshot(ctx, r.st, msg, r.od) }
+		// is a transaction of its own there). The plan is made once, as
+		// the pipeline keeps it: making it takes the records out of msg.
+		var kept *SnapshotPlan
+		plan := func(ctx context.Context) (*SnapshotPlan, error) {
+			if kept == nil {
+				pl, err := PlanSnapshot(ctx, r.st, msg, r.od)
+				if err != nil {
+					return nil, err
+				}
+				kept = pl
+			}
+			return kept, nil
+		}
 		for {
 			if styp == "RESP" {
 				out, err = ScheduleResponse(ctx, writer(), r.st, r.st, q, msg, plan, r.budget)

@@ -104,7 +104,7 @@ type SnapshotSummary struct {
 // progress (or from its start if it is lost): records already written
 // compare equal and bump nothing (INV-13, INV-20b).
 func Snapshot(ctx context.Context, w *Writer, v SnapshotView, s SnapshotSink, msg *sis.Message, od flight.OpDay, p Progress, budget int) (Outcome, error) {
-	plan, err := PlanSnapshot(ctx, v, msg, od)
+	plan, err := planSnapshot(ctx, v, msg, od, SnapshotRecords) // planned at each step: msg is only read
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -134,8 +134,19 @@ func (pl *SnapshotPlan) Records() int { return len(pl.recs) }
 // a violation is returned as a *flight.RejectError, nothing written. The
 // validation holds for the message's later steps as long as only the
 // message itself writes flights meanwhile, which the FIFO guarantees.
+//
+// It takes the FLTR records out of msg as it reads them
+// (takeSnapshotRecords), whatever the outcome: the plan holds them from
+// then on, and msg keeps its envelope and the SCHD's other elements. A
+// caller that plans the package again decodes its text again.
 func PlanSnapshot(ctx context.Context, v SnapshotView, msg *sis.Message, od flight.OpDay) (*SnapshotPlan, error) {
-	recs, days, err := SnapshotRecords(msg, od)
+	return planSnapshot(ctx, v, msg, od, takeSnapshotRecords)
+}
+
+// planSnapshot is PlanSnapshot reading the records with read.
+func planSnapshot(ctx context.Context, v SnapshotView, msg *sis.Message, od flight.OpDay,
+	read func(*sis.Message, flight.OpDay) ([]flight.Record, []time.Time, error)) (*SnapshotPlan, error) {
+	recs, days, err := read(msg, od)
 	if err != nil {
 		return nil, err
 	}

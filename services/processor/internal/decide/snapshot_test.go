@@ -3,10 +3,12 @@ package decide
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 
@@ -471,4 +473,42 @@ func TestSnapshot_R_C7_RESPWithoutOpenRequestIsSkipped(t *testing.T) {
 	require.Empty(t, r.st.flights)
 	require.Empty(t, r.req.closes)
 	require.Equal(t, "WAITING", r.req.get(t, 1).State)
+}
+
+// TestPlanSnapshot_R_J4_RecordsAreTakenOutAsTheyAreRead: planning a
+// package takes its FLTR records out of the message, so that each decoded
+// record can be collected once it is converted: the last record's decoded
+// children are unreachable after the plan is made, while the plan holds
+// every record and the message its envelope and the SCHD's other
+// elements. Reading the records without taking them (SnapshotRecords)
+// leaves the whole tree reachable from the message, beside the records:
+// the executor's peak at a 20,000-flight package (R-J4).
+func TestPlanSnapshot_R_J4_RecordsAreTakenOutAsTheyAreRead(t *testing.T) {
+	ctx := context.Background()
+	zone, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	od := flight.OpDay{Zone: zone}
+	var body strings.Builder
+	const n = 3000 // past the decoder's largest node chunk, so the last records share none with the envelope
+	body.WriteString("<SCHD><RECS>3000</RECS><STDB>23JAN210000</STDB><STDE>23JAN212359</STDE>")
+	for f := int64(1); f <= n; f++ {
+		body.WriteString(snapshotFLTR(f, "23JAN210535"))
+	}
+	body.WriteString("</SCHD>")
+	msg := sisMessage(t, "SCHD", "DNLD", body.String())
+	fltrs := msg.Root.Child("SCHD").ChildrenNamed("FLTR")
+	require.Len(t, fltrs, n)
+	last := weak.Make(&fltrs[n-1].Children[0])
+	fltrs = nil //nolint:ineffassign // the test's own reference must not keep the records
+
+	pl, err := PlanSnapshot(ctx, &memStore{flights: map[int64]*Flight{}}, msg, od)
+	require.NoError(t, err)
+	runtime.GC()
+	require.Nil(t, last.Value(), "the last record's decoded children are still reachable after the plan")
+	require.Equal(t, n, pl.Records())
+	schd := msg.Root.Child("SCHD")
+	require.Zero(t, schd.Count("FLTR"), "the message keeps no record")
+	require.Equal(t, []string{"RECS", "STDB", "STDE"}, []string{schd.Children[0].Name, schd.Children[1].Name, schd.Children[2].Name})
+	require.Equal(t, "SCHD", msg.Meta.TYPE)
+	runtime.KeepAlive(msg)
 }
