@@ -251,22 +251,28 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	var from int64
 	allMarked := func(timeout time.Duration) { s.awaitMarked(t, timeout, from) }
 
-	measure := func(what string) (float64, perfLatency) {
+	measure := func(what string) (float64, perfLatency, map[int64]statementCost) {
 		rates := make([]float64, historyLatencyRuns)
+		costsBefore, costed := statementCosts(s)
 		for i := range rates {
 			tp := throughputOf(t, s, w, perfParams{messages: z.endToEnd, chunk: z.chunk}, next, allMarked)
 			rates[i] = float64(z.endToEnd) / tp.lastAt[len(tp.lastAt)-1].Seconds()
 			t.Logf("R-M5 %s: R-J2 run %d of %d: %.0f msg/s", what, i+1, len(rates), rates[i])
 		}
 		rate := median(rates)
+		var costs map[int64]statementCost
+		if costsAfter, ok := statementCosts(s); ok && costed {
+			costs = statementDelta(costsBefore, costsAfter)
+		}
 		runs := make([]perfLatency, historyLatencyRuns)
 		for i := range runs {
 			runs[i] = benchLatency(t, s, w, z, next, allMarked)
 			t.Logf("R-M5 %s: R-J3 run %d of %d: p50 %s p99 %s ms", what, i+1, len(runs), ms(runs[i].event.p50), ms(runs[i].event.p99))
 		}
-		return rate, medianLatency(runs)
+		return rate, medianLatency(runs), costs
 	}
-	out.emptyRate, out.emptyLat = measure("before the seed")
+	var emptyCosts, yearCosts map[int64]statementCost
+	out.emptyRate, out.emptyLat, emptyCosts = measure("before the seed")
 	t.Logf("R-M5 before the seed: R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms", out.emptyRate, ms(out.emptyLat.event.p50), ms(out.emptyLat.event.p99))
 	logStages(t, "R-M5 before the seed", out.emptyLat)
 
@@ -286,7 +292,10 @@ func benchHistoryPhase(t *testing.T, s *stack, w *perfWatch, hwm *hwmWatch, z be
 	}
 	t.Logf("R-M5 seed took %s", out.seedTook.Round(time.Second))
 
-	out.yearRate, out.yearLat = measure("with a year of history")
+	out.yearRate, out.yearLat, yearCosts = measure("with a year of history")
+	if emptyCosts != nil && yearCosts != nil {
+		logStatementGrowth(t, emptyCosts, yearCosts, historyLatencyRuns*z.endToEnd)
+	}
 	t.Logf("R-M5 with a year of history: R-J2 %.0f msg/s, R-J3 p50 %s p99 %s ms", out.yearRate, ms(out.yearLat.event.p50), ms(out.yearLat.event.p99))
 	logStages(t, "R-M5 with a year of history", out.yearLat)
 
