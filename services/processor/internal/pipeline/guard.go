@@ -31,10 +31,17 @@ func (e *Engine) guard(ctx context.Context, msgID int64, stage string, fn func()
 			"panic", value, "stack", stack, "alert", "processor-handler-panic")
 		err = &failure{class: ClassInfra, reason: clip.Text(fmt.Sprintf("panic while %s: %s (at %s)", stage, value, stack))}
 	}()
+	runStageHook(ctx, stage, msgID)
+	return fn()
+}
+
+// runStageHook runs the context's stageHook, if any, for stage: at the
+// start of each guarded stage, and at points inside one that a test must
+// be able to fail at ("snapshot planned").
+func runStageHook(ctx context.Context, stage string, msgID int64) {
 	if hook, ok := ctx.Value(stageHookKey{}).(stageHook); ok {
 		hook(stage, msgID)
 	}
-	return fn()
 }
 
 // stageHook runs at the start of each guarded stage, inside the guard, when

@@ -66,22 +66,38 @@ func (m *snapshotMemo) planFor(msgID int64, msg *sis.Message) *decide.SnapshotPl
 	return m.plan
 }
 
-// keepPlan memorises the plan of the memorised message msgID. From then on
-// the memo holds the message's envelope only: the plan holds its records,
-// and the steps after the first read nothing else of its body (a SCHD
-// RESP's request match is made at the first step and kept with its
+// unkeep withdraws the memorised reading of msgID's message msg while its
+// plan is made, and returns it (false when it is not the one memorised):
+// decide.PlanSnapshot takes the records out of msg, so until keepPlan
+// stores the plan beside it no other attempt may be offered that message —
+// one that failed or panicked while planning reads the text again.
+func (m *snapshotMemo) unkeep(msgID int64, msg *sis.Message) (reading, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.read == nil || m.msgID != msgID || m.read.msg != msg {
+		return reading{}, false
+	}
+	r := *m.read
+	m.read, m.plan = nil, nil
+	return r, true
+}
+
+// keepPlan memorises r, the reading unkeep withdrew, with its plan pl,
+// unless the memo was forgotten or given another message meanwhile. From
+// then on the memo holds the message's envelope only: the plan holds its
+// records, and the steps after the first read nothing else of its body (a
+// SCHD RESP's request match is made at the first step and kept with its
 // progress), while the decoded tree of a 20,000-flight package is about
 // 18 MB held for all its steps (R-J4). The step running holds the whole
 // message until it ends.
-func (m *snapshotMemo) keepPlan(msgID int64, pl *decide.SnapshotPlan) {
+func (m *snapshotMemo) keepPlan(msgID int64, r reading, pl *decide.SnapshotPlan) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.read != nil && m.msgID == msgID && m.read.msg == pl.Msg {
+	if m.read == nil && m.msgID == msgID && m.raw != "" && r.msg == pl.Msg {
 		slim := pl.Msg.WithoutBody()
-		read := *m.read
-		read.msg = slim
+		r.msg = slim
 		pl.Msg = slim
-		m.read, m.plan = &read, pl
+		m.read, m.plan = &r, pl
 	}
 }
 

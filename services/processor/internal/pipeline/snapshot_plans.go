@@ -14,12 +14,20 @@ func (e *Engine) snapshotPlan(ctx context.Context, v decide.SnapshotView, msgID 
 	if pl := e.snapshots.planFor(msgID, msg); pl != nil {
 		return pl, nil
 	}
+	// Planning takes the records out of msg: the memo must not offer this
+	// reading to another attempt until the plan is kept with it, or a step
+	// that panicked while planning would leave a message without records
+	// for the retry to plan (a package of nothing, or rejected).
+	read, kept := e.snapshots.unkeep(msgID, msg)
 	pl, err := decide.PlanSnapshot(ctx, v, msg, e.opday)
 	if err != nil {
 		return nil, err
 	}
 	e.plans.Add(1)
-	e.snapshots.keepPlan(msgID, pl)
+	runStageHook(ctx, "snapshot planned", msgID)
+	if kept {
+		e.snapshots.keepPlan(msgID, read, pl)
+	}
 	return pl, nil
 }
 
