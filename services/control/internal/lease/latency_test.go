@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	leaseapi "msgexchange/libs/lease"
+	"msgexchange/libs/pgxutil"
 	"msgexchange/libs/testutil/faultproxy"
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/control/internal/controltest"
@@ -106,4 +107,57 @@ func (c *countingClient) Renew(ctx context.Context, name, holder string, token i
 		c.failed.Add(1)
 	}
 	return exp, err
+}
+
+// TestLease_R_M2_ColdControlPlaneGrantsWith200msAddedToEveryRoundTrip: a
+// control plane that starts while PostgreSQL is 200 ms away — its pool
+// opened as the service opens it (pgxutil.Connect: sessions only on a
+// writable server), no statement prepared — grants a term to an elector
+// with a 3 s TTL, whose calls time out after 1 s. A cold call costs more
+// than that (preparing its statements, and a new connection's start-up
+// and read-write check); abandoned by its caller it still finishes
+// (finishWhenAbandoned) and leaves its connection warm for the retry.
+// Cancelled with the caller instead, each call closed its connection and
+// the next one started cold again: no term in `make bench`'s R-M2 phase
+// for five minutes.
+func TestLease_R_M2_ColdControlPlaneGrantsWith200msAddedToEveryRoundTrip(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := controltest.MigratedPool(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
+	u.Host = proxy.Addr()
+	proxy.Latency(t, 200*time.Millisecond, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: u.String(), ApplicationName: "msgx control"})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	logger := testLogger(t)
+	creds, err := interceptor.NewCredentials("", allRolesToken)
+	require.NoError(t, err)
+	addr := controltest.ServeWith(t, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), interceptor.NewAuth(creds, logger).Unary()),
+	}, func(srv *grpc.Server) {
+		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lease.DefaultLockTimeout))
+	})
+	client, err := leaseapi.Dial(addr, allRolesToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	elector, err := leaseapi.NewElector(client, leaseapi.Options{TTL: 3 * time.Second, Logger: logger})
+	require.NoError(t, err)
+	require.Equal(t, time.Second, elector.Options().CallTimeout)
+
+	terms := make(chan struct{}, 1)
+	runElector(t, elector, "processor", "host-a/1/aa", func(ctx context.Context, _ int64) error {
+		terms <- struct{}{}
+		<-ctx.Done()
+		return nil
+	})
+	select {
+	case <-terms:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no term within 15 s from a control plane started cold with 200 ms per PostgreSQL round trip")
+	}
 }

@@ -78,6 +78,7 @@ func (s *Server) Acquire(ctx context.Context, req *controlv1.AcquireLeaseRequest
 	}
 	c := caller.From(ctx)
 	name, holder := req.GetName(), req.GetHolder()
+	ctx = finishWhenAbandoned(ctx)
 	if !c.MayHoldLease(name) {
 		return nil, s.outOfScope(ctx, "acquire", name, holder, c)
 	}
@@ -141,6 +142,7 @@ func (s *Server) Renew(ctx context.Context, req *controlv1.RenewLeaseRequest) (*
 	}
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	ctx = finishWhenAbandoned(ctx)
 	if !c.MayHoldLease(name) {
 		return nil, s.outOfScope(ctx, "renew", name, holder, c)
 	}
@@ -214,6 +216,7 @@ func (s *Server) Release(ctx context.Context, req *controlv1.ReleaseLeaseRequest
 	}
 	c := caller.From(ctx)
 	name, holder, token := req.GetName(), req.GetHolder(), req.GetToken()
+	ctx = finishWhenAbandoned(ctx)
 	if !c.MayHoldLease(name) {
 		return nil, s.outOfScope(ctx, "release", name, holder, c)
 	}
@@ -378,6 +381,22 @@ func (s *Server) ForceRelease(ctx context.Context, req *controlv1.ForceReleaseLe
 		"was_held", resp.GetWasHeld(), "operator", req.GetOperator(), "reason", req.GetReason(), "principal", c.Principal, "peer", c.Peer)
 	return resp, nil
 }
+
+// finishWhenAbandoned is the context of an Acquire, Renew or Release
+// call's database work: the call's values (its caller) without its
+// cancellation, so the work is bounded by the query timeout alone and
+// finishes even when the caller gave up on it. Each of the three is
+// idempotent for the caller's holder — an Acquire it repeats renews the
+// term the abandoned one started, a Renew extends, a Release ends — and a
+// term granted to a holder that is gone ends with its TTL, as any other.
+// Cut off by the caller's deadline instead, a statement in flight closes
+// its connection with the statements prepared on it: when PostgreSQL is
+// far away (R-M2) a cold call — connecting, checking that the server takes
+// writes, preparing — is longer than the elector's call timeout, so every
+// retry started on a new connection and timed out the same way, and a
+// control plane restarted at +200 ms per round trip never granted a lease
+// (`make bench`, R-M2's phase, 2026-12-05).
+func finishWhenAbandoned(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // inTx runs fn in one transaction bounded by the query timeout, with the
 // lock timeout set.
