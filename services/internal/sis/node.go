@@ -108,7 +108,6 @@ func (n *Node) TakeEach(name string, fn func(*Node) error) error {
 	for i, c := range taken {
 		taken[i] = nil
 		if err := fn(c); err != nil {
-			clear(taken[i:])
 			return err
 		}
 	}

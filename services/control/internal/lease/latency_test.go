@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -29,31 +30,17 @@ import (
 // round trips instead of timing every one of them out.
 func TestLease_R_M2_TermHeldWith350msAddedToEveryPostgreSQLRoundTrip(t *testing.T) {
 	t.Parallel()
-	dbURL, _ := controltest.MigratedPool(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
-	u.Host = proxy.Addr()
+	dbURL, proxy := proxiedDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u.String())
+	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	require.NoError(t, pool.Ping(ctx))
 	proxy.Latency(t, 350*time.Millisecond, 0)
 
 	logger := testLogger(t)
-	creds, err := interceptor.NewCredentials("", allRolesToken)
-	require.NoError(t, err)
-	addr := controltest.ServeWith(t, []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), interceptor.NewAuth(creds, logger).Unary()),
-	}, func(srv *grpc.Server) {
-		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lease.DefaultLockTimeout))
-	})
-	client, err := leaseapi.Dial(addr, allRolesToken)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
-	counting := &countingClient{Client: client}
+	counting := &countingClient{Client: serveLeases(t, pool, logger)}
 	elector, err := leaseapi.NewElector(counting, leaseapi.Options{Logger: logger})
 	require.NoError(t, err)
 	require.Equal(t, 10*time.Second, elector.Options().TTL, "the production TTL")
@@ -122,30 +109,16 @@ func (c *countingClient) Renew(ctx context.Context, name, holder string, token i
 // for five minutes.
 func TestLease_R_M2_ColdControlPlaneGrantsWith200msAddedToEveryRoundTrip(t *testing.T) {
 	t.Parallel()
-	dbURL, _ := controltest.MigratedPool(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
-	u.Host = proxy.Addr()
+	dbURL, proxy := proxiedDatabase(t)
 	proxy.Latency(t, 200*time.Millisecond, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: u.String(), ApplicationName: "msgx control"})
+	pool, err := pgxutil.Connect(ctx, pgxutil.Config{URL: dbURL, ApplicationName: "msgx control"})
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
 	logger := testLogger(t)
-	creds, err := interceptor.NewCredentials("", allRolesToken)
-	require.NoError(t, err)
-	addr := controltest.ServeWith(t, []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), interceptor.NewAuth(creds, logger).Unary()),
-	}, func(srv *grpc.Server) {
-		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lease.DefaultLockTimeout))
-	})
-	client, err := leaseapi.Dial(addr, allRolesToken)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
-	elector, err := leaseapi.NewElector(client, leaseapi.Options{TTL: 3 * time.Second, Logger: logger})
+	elector, err := leaseapi.NewElector(serveLeases(t, pool, logger), leaseapi.Options{TTL: 3 * time.Second, Logger: logger})
 	require.NoError(t, err)
 	require.Equal(t, time.Second, elector.Options().CallTimeout)
 
@@ -160,4 +133,33 @@ func TestLease_R_M2_ColdControlPlaneGrantsWith200msAddedToEveryRoundTrip(t *test
 	case <-time.After(15 * time.Second):
 		t.Fatal("no term within 15 s from a control plane started cold with 200 ms per PostgreSQL round trip")
 	}
+}
+
+// proxiedDatabase is a migrated database and the URL that reaches it
+// through a fault proxy of its own.
+func proxiedDatabase(t *testing.T) (string, *faultproxy.Proxy) {
+	t.Helper()
+	dbURL, _ := controltest.MigratedPool(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	proxy := faultproxy.New(t, "127.0.0.1:0", u.Host)
+	u.Host = proxy.Addr()
+	return u.String(), proxy
+}
+
+// serveLeases runs the LeaseService over pool behind the control plane's
+// authentication and returns a lease client with the all-roles token.
+func serveLeases(t *testing.T, pool *pgxpool.Pool, logger *slog.Logger) *leaseapi.GRPCClient {
+	t.Helper()
+	creds, err := interceptor.NewCredentials("", allRolesToken)
+	require.NoError(t, err)
+	addr := controltest.ServeWith(t, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(interceptor.NewGuard(logger).Unary(), interceptor.NewAuth(creds, logger).Unary()),
+	}, func(srv *grpc.Server) {
+		controlv1.RegisterLeaseServiceServer(srv, lease.NewServer(pool, logger, 10*time.Second, lease.DefaultLockTimeout))
+	})
+	client, err := leaseapi.Dial(addr, allRolesToken)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
 }

@@ -60,13 +60,7 @@ func TestHead_R_L2_OutageLongerThanHeadDeadlineEndsApplied(t *testing.T) {
 	// head deadline; the executor keeps looking at the head every second.
 	fault, err := proxy.ResetFault()
 	require.NoError(t, err)
-	for i := 0; i < 60; i++ {
-		h.clk.Advance(time.Second)
-		progressed, _, err := h.e.Step(ctx)
-		require.Error(t, err, "the database is unreachable")
-		require.False(t, progressed)
-		require.True(t, isOutage(err), "%v", err)
-	}
+	h.stepsInOutage(60, "the database is unreachable")
 	fault.Remove()
 
 	// Back: the head runs (a dead pooled connection may fail one more step).
@@ -96,13 +90,7 @@ func TestHead_R_M1_ReadOnlyServerIsAnOutage(t *testing.T) {
 	require.NoError(t, h.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
 	h.exec(`ALTER DATABASE ` + pgx.Identifier{db}.Sanitize() + ` SET default_transaction_read_only = on`)
 	h.pool.Reset() // every session from now on is read-only
-	for i := 0; i < 5; i++ {
-		h.clk.Advance(time.Second)
-		progressed, _, err := h.e.Step(ctx)
-		require.Error(t, err, "the server takes no writes")
-		require.False(t, progressed)
-		require.True(t, isOutage(err), "%v", err)
-	}
+	h.stepsInOutage(5, "the server takes no writes")
 	r := h.proc(2)
 	require.Equal(t, StatePending, r.State, r.Reason)
 	require.Zero(t, r.Attempts, "no attempt spent on a read-only server")
@@ -116,4 +104,17 @@ func TestHead_R_M1_ReadOnlyServerIsAnOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, progressed)
 	require.Equal(t, StateApplied, h.proc(2).State)
+}
+
+// stepsInOutage advances the clock a second and steps n times, each step
+// failing with an outage (why) and progressing nothing.
+func (h *harness) stepsInOutage(n int, why string) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		h.clk.Advance(time.Second)
+		progressed, _, err := h.e.Step(context.Background())
+		require.Error(h.t, err, why)
+		require.False(h.t, progressed)
+		require.True(h.t, isOutage(err), "%v", err)
+	}
 }
