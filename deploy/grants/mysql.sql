@@ -53,9 +53,12 @@ GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
 -- dispatcher: the processed markers and the outbound requests.
 --
 -- Markers (services/dispatcher/internal/relay/mailbox.go), one transaction
--- per batch: a locking read that tells "unmarked", "already marked" and
--- "row missing" apart, then one UPDATE written only onto unmarked rows:
---   SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED FROM CMINMSGS
+-- per batch: a locking read that tells "unmarked", "already marked",
+-- "row missing" and "row replaced" apart (the receive time is not the one
+-- the message was read with: its ID was handed out again, as after a
+-- failover to a replica that lacked the row), then one UPDATE written
+-- only onto unmarked rows:
+--   SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED, CMINMSGS_DATE_RECEIVED FROM CMINMSGS
 --     WHERE CMINMSGS_ID IN (…) FOR UPDATE
 --   UPDATE CMINMSGS SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
 --     WHERE CMINMSGS_ID IN (…) AND CMINMSGS_DATE_PROCESSED IS NULL
@@ -71,7 +74,7 @@ GRANT INSERT (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
 --   SELECT COUNT(*), COALESCE(SUM(CMINMSGS_DATE_PROCESSED IS NULL), 0) FROM CMINMSGS
 --     WHERE CMINMSGS_ID >= ?
 --   SELECT COUNT(*) FROM CMINMSGS WHERE CMINMSGS_ID < ? AND CMINMSGS_DATE_PROCESSED IS NULL
-GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED)
+GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED, CMINMSGS_DATE_RECEIVED)
     ON aodbinterface.CMINMSGS TO 'msgx_dispatcher'@'%';
 GRANT UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS)
     ON aodbinterface.CMINMSGS TO 'msgx_dispatcher'@'%';

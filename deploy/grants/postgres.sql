@@ -116,7 +116,7 @@ GRANT EXECUTE ON FUNCTION msgx_check(boolean, text) TO msgx_processor; -- assert
 -- never a payload, a message state or a request's content.
 GRANT SELECT ON outbox TO msgx_dispatcher;
 GRANT UPDATE (state, outcome, attempts, last_error, next_attempt_at, sent_at, retry) ON outbox TO msgx_dispatcher;
-GRANT SELECT (msg_id) ON proc_state TO msgx_dispatcher;
+GRANT SELECT (msg_id, received_at) ON proc_state TO msgx_dispatcher; -- received_at: the row a marker is written onto is the row the message was read from
 GRANT UPDATE (backfilled_at, backfill_outcome) ON proc_state TO msgx_dispatcher; -- backfill finished
 GRANT SELECT (id, type, state, registered_at) ON req_track TO msgx_dispatcher;
 GRANT UPDATE (state, sent_at, outbound_id, closed_at, closed_reason) ON req_track TO msgx_dispatcher;

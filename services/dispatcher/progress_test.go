@@ -158,7 +158,7 @@ func TestDispatcher_R_L8_RefusedMarkerIsNotReadyThenReadyAgain(t *testing.T) {
 		cfg, err := mysql.ParseDSN(b.mailboxDSN)
 		require.NoError(t, err)
 		table := "`" + cfg.DBName + "`.CMINMSGS"
-		_, err = b.mailbox.Exec("GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED) ON " + table + " TO '" + a.User + "'@'%'")
+		_, err = b.mailbox.Exec("GRANT SELECT (CMINMSGS_ID, CMINMSGS_DATE_PROCESSED, CMINMSGS_DATE_RECEIVED) ON " + table + " TO '" + a.User + "'@'%'")
 		require.NoError(t, err)
 		update = "UPDATE (CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS) ON " + table + " TO '" + a.User + "'@'%'"
 		acct, err = mysqlutil.Open(context.Background(), mysqlutil.Config{DSN: a.DSN}, time.UTC, nil)

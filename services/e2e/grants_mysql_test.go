@@ -306,7 +306,7 @@ func TestGrants_R_H11_MySQLLeastPrivilegeRunsTheServices(t *testing.T) {
 	sort.Strings(wantIngest)
 	require.Equal(t, wantIngest, accountPrivileges(t, s, ing.user), "ingest's privileges")
 	wantDispatcher := []string{"global USAGE *"}
-	wantDispatcher = append(wantDispatcher, columnPrivileges("SELECT", "CMINMSGS", "CMINMSGS_ID", "CMINMSGS_DATE_PROCESSED")...)
+	wantDispatcher = append(wantDispatcher, columnPrivileges("SELECT", "CMINMSGS", "CMINMSGS_ID", "CMINMSGS_DATE_PROCESSED", "CMINMSGS_DATE_RECEIVED")...)
 	wantDispatcher = append(wantDispatcher, columnPrivileges("UPDATE", "CMINMSGS", "CMINMSGS_DATE_PROCESSED", "CMINMSGS_STATUS")...)
 	wantDispatcher = append(wantDispatcher, columnPrivileges("SELECT", "COUTMSGS", "COUTMSGS_ID", "COUTMSGS_CLOB_MSG", "COUTMSGS_DATE_INSERTED", "ROUTINGID")...)
 	wantDispatcher = append(wantDispatcher, columnPrivileges("INSERT", "COUTMSGS", "COUTMSGS_CLOB_MSG", "COUTMSGS_DATE_INSERTED",

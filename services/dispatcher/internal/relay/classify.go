@@ -119,7 +119,7 @@ const erSignalException = 1644
 // of the dispatcher's own (ErrMailboxGuard) or by the mailbox's row rules
 // (erSignalException) is permanent: it is dead-lettered at once with its
 // cause. A missing mailbox row is no error at all but an outcome
-// (OutcomeRowMissing), abandoned at once.
+// (OutcomeRowMissing, OutcomeRowReplaced), abandoned at once.
 func classifyMySQL(err error) class {
 	if errors.Is(err, ErrMailboxGuard) {
 		return permanent

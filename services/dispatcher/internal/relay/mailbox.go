@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,14 @@ const (
 	// marker (R-L6); the backfill is finished with this outcome so nothing
 	// waits for a write that shadow mode never makes.
 	OutcomeShadowed = "shadowed"
+	// OutcomeRowReplaced: the mailbox row under the message's ID is not
+	// the row the message was read from — its CMINMSGS_DATE_RECEIVED
+	// differs from the one registered — so the ID was handed out again
+	// (a failover of the mailbox's database to a replica that lacked the
+	// row, a restore, an AUTO_INCREMENT reset). The marker would tell the
+	// mailbox that a message nobody processed was; it is never written,
+	// and the intent is abandoned like a missing row's.
+	OutcomeRowReplaced = "row-replaced"
 )
 
 // BackfillAbandoned is proc_state.backfill_outcome of a backfill finished
@@ -49,14 +58,21 @@ func (r *Relay) mailboxService() *lifecycle.Service {
 // order; mailboxRetryQuery the retry lane's due intents in due-time order.
 const (
 	mailboxFreshQuery = `
-SELECT id, msg_id, attempts, created_at, next_attempt_at, next_attempt_at <= $1 FROM outbox
+SELECT id, msg_id, attempts, created_at, next_attempt_at, next_attempt_at <= $1, ` + intentReceivedAt + ` FROM outbox
 WHERE target='mailbox' AND state='PENDING' AND NOT retry AND id > $2
 ORDER BY id LIMIT $3`
 	mailboxRetryQuery = `
-SELECT id, msg_id, attempts, created_at, next_attempt_at, true FROM outbox
+SELECT id, msg_id, attempts, created_at, next_attempt_at, true, ` + intentReceivedAt + ` FROM outbox
 WHERE target='mailbox' AND state='PENDING' AND retry AND next_attempt_at <= $1
 ORDER BY next_attempt_at, id LIMIT $2`
 )
+
+// intentReceivedAt reads, with each intent, the mailbox receive time its
+// message was registered with (proc_state.received_at, by primary key):
+// the marker is written only onto the row that time identifies
+// (OutcomeRowReplaced). NULL — the row had none, or the record is gone —
+// identifies nothing, and the ID alone is trusted, as before.
+const intentReceivedAt = `(SELECT p.received_at FROM proc_state p WHERE p.msg_id = outbox.msg_id)`
 
 // intent is one pending marker intent.
 type intent struct {
@@ -66,6 +82,9 @@ type intent struct {
 	due       time.Time
 	isDue     bool
 	fresh     bool
+	// received is the CMINMSGS_DATE_RECEIVED the message was read with,
+	// nil when unknown.
+	received *time.Time
 }
 
 // readIntents reads up to a batch of each lane's intents and returns the
@@ -82,7 +101,7 @@ func (r *Relay) readIntents(ctx context.Context, now time.Time, floor int64) ([]
 		return func(rows pgx.Rows) (err error) {
 			*out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (intent, error) {
 				i := intent{fresh: fresh}
-				return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created, &i.due, &i.isDue)
+				return i, row.Scan(&i.id, &i.msgID, &i.attempts, &i.created, &i.due, &i.isDue, &i.received)
 			})
 			return err
 		}
@@ -132,8 +151,10 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	// markers' outcomes are recorded in one fenced statement, whose refusal
 	// ends the term (R-H6).
 	ids := make([]int64, len(batch))
+	rows := make([]markRow, len(batch))
 	for i, it := range batch {
 		ids[i] = it.msgID
+		rows[i] = markRow{id: it.msgID, received: it.received}
 	}
 	// Shadow mode settles every intent without a MySQL statement (R-L6).
 	var outcomes map[int64]string
@@ -141,7 +162,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	if r.opt.Shadow {
 		outcomes = shadowOutcomes(ids)
 	} else {
-		outcomes, batchErr = r.markBatch(ctx, ids)
+		outcomes, batchErr = r.markBatch(ctx, rows)
 	}
 	if batchErr != nil && ctx.Err() != nil {
 		return false, nil
@@ -164,7 +185,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		rowErr = map[int64]error{}
 		outcomes = map[int64]string{}
 		for _, it := range batch {
-			outcome, err := r.mark(ctx, it.msgID)
+			outcome, err := r.mark(ctx, markRow{id: it.msgID, received: it.received})
 			if err != nil {
 				if ctx.Err() != nil {
 					return false, nil
@@ -195,10 +216,19 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		outcome := outcomes[it.msgID]
 		answered++ // the mailbox answered for the intent (or shadow mode settled it)
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-		if outcome == OutcomeRowMissing {
+		switch outcome {
+		case OutcomeRowMissing:
 			// Never treated as marked: abandoned and listed for the operators.
 			r.log.Error("mailbox row missing; backfill abandoned", "msg_id", it.msgID, "alert", "backfill-abandoned")
 			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: OutcomeRowMissing, sentAt: &done})
+			continue
+		case OutcomeRowReplaced:
+			// The row under the ID is another message: the marker would
+			// tell the mailbox it was processed. Abandoned and listed; the
+			// other message is registered as a reused ID (R-L5).
+			r.log.Error("mailbox row under the message's ID was received at another time: the ID was handed out again; marker not written, backfill abandoned",
+				"msg_id", it.msgID, "registered_received_at", it.received, "alert", "backfill-abandoned")
+			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: OutcomeRowReplaced, sentAt: &done})
 			continue
 		}
 		settled = append(settled, mailboxSettlement{id: it.id, state: "SENT", outcome: outcome, sentAt: &done})
@@ -229,18 +259,29 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	return more, nil
 }
 
-// markBatch writes the processed marker onto every unmarked row of ids and
-// returns each ID's outcome: written, already-marked, or row-missing. It
-// never overwrites a marker (INV-7). One MySQL transaction: a locking read
-// of the rows tells the three outcomes apart, and one UPDATE marks the
-// unmarked ones, which the lock keeps unmarked until it commits, so the
-// outcome of every row is exact.
-func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, error) {
+// markRow is one row a marker is asked for: the message's ID and the
+// receive time it was registered with (nil: unknown).
+type markRow struct {
+	id       int64
+	received *time.Time
+}
+
+// markBatch writes the processed marker onto every unmarked row of rows
+// and returns each ID's outcome: written, already-marked, row-missing or
+// row-replaced. It never overwrites a marker (INV-7), and never writes one
+// onto a row whose CMINMSGS_DATE_RECEIVED is not the one its message was
+// registered with (sameReceipt). One MySQL transaction: a locking read of
+// the rows tells the outcomes apart, and one UPDATE marks the unmarked
+// ones, which the lock keeps unmarked and unchanged until it commits, so
+// the outcome of every row is exact.
+func (r *Relay) markBatch(ctx context.Context, rows []markRow) (map[int64]string, error) {
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	uniq := slices.Clone(ids)
-	slices.Sort(uniq)
-	uniq = slices.Compact(uniq)
+	want := make(map[int64]*time.Time, len(rows))
+	for _, m := range rows {
+		want[m.id] = m.received
+	}
+	uniq := slices.Sorted(maps.Keys(want))
 	in := strings.Repeat(",?", len(uniq))[1:]
 	args := make([]any, len(uniq))
 	for i, id := range uniq {
@@ -251,30 +292,33 @@ func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, e
 		return nil, fmt.Errorf("writing markers: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(mctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID IN (`+in+`) FOR UPDATE`, args...)
+	found, err := tx.QueryContext(mctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED, CMINMSGS_DATE_RECEIVED FROM CMINMSGS WHERE CMINMSGS_ID IN (`+in+`) FOR UPDATE`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading markers: %w", err)
 	}
 	out := make(map[int64]string, len(uniq))
 	var unmarked []int64
-	for rows.Next() {
+	for found.Next() {
 		var id int64
-		var processed sql.NullTime
-		if err := rows.Scan(&id, &processed); err != nil {
-			_ = rows.Close()
+		var processed, received sql.NullTime
+		if err := found.Scan(&id, &processed, &received); err != nil {
+			_ = found.Close()
 			return nil, fmt.Errorf("reading markers: %w", err)
 		}
-		if processed.Valid {
+		switch {
+		case !sameReceipt(want[id], received):
+			out[id] = OutcomeRowReplaced
+		case processed.Valid:
 			out[id] = OutcomeAlreadyMarked
-			continue
+		default:
+			out[id] = OutcomeWritten
+			unmarked = append(unmarked, id)
 		}
-		out[id] = OutcomeWritten
-		unmarked = append(unmarked, id)
 	}
-	if err := rows.Err(); err != nil {
+	if err := found.Err(); err != nil {
 		return nil, fmt.Errorf("reading markers: %w", err)
 	}
-	_ = rows.Close()
+	_ = found.Close()
 	for _, id := range uniq {
 		if _, ok := out[id]; !ok {
 			out[id] = OutcomeRowMissing
@@ -291,6 +335,28 @@ func (r *Relay) markBatch(ctx context.Context, ids []int64) (map[int64]string, e
 	return out, nil
 }
 
+// sameReceipt reports whether a mailbox row received at got is the row a
+// message registered with receive time want was read from. The mailbox
+// promises never to hand an ID out twice (C-3), but a failover of its
+// database to a replica that lacked the newest rows hands their IDs out
+// again with AUTO_INCREMENT: a marker by ID alone would then mark another
+// message, one that ran nowhere, as processed. The receive time tells the
+// two apart: the new row was inserted after the failover, the lost one
+// before it. Both are compared as the mailbox's wall clock in the zone
+// the connection reads DATETIMEs in (the zone ingest read want in), to
+// the microsecond. An unknown want trusts the ID alone; a row without a
+// receive time, where one was registered, is another row.
+func sameReceipt(want *time.Time, got sql.NullTime) bool {
+	if want == nil {
+		return true
+	}
+	if !got.Valid {
+		return false
+	}
+	const wall = "2006-01-02 15:04:05.000000"
+	return want.In(got.Time.Location()).Format(wall) == got.Time.Format(wall)
+}
+
 // shadowOutcomes is markBatch in shadow mode (R-L6): every intent is
 // settled as shadowed and no marker is written, so intents never pile up
 // waiting for a write that shadow mode never makes; the backfill finishes
@@ -304,12 +370,12 @@ func shadowOutcomes(ids []int64) map[int64]string {
 }
 
 // mark writes the processed marker of one message (markBatch of one).
-func (r *Relay) mark(ctx context.Context, msgID int64) (string, error) {
-	out, err := r.markBatch(ctx, []int64{msgID})
+func (r *Relay) mark(ctx context.Context, m markRow) (string, error) {
+	out, err := r.markBatch(ctx, []markRow{m})
 	if err != nil {
 		return "", err
 	}
-	return out[msgID], nil
+	return out[m.id], nil
 }
 
 // mailboxSettlement is what one marker attempt did to one intent.

@@ -137,6 +137,90 @@ func TestMailbox_R_D4_Outcomes(t *testing.T) {
 	})
 }
 
+// TestMailbox_R_L5_R_M1_MarkerIsNeverWrittenOntoAnIDHandedOutAgain: the
+// mailbox's database failed over to a replica that lacked its newest rows,
+// and AUTO_INCREMENT handed their IDs out again to new messages. A marker
+// intent of a message read from a lost row then finds, under its ID,
+// another message — one nothing processed. The marker is written only onto
+// the row the message was read from (its CMINMSGS_DATE_RECEIVED as
+// registered): the reissued row stays unmarked, for ingest to register as
+// a reused ID (R-L5), and the intent is abandoned and listed like a
+// missing row's. A row received when its message says is marked, in the
+// same batch and one by one; a message registered without a receive time
+// is marked by its ID, as before.
+func TestMailbox_R_L5_R_M1_MarkerIsNeverWrittenOntoAnIDHandedOutAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// received registers msgID's message as read with the receive time at.
+	received := func(msgID int64, at *time.Time) {
+		b.exec(t, `UPDATE proc_state SET received_at = $2 WHERE msg_id = $1`, msgID, at)
+	}
+	lostAt := time.Date(2026, 3, 1, 19, 59, 58, 0, airport)
+	same := b.insertMailbox(t, time.Time{}, "VALID") // received testNow − 1 h
+	sameIntent := b.addIntent(t, same)
+	sameAt := testNow.Add(-time.Hour)
+	received(same, &sameAt)
+	unknown := b.insertMailbox(t, time.Time{}, "VALID")
+	unknownIntent := b.addIntent(t, unknown)
+
+	// The lost row's ID, handed out again: the row under it now is a
+	// message inserted after the failover.
+	reissued := b.insertMailbox(t, time.Time{}, "VALID")
+	_, err := b.mailbox.ExecContext(ctx, `UPDATE CMINMSGS SET CMINMSGS_CLOB_MSG = '<MSG>after the failover</MSG>', CMINMSGS_DATE_RECEIVED = ? WHERE CMINMSGS_ID = ?`,
+		lostAt.Add(7*time.Second), reissued)
+	require.NoError(t, err)
+	reissuedIntent := b.addIntent(t, reissued)
+	received(reissued, &lostAt)
+	// And one whose row has no receive time at all now.
+	blank := b.insertMailbox(t, time.Time{}, "VALID")
+	_, err = b.mailbox.ExecContext(ctx, `UPDATE CMINMSGS SET CMINMSGS_DATE_RECEIVED = NULL WHERE CMINMSGS_ID = ?`, blank)
+	require.NoError(t, err)
+	blankIntent := b.addIntent(t, blank)
+	received(blank, &lostAt)
+
+	more, err := b.r.DrainMailbox(flushCtx(t))
+	require.NoError(t, err)
+	require.False(t, more)
+
+	for _, id := range []int64{reissued, blank} {
+		processed, status := b.marker(t, id)
+		require.False(t, processed.Valid, "row %d, another message under the ID, stays unmarked", id)
+		require.Equal(t, "VALID", status)
+		var outcome string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT backfill_outcome FROM proc_state WHERE msg_id=$1`, id).Scan(&outcome))
+		require.Equal(t, BackfillAbandoned, outcome, "the message's backfill ends abandoned")
+	}
+	for _, intent := range []int64{reissuedIntent, blankIntent} {
+		r := b.row(t, intent)
+		require.Equal(t, "ABANDONED", r.State)
+		require.Equal(t, OutcomeRowReplaced, r.Outcome)
+	}
+	for _, id := range []int64{same, unknown} {
+		processed, status := b.marker(t, id)
+		require.True(t, processed.Valid, "row %d marked", id)
+		require.Equal(t, "PROCESSED", status)
+	}
+	require.Equal(t, []string{"SENT", "SENT"}, b.states(t, sameIntent, unknownIntent))
+
+	t.Run("OneByOne", func(t *testing.T) {
+		// The row-by-row path (after a batch the mailbox refused) reads the
+		// same receive times.
+		again := b.insertMailbox(t, time.Time{}, "VALID")
+		b.addIntent(t, again)
+		received(again, &lostAt)
+		out, err := b.r.mark(ctx, markRow{id: again, received: &lostAt})
+		require.NoError(t, err)
+		require.Equal(t, OutcomeRowReplaced, out)
+		processed, _ := b.marker(t, again)
+		require.False(t, processed.Valid)
+		out, err = b.r.mark(ctx, markRow{id: again, received: &sameAt})
+		require.NoError(t, err)
+		require.Equal(t, OutcomeWritten, out, "received at testNow − 1 h, in the airport zone")
+	})
+}
+
 // TestMailbox_R_D4_TransientFailureBacksOffThenGivesUp: a failure the
 // mailbox answers for the row (here a rule of the adapter's refuses its
 // update: not an outage, and not a refusal of the account or a missing

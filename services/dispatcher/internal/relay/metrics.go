@@ -44,7 +44,7 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 	for _, t := range []string{TargetMailbox, TargetCoutmsgs} {
 		r.shadowed.Add(ctx, 0, targetAttr(t)) // exported from the start, like every documented metric
 	}
-	for _, o := range []string{OutcomeWritten, OutcomeAlreadyMarked, OutcomeRowMissing, OutcomeGaveUp, OutcomeOverdue} {
+	for _, o := range []string{OutcomeWritten, OutcomeAlreadyMarked, OutcomeRowMissing, OutcomeRowReplaced, OutcomeGaveUp, OutcomeOverdue} {
 		r.markers.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
 	}
 	return nil
