@@ -719,6 +719,35 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 		}
 	}
 	rows.Close()
+	// A row a failover of the mailbox lost (faultFailoverMariaDB) is not
+	// there to carry a marker: its marker counts as written when the
+	// dispatcher recorded one (on the old primary) or found the row gone.
+	s.mu.Lock()
+	lost := make([]int64, 0, len(s.mailboxLost))
+	for id := range s.mailboxLost {
+		lost = append(lost, id)
+	}
+	s.mu.Unlock()
+	if len(lost) > 0 {
+		brows, err := s.pg.Query(ctx, `SELECT msg_id FROM proc_state WHERE msg_id = ANY($1) AND backfilled_at IS NOT NULL`, lost)
+		if err != nil {
+			return nil, fmt.Errorf("reading the backfills of the rows the mailbox lost: %w", err)
+		}
+		for brows.Next() {
+			var id int64
+			if err := brows.Scan(&id); err != nil {
+				brows.Close()
+				return nil, err
+			}
+			if i, ok := index[id]; ok {
+				o.Procs[i].Marked = true
+			}
+		}
+		brows.Close()
+		if err := brows.Err(); err != nil {
+			return nil, err
+		}
+	}
 
 	prow, err := s.pg.Query(ctx, `SELECT msg_id, state, coalesce(error_class, ''), coalesce(reason, '') FROM proc_state`)
 	if err != nil {

@@ -116,6 +116,9 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 		feeder.limit.Store(int64(len(feeder.inserted())))
 		return func() { feeder.limit.Store(held) }
 	}
+	e.feedOnly = func(n int) {
+		feeder.limit.Store(int64(min(len(w.Msgs), len(feeder.inserted())+n)))
+	}
 	allow := func(j int) {
 		if j < len(sched) {
 			feeder.limit.Store(int64(min(len(w.Msgs), sched[j].At+window)))

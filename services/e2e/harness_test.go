@@ -154,6 +154,10 @@ type stack struct {
 	// the services saw succeed (faultFailoverPostgres); the msg verdict
 	// then counts an event applied again as a redelivery (msgOrder).
 	commitsLost atomic.Bool
+	// mailboxLost are the mailbox IDs a failover of MariaDB lost
+	// (faultFailoverMariaDB): their messages ran, their rows are gone.
+	// Guarded by mu.
+	mailboxLost map[int64]bool
 	// bins runs the named processes from another msgx binary (an earlier
 	// release's, R-M4); the others run msgxBin.
 	bins map[string]string

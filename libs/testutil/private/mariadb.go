@@ -43,7 +43,12 @@ func NewMariaDB(t testing.TB, opts ...Option) *MariaDB {
 			"--socket=" + filepath.Join(m.dir, "sock"), "--pid-file=" + filepath.Join(m.dir, "pid"),
 			"--bind-address=127.0.0.1", "--user=root", "--skip-name-resolve",
 			"--innodb-buffer-pool-size=64M", "--max-connections=300",
-			"--log-error=" + filepath.Join(m.dir, "mariadb.log")}
+			"--log-error=" + filepath.Join(m.dir, "mariadb.log"),
+			// A binary log in row format, as the mailbox owners' servers
+			// write one for their replicas: any private MariaDB can be
+			// given a replica (Replica). The port is a server ID no other
+			// private server on the machine has.
+			"--log-bin=" + binlogName, "--binlog-format=ROW", "--server-id=" + itoa(m.port)}
 		if o.ca != nil {
 			server := o.ca.Server("mariadb")
 			m.d.argv = append(m.d.argv, "--ssl-cert="+server.CertFile, "--ssl-key="+server.KeyFile, "--ssl-ca="+o.ca.File)

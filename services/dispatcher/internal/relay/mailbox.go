@@ -342,10 +342,13 @@ func (r *Relay) markBatch(ctx context.Context, rows []markRow) (map[int64]string
 // again with AUTO_INCREMENT: a marker by ID alone would then mark another
 // message, one that ran nowhere, as processed. The receive time tells the
 // two apart: the new row was inserted after the failover, the lost one
-// before it. Both are compared as the mailbox's wall clock in the zone
-// the connection reads DATETIMEs in (the zone ingest read want in), to
-// the microsecond. An unknown want trusts the ID alone; a row without a
-// receive time, where one was registered, is another row.
+// before it, seconds at least apart. Both are compared as the mailbox's
+// wall clock in the zone the connection reads DATETIMEs in (the zone
+// ingest read want in), to the second: the column is a DATETIME (seconds,
+// the mailbox's schema), and ingest registers the time to the second (its
+// msgx-received-at header, RFC 3339) whatever fraction a column might
+// keep. An unknown want trusts the ID alone; a row without a receive
+// time, where one was registered, is another row.
 func sameReceipt(want *time.Time, got sql.NullTime) bool {
 	if want == nil {
 		return true
@@ -353,7 +356,7 @@ func sameReceipt(want *time.Time, got sql.NullTime) bool {
 	if !got.Valid {
 		return false
 	}
-	const wall = "2006-01-02 15:04:05.000000"
+	const wall = "2006-01-02 15:04:05"
 	return want.In(got.Time.Location()).Format(wall) == got.Time.Format(wall)
 }
 

@@ -314,3 +314,32 @@ func TestMailbox_R_D4_FailingRowsDoNotStarveOthers(t *testing.T) {
 		require.Equal(t, 2, r.Attempts)
 	}
 }
+
+// TestSameReceipt_R_L5_ComparesTheMailboxWallClockToTheSecond: the row
+// check of a marker compares the receive time as the mailbox shows it, in
+// its zone, to the second — ingest registers it to the second, and the
+// same instant written in another zone is the same receipt — and trusts
+// the ID alone only where no time was registered.
+func TestSameReceipt_R_L5_ComparesTheMailboxWallClockToTheSecond(t *testing.T) {
+	row := time.Date(2026, 3, 1, 20, 0, 5, 0, airport) // as the driver reads a DATETIME
+	at := func(tm time.Time) *time.Time { return &tm }
+	for _, tc := range []struct {
+		name string
+		want *time.Time
+		got  sql.NullTime
+		same bool
+	}{
+		{"the same wall clock", at(row), sql.NullTime{Time: row, Valid: true}, true},
+		{"the same instant in UTC", at(row.UTC()), sql.NullTime{Time: row, Valid: true}, true},
+		{"a fraction the registration does not keep", at(row), sql.NullTime{Time: row.Add(700 * time.Millisecond), Valid: true}, true},
+		{"a second later", at(row), sql.NullTime{Time: row.Add(time.Second), Valid: true}, false},
+		{"an hour earlier", at(row), sql.NullTime{Time: row.Add(-time.Hour), Valid: true}, false},
+		{"no time on the row", at(row), sql.NullTime{}, false},
+		{"none registered", nil, sql.NullTime{Time: row, Valid: true}, true},
+		{"none on either side", nil, sql.NullTime{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.same, sameReceipt(tc.want, tc.got))
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package private
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A MariaDB failover is staged as a PostgreSQL one is (replica.go): every
+// private MariaDB writes a binary log (row format), so that a replica can
+// be made of it mid-stream; the replica applies the log asynchronously as
+// the mailbox owners' replicas do, is cut off from it (Detach) so that the
+// primary's last rows and markers never reach it, and is promoted when
+// the primary crashes. Its AUTO_INCREMENT then continues after the last
+// row it has: the IDs of the rows it lacks are handed out again.
+
+// binlogName is the base name of a private MariaDB's binary log files.
+const binlogName = "mariadb-bin"
+
+// Replica starts a new private MariaDB and makes it an asynchronous
+// replica of m, applying m's binary log from its first file: every
+// database, table, account and row m has, and what follows. It returns
+// when the replica runs; CaughtUp waits until it has applied what m has
+// written. The replica is killed and removed when the test ends.
+func (m *MariaDB) Replica(t testing.TB) *MariaDB {
+	t.Helper()
+	r := NewMariaDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	db, err := sql.Open("mysql", r.DSN(""))
+	if err != nil {
+		t.Fatalf("opening the private MariaDB replica: %v", err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		fmt.Sprintf(`CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='',
+			MASTER_LOG_FILE='%s.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no`, m.port, binlogName),
+		`START SLAVE`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("making the private MariaDB a replica: %s: %v", q, err)
+		}
+	}
+	return r
+}
+
+// CaughtUp waits until the replica has applied everything its primary
+// had written to its binary log when it was called, so that what follows
+// is what a replica cannot have.
+func (m *MariaDB) CaughtUp(primary *MariaDB, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
+	defer cancel()
+	file, pos, err := primary.binlogPosition(ctx)
+	if err != nil {
+		return err
+	}
+	return m.waitApplied(ctx, file, pos, timeout)
+}
+
+// Detach cuts the replica off from its primary's binary log: its I/O
+// thread stops, and once what it received is applied nothing more can
+// arrive. It returns the primary's log position the replica has applied;
+// from then on the primary's rows and markers are what a failover to this
+// replica loses.
+func (m *MariaDB) Detach() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `STOP SLAVE IO_THREAD`); err != nil {
+		return "", fmt.Errorf("detaching the replica: %w", err)
+	}
+	status, err := slaveStatus(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	file, pos := status["Master_Log_File"], status["Read_Master_Log_Pos"]
+	if err := m.waitApplied(ctx, file, pos, 30*time.Second); err != nil {
+		return "", err
+	}
+	return file + ":" + pos, nil
+}
+
+// Promote makes the replica a primary: replication stops for good and
+// its settings are forgotten (STOP SLAVE, RESET SLAVE ALL).
+func (m *MariaDB) Promote() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range []string{`STOP SLAVE`, `RESET SLAVE ALL`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("promoting the private MariaDB replica: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// binlogPosition is the primary's current binary log file and position.
+func (m *MariaDB) binlogPosition(ctx context.Context) (file, pos string, err error) {
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return "", "", err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SHOW MASTER STATUS`)
+	if err != nil {
+		return "", "", fmt.Errorf("reading the primary's binary log position: %w", err)
+	}
+	status, err := oneRow(rows)
+	if err != nil {
+		return "", "", fmt.Errorf("reading the primary's binary log position: %w", err)
+	}
+	return status["File"], status["Position"], nil
+}
+
+// waitApplied waits until the replica's SQL thread applied the primary's
+// log up to file:pos (MASTER_POS_WAIT).
+func (m *MariaDB) waitApplied(ctx context.Context, file, pos string, timeout time.Duration) error {
+	db, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var res sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT MASTER_POS_WAIT(?, ?, ?)`, file, pos, int(timeout.Seconds())).Scan(&res); err != nil {
+		return fmt.Errorf("waiting for the replica to apply %s:%s: %w", file, pos, err)
+	}
+	switch {
+	case !res.Valid:
+		status, _ := slaveStatus(ctx, db)
+		return fmt.Errorf("the replica's SQL thread is not running (last error %q)", status["Last_SQL_Error"])
+	case res.Int64 < 0:
+		return fmt.Errorf("the replica did not apply %s:%s within %s", file, pos, timeout)
+	}
+	return nil
+}
+
+// slaveStatus is SHOW SLAVE STATUS by column name.
+func slaveStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, `SHOW SLAVE STATUS`)
+	if err != nil {
+		return nil, fmt.Errorf("reading the replica's status: %w", err)
+	}
+	status, err := oneRow(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading the replica's status: %w", err)
+	}
+	return status, nil
+}
+
+// oneRow reads the only row of rows by column name and closes rows.
+func oneRow(rows *sql.Rows) (map[string]string, error) {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no row")
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(cols))
+	for i, c := range cols {
+		out[c] = vals[i].String
+	}
+	return out, rows.Err()
+}
