@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
 
 	"msgexchange/libs/testutil"
 )
@@ -198,4 +200,105 @@ func TestChaos_R_M1_MariaDBFailoverToAReplicaBehind(t *testing.T) {
 	p := chaosParams{Messages: 240, Faults: 1, Seed: chaosDefaultSeed}
 	sched := []chaosFault{{Kind: faultFailoverMariaDB, At: 60}}
 	runChaos(t, p, sched, fmt.Sprintf("go test -count=1 -run '^%s$' ./e2e/", t.Name()))
+}
+
+// TestFailover_R_L5_R_M1_IDsAMariaDBFailoverHandsOutAgainAreHeldNotMarked
+// is the hazard of faultFailoverMariaDB without the runbook's step, under
+// a real failover: two messages are read and applied while their markers
+// wait (the test holds their rows' locks, as a slow mailbox would), their
+// rows never reach the replica, the primary crashes, and the AODB, first
+// at the promoted replica, inserts its next two messages — which
+// AUTO_INCREMENT gives the lost rows' IDs. The mailbox's address then
+// moves. The waiting markers must not land on the new rows (outcome
+// row-replaced), and the new messages must be held as reused IDs (R-L5),
+// neither run nor marked.
+func TestFailover_R_L5_R_M1_IDsAMariaDBFailoverHandsOutAgainAreHeldNotMarked(t *testing.T) {
+	e := newChaosEnv(t)
+	for _, in := range chaosInstances {
+		e.startInstance(in.name)
+	}
+	if not := e.readyAll(60 * time.Second); len(not) > 0 {
+		t.Fatalf("instances not ready: %s", strings.Join(not, ", "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e.insert(readCorpus(t, "SCHD-DNLD-1.xml"))
+	waitFor(t, 90*time.Second, "the schedule marked", func() (bool, error) {
+		n, err := e.unmarked()
+		return n == 0, err
+	})
+	replica := e.mariaSrv.Replica(t)
+	require.NoError(t, replica.CaughtUp(e.mariaSrv, time.Minute))
+	_, err := replica.Detach()
+	require.NoError(t, err)
+
+	// Two messages the replica never gets, each row locked as soon as it
+	// is in, so that its marker waits.
+	hold, err := e.mailbox.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = hold.Rollback() }()
+	var lost []int64
+	for i, flid := range []int64{15, 16} {
+		id := e.insert(retarget(readCorpus(t, "FLOP-STND-1.xml"), flid, 920001+i))
+		var processed *time.Time
+		require.NoError(t, hold.QueryRowContext(ctx, `SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID = ? FOR UPDATE`, id).Scan(&processed))
+		require.Nil(t, processed, "row %d locked before its marker", id)
+		lost = append(lost, id)
+	}
+	waitFor(t, 90*time.Second, "both messages finished, their markers waiting", func() (bool, error) {
+		var n int
+		err := e.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state p JOIN outbox o ON o.msg_id = p.msg_id AND o.target = 'mailbox' AND o.state = 'PENDING'
+			WHERE p.msg_id = ANY($1) AND p.state = 'SUCCEEDED'`, lost).Scan(&n)
+		return n == len(lost), err
+	})
+	versions := map[int64]int64{15: e.pgFlights()[15].Version, 16: e.pgFlights()[16].Version}
+
+	require.NoError(t, e.mariaSrv.Crash())
+	require.NoError(t, replica.Promote())
+	// The AODB reaches the new primary first.
+	aodb, err := sql.Open("mysql", replica.DSN("msgx_mailbox"))
+	require.NoError(t, err)
+	defer aodb.Close()
+	var reissued []int64
+	for i, flid := range []int64{15, 16} {
+		res, err := aodb.ExecContext(ctx, `INSERT INTO CMINMSGS (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, NOW() + INTERVAL 5 SECOND, 'VALID')`,
+			retarget(readCorpus(t, "FLOP-REMC-1.xml"), flid, 920101+i))
+		require.NoError(t, err)
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		reissued = append(reissued, id)
+	}
+	require.Equal(t, lost, reissued, "the promoted replica hands the lost rows' IDs out again")
+	e.mariaSrv = replica
+	e.mariaPort.Store(int32(replica.Port()))
+	require.NoError(t, e.proxies["mariadb"].SetUpstream(fmt.Sprintf("127.0.0.1:%d", replica.Port())))
+
+	waitFor(t, 90*time.Second, "the waiting markers settled", func() (bool, error) {
+		var pending int
+		err := e.pg.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE target = 'mailbox' AND msg_id = ANY($1) AND state = 'PENDING'`, lost).Scan(&pending)
+		return pending == 0, err
+	})
+	var outcomes []string
+	rows, err := e.pg.Query(ctx, `SELECT state || ' ' || outcome FROM outbox WHERE target = 'mailbox' AND msg_id = ANY($1) ORDER BY msg_id`, lost)
+	require.NoError(t, err)
+	for rows.Next() {
+		var o string
+		require.NoError(t, rows.Scan(&o))
+		outcomes = append(outcomes, o)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"ABANDONED row-replaced", "ABANDONED row-replaced"}, outcomes, "no marker on a message that ran nowhere")
+	waitFor(t, 90*time.Second, "the new messages held as reused IDs", func() (bool, error) {
+		var n int
+		err := e.pg.QueryRow(ctx, `SELECT count(DISTINCT msg_id) FROM mailbox_reuse WHERE msg_id = ANY($1)`, lost).Scan(&n)
+		return n == len(lost), err
+	})
+	for _, id := range lost {
+		var processed *time.Time
+		require.NoError(t, e.mailbox.QueryRowContext(ctx, `SELECT CMINMSGS_DATE_PROCESSED FROM CMINMSGS WHERE CMINMSGS_ID = ?`, id).Scan(&processed))
+		require.Nil(t, processed, "row %d, a message held for an operator, stays unmarked", id)
+	}
+	for flid, v := range versions {
+		require.Equal(t, v, e.pgFlights()[flid].Version, "flight %d: the held message is not applied", flid)
+	}
 }
