@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -28,6 +29,7 @@ import (
 	controlv1 "msgexchange/proto/gen/go/msgx/control/v1"
 	"msgexchange/services/internal/contract"
 	"msgexchange/services/internal/flightstate"
+	"msgexchange/services/internal/outbox"
 )
 
 // chaosParams are the knobs of one chaos run, read from the environment so
@@ -723,11 +725,9 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 	// there to carry a marker: its marker counts as written when the
 	// dispatcher recorded one (on the old primary) or found the row gone.
 	s.mu.Lock()
-	lost := make([]int64, 0, len(s.mailboxLost))
-	for id := range s.mailboxLost {
-		lost = append(lost, id)
-	}
+	lostRow := maps.Clone(s.mailboxLost)
 	s.mu.Unlock()
+	lost := slices.Collect(maps.Keys(lostRow))
 	if len(lost) > 0 {
 		brows, err := s.pg.Query(ctx, `SELECT msg_id FROM proc_state WHERE msg_id = ANY($1) AND backfilled_at IS NOT NULL`, lost)
 		if err != nil {
@@ -778,19 +778,23 @@ func collectOutcome(ctx context.Context, s *stack, ids []int64) (*chaosOutcome, 
 			WHEN 'msg' THEN convert_from(payload, 'UTF8')::jsonb->>'state_version'
 			WHEN 'schd' THEN headers->>$1
 			ELSE headers->>$2 END, ''),
-		msg_id, state, coalesce(last_error, '') FROM outbox WHERE msg_id IS NOT NULL`,
+		msg_id, state, coalesce(outcome, ''), coalesce(last_error, '') FROM outbox WHERE msg_id IS NOT NULL`,
 		contract.HeaderStateVersion, flightstate.HeaderVersion)
 	if err != nil {
 		return nil, fmt.Errorf("reading outbox: %w", err)
 	}
 	for orow.Next() {
-		var target, pkey, version, state, last string
+		var target, pkey, version, state, outcome, last string
 		var msgID int64
-		if err := orow.Scan(&target, &pkey, &version, &msgID, &state, &last); err != nil {
+		if err := orow.Scan(&target, &pkey, &version, &msgID, &state, &outcome, &last); err != nil {
 			orow.Close()
 			return nil, err
 		}
-		if state == "DEAD" || state == "ABANDONED" {
+		// The marker of a row a failover of the mailbox lost, still
+		// waiting when the old primary crashed, finds no row on the new
+		// one: abandoned, as it must be (faultFailoverMariaDB).
+		rowLost := target == outbox.Mailbox && state == "ABANDONED" && outcome == "row-missing" && lostRow[msgID]
+		if (state == "DEAD" || state == "ABANDONED") && !rowLost {
 			o.DeadOutbox = append(o.DeadOutbox, fmt.Sprintf("outbox %s %s v%s %s: %s", target, pkey, version, state, last))
 		}
 		if target == "msg" || target == "flight-state" || target == "schd" {
