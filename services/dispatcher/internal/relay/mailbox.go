@@ -150,17 +150,15 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	// The term was proved current with the reads (readIntents); the
 	// markers' outcomes are recorded in one fenced statement, whose refusal
 	// ends the term (R-H6).
-	ids := make([]int64, len(batch))
 	rows := make([]markRow, len(batch))
 	for i, it := range batch {
-		ids[i] = it.msgID
-		rows[i] = markRow{id: it.msgID, received: it.received}
+		rows[i] = it.markRow()
 	}
 	// Shadow mode settles every intent without a MySQL statement (R-L6).
 	var outcomes map[int64]string
 	var batchErr error
 	if r.opt.Shadow {
-		outcomes = shadowOutcomes(ids)
+		outcomes = shadowOutcomes(rows)
 	} else {
 		outcomes, batchErr = r.markBatch(ctx, rows)
 	}
@@ -185,7 +183,7 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		rowErr = map[int64]error{}
 		outcomes = map[int64]string{}
 		for _, it := range batch {
-			outcome, err := r.mark(ctx, markRow{id: it.msgID, received: it.received})
+			outcome, err := r.mark(ctx, it.markRow())
 			if err != nil {
 				if ctx.Err() != nil {
 					return false, nil
@@ -216,19 +214,13 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 		outcome := outcomes[it.msgID]
 		answered++ // the mailbox answered for the intent (or shadow mode settled it)
 		r.markers.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-		switch outcome {
-		case OutcomeRowMissing:
-			// Never treated as marked: abandoned and listed for the operators.
-			r.log.Error("mailbox row missing; backfill abandoned", "msg_id", it.msgID, "alert", "backfill-abandoned")
-			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: OutcomeRowMissing, sentAt: &done})
-			continue
-		case OutcomeRowReplaced:
-			// The row under the ID is another message: the marker would
-			// tell the mailbox it was processed. Abandoned and listed; the
-			// other message is registered as a reused ID (R-L5).
-			r.log.Error("mailbox row under the message's ID was received at another time: the ID was handed out again; marker not written, backfill abandoned",
-				"msg_id", it.msgID, "registered_received_at", it.received, "alert", "backfill-abandoned")
-			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: OutcomeRowReplaced, sentAt: &done})
+		if why, ok := abandonedBecause[outcome]; ok {
+			// Never treated as marked: abandoned and listed for the
+			// operators. A replaced row's message is registered as a
+			// reused ID (R-L5).
+			r.log.Error(why, "msg_id", it.msgID,
+				"registered_received_at", it.received, "alert", "backfill-abandoned")
+			settled = append(settled, mailboxSettlement{id: it.id, state: "ABANDONED", outcome: outcome, sentAt: &done})
 			continue
 		}
 		settled = append(settled, mailboxSettlement{id: it.id, state: "SENT", outcome: outcome, sentAt: &done})
@@ -259,12 +251,22 @@ func (r *Relay) DrainMailbox(ctx context.Context) (bool, error) {
 	return more, nil
 }
 
+// abandonedBecause are the marker outcomes that abandon the intent at
+// once, with what the log says of each.
+var abandonedBecause = map[string]string{
+	OutcomeRowMissing:  "mailbox row missing; backfill abandoned",
+	OutcomeRowReplaced: "mailbox row under the message's ID was received at another time: the ID was handed out again; marker not written, backfill abandoned",
+}
+
 // markRow is one row a marker is asked for: the message's ID and the
 // receive time it was registered with (nil: unknown).
 type markRow struct {
 	id       int64
 	received *time.Time
 }
+
+// markRow is the row the intent's marker is asked for.
+func (i intent) markRow() markRow { return markRow{id: i.msgID, received: i.received} }
 
 // markBatch writes the processed marker onto every unmarked row of rows
 // and returns each ID's outcome: written, already-marked, row-missing or
@@ -364,10 +366,10 @@ func sameReceipt(want *time.Time, got sql.NullTime) bool {
 // settled as shadowed and no marker is written, so intents never pile up
 // waiting for a write that shadow mode never makes; the backfill finishes
 // with outcome shadowed and the record is cleaned up at its retention.
-func shadowOutcomes(ids []int64) map[int64]string {
-	out := make(map[int64]string, len(ids))
-	for _, id := range ids {
-		out[id] = OutcomeShadowed
+func shadowOutcomes(rows []markRow) map[int64]string {
+	out := make(map[int64]string, len(rows))
+	for _, m := range rows {
+		out[m.id] = OutcomeShadowed
 	}
 	return out
 }
