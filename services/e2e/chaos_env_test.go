@@ -446,7 +446,7 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)
 	case "failover":
-		if f.Kind == faultFailoverMariaDB {
+		if role == "mariadb" {
 			res.Recovery = e.failoverMariaDB(problem)
 		} else {
 			res.Recovery = e.failover(problem)

@@ -87,8 +87,8 @@ func (e *chaosEnv) failoverMariaDB(problem func(string, ...any)) time.Duration {
 		problem("rows still unregistered 30s after the feed stopped")
 	}
 	markedAfter := e.markedRows() - before
-	var lastOld int64
-	if err := e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&lastOld); err != nil {
+	lastOld, _, err := e.mailboxRows()
+	if err != nil {
 		problem("reading the old primary's last ID: %v", err)
 		return 0
 	}
@@ -124,25 +124,30 @@ func (e *chaosEnv) failoverMariaDB(problem func(string, ...any)) time.Duration {
 	return e.awaitRecovery(problem)
 }
 
+// mailboxRows reads the mailbox's last ID and its number of rows.
+func (e *chaosEnv) mailboxRows() (last, rows int64, err error) {
+	err = e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0), COUNT(*) FROM CMINMSGS`).Scan(&last, &rows)
+	return last, rows, err
+}
+
 // registeredAll reports whether every mailbox row inserted so far has
 // its proc_state record.
 func (e *chaosEnv) registeredAll() bool {
-	var last int64
-	if e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&last) != nil {
+	last, rows, err := e.mailboxRows()
+	if err != nil {
 		return false
 	}
 	var registered int64
-	err := e.pg.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id <= $1`, last).Scan(&registered)
-	var rows int64
-	return err == nil && e.mailbox.QueryRow(`SELECT COUNT(*) FROM CMINMSGS`).Scan(&rows) == nil && registered >= rows
+	err = e.pg.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id <= $1`, last).Scan(&registered)
+	return err == nil && registered >= rows
 }
 
 // recordMailboxLost notes the IDs the new primary lacks, up to lastOld,
 // the old primary's last: the verdict does not look for their rows in the
 // mailbox (collectOutcome). It returns how many there are.
 func (e *chaosEnv) recordMailboxLost(problem func(string, ...any), lastOld int64) int {
-	var lastNew int64
-	if err := e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&lastNew); err != nil {
+	lastNew, _, err := e.mailboxRows()
+	if err != nil {
 		problem("reading the new primary's last ID: %v", err)
 		return 0
 	}

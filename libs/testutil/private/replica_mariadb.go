@@ -3,7 +3,6 @@ package private
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -28,21 +27,14 @@ const binlogName = "mariadb-bin"
 func (m *MariaDB) Replica(t testing.TB) *MariaDB {
 	t.Helper()
 	r := NewMariaDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	db, err := sql.Open("mysql", r.DSN(""))
+	err := r.asRoot(startTimeout, func(ctx context.Context, db *sql.DB) error {
+		return execAll(ctx, db, "making the private MariaDB a replica",
+			fmt.Sprintf(`CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='',
+				MASTER_LOG_FILE='%s.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no`, m.port, binlogName),
+			`START SLAVE`)
+	})
 	if err != nil {
-		t.Fatalf("opening the private MariaDB replica: %v", err)
-	}
-	defer db.Close()
-	for _, q := range []string{
-		fmt.Sprintf(`CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='',
-			MASTER_LOG_FILE='%s.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no`, m.port, binlogName),
-		`START SLAVE`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("making the private MariaDB a replica: %s: %v", q, err)
-		}
+		t.Fatal(err)
 	}
 	return r
 }
@@ -51,13 +43,17 @@ func (m *MariaDB) Replica(t testing.TB) *MariaDB {
 // had written to its binary log when it was called, so that what follows
 // is what a replica cannot have.
 func (m *MariaDB) CaughtUp(primary *MariaDB, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
-	defer cancel()
-	file, pos, err := primary.binlogPosition(ctx)
-	if err != nil {
+	var status map[string]string
+	err := primary.asRoot(10*time.Second, func(ctx context.Context, db *sql.DB) (err error) {
+		status, err = showStatus(ctx, db, `SHOW MASTER STATUS`)
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading the primary's binary log position: %w", err)
 	}
-	return m.waitApplied(ctx, file, pos, timeout)
+	return m.asRoot(timeout+10*time.Second, func(ctx context.Context, db *sql.DB) error {
+		return waitApplied(ctx, db, status["File"], status["Position"], timeout)
+	})
 }
 
 // Detach cuts the replica off from its primary's binary log: its I/O
@@ -66,78 +62,62 @@ func (m *MariaDB) CaughtUp(primary *MariaDB, timeout time.Duration) error {
 // from then on the primary's rows and markers are what a failover to this
 // replica loses.
 func (m *MariaDB) Detach() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := sql.Open("mysql", m.DSN(""))
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `STOP SLAVE IO_THREAD`); err != nil {
-		return "", fmt.Errorf("detaching the replica: %w", err)
-	}
-	status, err := slaveStatus(ctx, db)
-	if err != nil {
-		return "", err
-	}
-	file, pos := status["Master_Log_File"], status["Read_Master_Log_Pos"]
-	if err := m.waitApplied(ctx, file, pos, 30*time.Second); err != nil {
-		return "", err
-	}
-	return file + ":" + pos, nil
+	var at string
+	err := m.asRoot(time.Minute, func(ctx context.Context, db *sql.DB) error {
+		if err := execAll(ctx, db, "detaching the replica", `STOP SLAVE IO_THREAD`); err != nil {
+			return err
+		}
+		status, err := showStatus(ctx, db, `SHOW SLAVE STATUS`)
+		if err != nil {
+			return fmt.Errorf("reading the replica's status: %w", err)
+		}
+		file, pos := status["Master_Log_File"], status["Read_Master_Log_Pos"]
+		at = file + ":" + pos
+		return waitApplied(ctx, db, file, pos, 30*time.Second)
+	})
+	return at, err
 }
 
 // Promote makes the replica a primary: replication stops for good and
 // its settings are forgotten (STOP SLAVE, RESET SLAVE ALL).
 func (m *MariaDB) Promote() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return m.asRoot(time.Minute, func(ctx context.Context, db *sql.DB) error {
+		return execAll(ctx, db, "promoting the private MariaDB replica", `STOP SLAVE`, `RESET SLAVE ALL`)
+	})
+}
+
+// asRoot runs fn on one root connection to the server, within timeout.
+func (m *MariaDB) asRoot(timeout time.Duration, fn func(context.Context, *sql.DB) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	db, err := sql.Open("mysql", m.DSN(""))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	for _, q := range []string{`STOP SLAVE`, `RESET SLAVE ALL`} {
+	return fn(ctx, db)
+}
+
+// execAll runs the statements in order, what naming the step in errors.
+func execAll(ctx context.Context, db *sql.DB, what string, statements ...string) error {
+	for _, q := range statements {
 		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("promoting the private MariaDB replica: %s: %w", q, err)
+			return fmt.Errorf("%s: %s: %w", what, q, err)
 		}
 	}
 	return nil
 }
 
-// binlogPosition is the primary's current binary log file and position.
-func (m *MariaDB) binlogPosition(ctx context.Context) (file, pos string, err error) {
-	db, err := sql.Open("mysql", m.DSN(""))
-	if err != nil {
-		return "", "", err
-	}
-	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SHOW MASTER STATUS`)
-	if err != nil {
-		return "", "", fmt.Errorf("reading the primary's binary log position: %w", err)
-	}
-	status, err := oneRow(rows)
-	if err != nil {
-		return "", "", fmt.Errorf("reading the primary's binary log position: %w", err)
-	}
-	return status["File"], status["Position"], nil
-}
-
 // waitApplied waits until the replica's SQL thread applied the primary's
 // log up to file:pos (MASTER_POS_WAIT).
-func (m *MariaDB) waitApplied(ctx context.Context, file, pos string, timeout time.Duration) error {
-	db, err := sql.Open("mysql", m.DSN(""))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func waitApplied(ctx context.Context, db *sql.DB, file, pos string, timeout time.Duration) error {
 	var res sql.NullInt64
 	if err := db.QueryRowContext(ctx, `SELECT MASTER_POS_WAIT(?, ?, ?)`, file, pos, int(timeout.Seconds())).Scan(&res); err != nil {
 		return fmt.Errorf("waiting for the replica to apply %s:%s: %w", file, pos, err)
 	}
 	switch {
 	case !res.Valid:
-		status, _ := slaveStatus(ctx, db)
+		status, _ := showStatus(ctx, db, `SHOW SLAVE STATUS`)
 		return fmt.Errorf("the replica's SQL thread is not running (last error %q)", status["Last_SQL_Error"])
 	case res.Int64 < 0:
 		return fmt.Errorf("the replica did not apply %s:%s within %s", file, pos, timeout)
@@ -145,21 +125,13 @@ func (m *MariaDB) waitApplied(ctx context.Context, file, pos string, timeout tim
 	return nil
 }
 
-// slaveStatus is SHOW SLAVE STATUS by column name.
-func slaveStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, `SHOW SLAVE STATUS`)
+// showStatus reads the only row of a SHOW … STATUS statement by column
+// name.
+func showStatus(ctx context.Context, db *sql.DB, statement string) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, statement)
 	if err != nil {
-		return nil, fmt.Errorf("reading the replica's status: %w", err)
+		return nil, err
 	}
-	status, err := oneRow(rows)
-	if err != nil {
-		return nil, fmt.Errorf("reading the replica's status: %w", err)
-	}
-	return status, nil
-}
-
-// oneRow reads the only row of rows by column name and closes rows.
-func oneRow(rows *sql.Rows) (map[string]string, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
@@ -169,7 +141,7 @@ func oneRow(rows *sql.Rows) (map[string]string, error) {
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		return nil, errors.New("no row")
+		return nil, fmt.Errorf("%s: no row", statement)
 	}
 	vals := make([]sql.NullString, len(cols))
 	ptrs := make([]any, len(cols))
