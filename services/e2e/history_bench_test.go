@@ -50,6 +50,9 @@ const (
 	historySelfCheck = 5 * time.Second
 	// historyPauseTarget is R-M5's bound on one hold of the pipeline.
 	historyPauseTarget = 100 * time.Millisecond
+	// historyExplainHold is the shortest hold the phase logs with what the
+	// processor's sessions and the machine's CPUs did meanwhile.
+	historyExplainHold = 80 * time.Millisecond
 	// historyBaseline is how long the paced load runs before the daily
 	// job is asked for, at full scale: the holds of the pipeline under the
 	// same load without the job, over a span like the job's (about 3
@@ -669,13 +672,17 @@ func historyPauses(t testing.TB, s *stack, w *perfWatch, sent []perfSent, m *his
 			if long {
 				m.longDuring++
 				m.phases[phase].long++
-				t.Logf("R-M5 hold during the job (%s): %s ms until %s (msg_id %d)", m.phases[phase].name, ms(hold), r.applied.Format("15:04:05.000"), r.id)
+			}
+			if hold >= historyExplainHold {
+				t.Logf("R-M5 hold during the job (%s): %s ms until %s (msg_id %d; %s)", m.phases[phase].name, ms(hold), r.applied.Format("15:04:05.000"), r.id, m.waits.activityIn(from, r.applied))
 			}
 		case inBaseline:
 			m.basePause = max(m.basePause, hold)
 			if long {
 				m.longBase++
-				t.Logf("R-M5 hold in the baseline: %s ms until %s (msg_id %d)", ms(hold), r.applied.Format("15:04:05.000"), r.id)
+			}
+			if hold >= historyExplainHold {
+				t.Logf("R-M5 hold in the baseline: %s ms until %s (msg_id %d; %s)", ms(hold), r.applied.Format("15:04:05.000"), r.id, m.waits.activityIn(from, r.applied))
 			}
 		}
 		lat := r.applied.Sub(r.inserted)

@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +37,81 @@ type jobWaits struct {
 	// jobLongest is the longest time each statement of the job was seen
 	// running (its first 60 characters), the longest first.
 	jobLongest []jobStatement
-	err        error
+	// activity is what the processor's sessions were doing at each
+	// sample, and how busy the machine's CPUs were since the previous
+	// one: what a long hold of the executor was made of (historyPauses).
+	activity []activitySample
+	err      error
+}
+
+// activitySample is one look at the processor's active sessions: each
+// session's name, wait ("CPU" when it waits for nothing) and the start of
+// its statement, and the share of the machine's CPU time that was busy
+// since the sample before.
+type activitySample struct {
+	at       time.Time
+	cpuBusy  float64
+	sessions []string
+}
+
+// activityIn summarises the samples taken between from and to: how often
+// each session was seen in each wait, the most frequent first, and the
+// mean CPU busy share.
+func (w jobWaits) activityIn(from, to time.Time) string {
+	counts := map[string]int{}
+	var n int
+	var busy float64
+	for _, a := range w.activity {
+		if a.at.Before(from) || a.at.After(to) {
+			continue
+		}
+		n++
+		busy += a.cpuBusy
+		for _, s := range a.sessions {
+			counts[s]++
+		}
+	}
+	if n == 0 {
+		return "no sample"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
+	parts := make([]string, 0, 6)
+	for i, k := range keys {
+		if i == 6 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d× %s", counts[k], k))
+	}
+	return fmt.Sprintf("%d samples, CPU %.0f%% busy; %s", n, 100*busy/float64(n), strings.Join(parts, "; "))
+}
+
+// cpuTimes reads the machine's busy and total CPU time (/proc/stat's
+// first line, in clock ticks); ok is false where there is none.
+func cpuTimes() (busy, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i != 3 && i != 4 { // idle and iowait
+			busy += n
+		}
+	}
+	return busy, total, true
 }
 
 // jobStatement is one statement of the daily job and the longest it was
@@ -121,6 +197,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		ctx := context.Background()
+		lastBusy, lastTotal, _ := cpuTimes()
 		for {
 			select {
 			case <-j.quit:
@@ -187,6 +264,27 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 					end(pid, w)
 				}
 			}
+			// What the processor's sessions do, for the holds' account.
+			a := activitySample{at: now}
+			if b, tot, ok := cpuTimes(); ok && tot > lastTotal {
+				a.cpuBusy = float64(b-lastBusy) / float64(tot-lastTotal)
+				lastBusy, lastTotal = b, tot
+			}
+			arows, err := s.pg.Query(ctx, `SELECT CASE WHEN application_name = $1 THEN 'job' ELSE 'pipeline' END
+					|| ' [' || coalesce(wait_event_type || '/' || wait_event, 'CPU') || '] '
+					|| left(regexp_replace(query, '\s+', ' ', 'g'), 28)
+				FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'msgx processor%'
+				  AND state = 'active' AND pid <> pg_backend_pid()`, jobName)
+			if err == nil {
+				for arows.Next() {
+					var what string
+					if arows.Scan(&what) == nil {
+						a.sessions = append(a.sessions, what)
+					}
+				}
+				arows.Close()
+			}
+			out.activity = append(out.activity, a)
 		}
 	}()
 	return j
