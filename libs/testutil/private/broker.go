@@ -18,6 +18,7 @@ const brokerReady = "broker listening on"
 // SIGKILL and a restart keep its topics, records and committed offsets.
 type Broker struct {
 	port int
+	dir  string // the data directory
 	d    *daemon
 }
 
@@ -39,7 +40,7 @@ func NewBroker(t testing.TB, bin string, extra ...string) *Broker {
 func NewBrokerBehind(t testing.TB, bin string, front func(upstream string) string, extra ...string) *Broker {
 	t.Helper()
 	dir := newDir(t, "msgx-broker-")
-	b := &Broker{port: ReservePort(t)}
+	b := &Broker{port: ReservePort(t), dir: filepath.Join(dir, "data")}
 	b.d = &daemon{name: "private broker", log: filepath.Join(dir, "broker.log")}
 	t.Cleanup(func() {
 		if err := b.d.kill(); err != nil {
@@ -47,7 +48,7 @@ func NewBrokerBehind(t testing.TB, bin string, front func(upstream string) strin
 		}
 	})
 	setPort := func() {
-		b.d.argv = append([]string{bin, "broker", "-port", itoa(b.port), "-data-dir", filepath.Join(dir, "data")}, extra...)
+		b.d.argv = append([]string{bin, "broker", "-port", itoa(b.port), "-data-dir", b.dir}, extra...)
 		if front != nil {
 			b.d.argv = append(b.d.argv, "-advertise", front(b.Addr()))
 		}
@@ -81,6 +82,12 @@ func (b *Broker) Crash() error { return b.d.kill() }
 
 // Log is the path of the broker's log file.
 func (b *Broker) Log() string { return b.d.log }
+
+// DataDir is the directory the broker keeps its topics, records and
+// committed offsets in. A copy taken while the broker is paused and put
+// back after a crash is what an unclean leader election leaves: a broker
+// without the records it acknowledged since (R-M1).
+func (b *Broker) DataDir() string { return b.dir }
 
 func readFile(path string) string {
 	data, err := os.ReadFile(path)
