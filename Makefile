@@ -187,4 +187,4 @@ tidy: ## go mod tidy in every module
 gowork-off: ## build each module on its own (GOWORK=off) to prove the dependency direction
 	@for d in $(MODULES); do (cd $$d && GOWORK=off $(GO) vet ./...) || exit 1; done
 
-.PHONY: help build run stop deps tools test test-race test-e2e test-norace vet-tags vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
+.PHONY: help build run stop deps tools image-programs test test-race test-e2e test-norace vet-tags vuln image release release-test helm-lint contracts docs chaos run-test upgrade-test bench-e2e test-timed test-unit fuzz bench bench-short soak bench-go proto check-generated tidy gowork-off
