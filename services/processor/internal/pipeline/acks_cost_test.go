@@ -227,8 +227,8 @@ func TestAcks_R_J5_CostIndependentOfOtherPendingProjections(t *testing.T) {
 // ack transaction took a minute for 75,000 pending projections, the
 // backlog grew while it ran, and the pipeline never caught up. The rows
 // the transaction reads stay a small multiple of the projections it
-// deletes, and it ends within a bound that a comparison of every satisfied
-// projection with every held message (10⁹ comparisons here) exceeds.
+// deletes, and it ends within a bound that a comparison of every finished
+// message with every intent (10⁹ comparisons here) exceeds.
 //
 // Not parallel: it is timed, so it runs before the package's parallel
 // tests start. The connection plans every statement generically, as
@@ -265,9 +265,11 @@ func TestAcks_R_M5_R_J5_ABacklogsAcksCostWhatTheirProjectionsCost(t *testing.T) 
 	// deletion's probe and its delete, the message's row twice); one by
 	// one the acks read 13 times as many (K+1)/2 per projection.
 	require.LessOrEqual(t, cost.Rows, int64(6*n), "the acks must read each satisfied projection a bounded number of times, not once per ack of its flight")
-	// About 2.5 s on the 2-core development machine; held against every
-	// held message, the satisfied projections took over 10 s, and the
+	// 3 s on the 2-core development machine alone, 18 s in `make test`
+	// (race detector, the other packages' tests beside it). The
 	// SUCCEEDED statement's join of its two results, a nested loop with
-	// hash joins off, minutes.
-	require.Less(t, took, 8*time.Second, "the ack transaction must not compare every satisfied projection with every held message")
+	// hash joins off, took 78 s alone. (The deletion's = ANY walked per
+	// row under the generic plan took 14 s alone: only a quiet run tells
+	// that from 3 s.)
+	require.Less(t, took, time.Minute, "the ack transaction must not compare every finished message with every intent")
 }
