@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"msgexchange/libs/testutil"
-	"msgexchange/libs/testutil/private"
 )
 
 // TestBroker_R_H7_CommittedAfterACrashedTransactionAreRead crashes the
@@ -24,11 +19,7 @@ import (
 // skips every later batch of that producer and reads only the first
 // record — the chaos run's msg events lost after a broker restart.
 func TestBroker_R_H7_CommittedAfterACrashedTransactionAreRead(t *testing.T) {
-	testutil.Integration(t)
-	bin := filepath.Join(t.TempDir(), "devstack")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "building devstack: %s", out)
-	b := private.NewBroker(t, bin)
+	b := newTestBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

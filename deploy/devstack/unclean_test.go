@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -12,9 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"msgexchange/libs/testutil"
-	"msgexchange/libs/testutil/private"
 )
 
 // TestBroker_R_M1_RestoredDataDirLosesTheAcknowledgedTail stages what an
@@ -32,11 +28,7 @@ import (
 // sequences across restarts): what a client notices of the loss here is
 // the end offset alone.
 func TestBroker_R_M1_RestoredDataDirLosesTheAcknowledgedTail(t *testing.T) {
-	testutil.Integration(t)
-	bin := filepath.Join(t.TempDir(), "devstack")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "building devstack: %s", out)
-	b := private.NewBroker(t, bin)
+	b := newTestBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -69,7 +61,7 @@ func TestBroker_R_M1_RestoredDataDirLosesTheAcknowledgedTail(t *testing.T) {
 	require.Equal(t, []int64{0, 1, 2, 3, 4}, produce(0, 5))
 	copyOf := t.TempDir()
 	require.NoError(t, b.Pause())
-	out, err = exec.Command("cp", "-a", b.DataDir()+"/.", copyOf).CombinedOutput()
+	out, err := exec.Command("cp", "-a", b.DataDir()+"/.", copyOf).CombinedOutput()
 	require.NoError(t, err, "copying the paused broker's data: %s", out)
 	require.NoError(t, b.Resume())
 	require.Equal(t, []int64{5, 6, 7, 8, 9}, produce(5, 5), "acknowledged after the copy")

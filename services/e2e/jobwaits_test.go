@@ -3,9 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,31 +85,6 @@ func (w jobWaits) activityIn(from, to time.Time) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", counts[k], k))
 	}
 	return fmt.Sprintf("%d samples, CPU %.0f%% busy; %s", n, 100*busy/float64(n), strings.Join(parts, "; "))
-}
-
-// cpuTimes reads the machine's busy and total CPU time (/proc/stat's
-// first line, in clock ticks); ok is false where there is none.
-func cpuTimes() (busy, total uint64, ok bool) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, false
-	}
-	for i, v := range f[1:] {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, 0, false
-		}
-		total += n
-		if i != 3 && i != 4 { // idle and iowait
-			busy += n
-		}
-	}
-	return busy, total, true
 }
 
 // jobStatement is one statement of the daily job and the longest it was
@@ -197,7 +170,7 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		ctx := context.Background()
-		lastBusy, lastTotal, _ := cpuTimes()
+		lastCPU := readCPUBusy()
 		for {
 			select {
 			case <-j.quit:
@@ -246,41 +219,34 @@ func startJobWaitSampler(s *stack, every time.Duration) *jobWaitSampler {
 			}
 			rows.Close()
 			out.samples++
-			// What the job runs, and for how long so far.
-			jrows, err := s.pg.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), clock_timestamp() - query_start
-				FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND state = 'active'`, jobName)
-			if err == nil {
-				for jrows.Next() {
-					var q string
-					var d time.Duration
-					if jrows.Scan(&q, &d) == nil {
-						jobs[q] = max(jobs[q], d)
-					}
-				}
-				jrows.Close()
-			}
 			for pid, w := range open {
 				if !seen[pid] {
 					end(pid, w)
 				}
 			}
-			// What the processor's sessions do, for the holds' account.
-			a := activitySample{at: now}
-			if b, tot, ok := cpuTimes(); ok && tot > lastTotal {
-				a.cpuBusy = float64(b-lastBusy) / float64(tot-lastTotal)
-				lastBusy, lastTotal = b, tot
-			}
-			arows, err := s.pg.Query(ctx, `SELECT CASE WHEN application_name = $1 THEN 'job' ELSE 'pipeline' END
-					|| ' [' || coalesce(wait_event_type || '/' || wait_event, 'CPU') || '] '
-					|| left(regexp_replace(query, '\s+', ' ', 'g'), 28)
+			// What the processor's sessions do, for the holds' account,
+			// and what the job runs and for how long so far: one read.
+			cpu := readCPUBusy()
+			a := activitySample{at: now, cpuBusy: utilisation(lastCPU, cpu)}
+			lastCPU = cpu
+			arows, err := s.pg.Query(ctx, `SELECT application_name = $1, coalesce(wait_event_type || '/' || wait_event, 'CPU'),
+					left(regexp_replace(query, '\s+', ' ', 'g'), 60), clock_timestamp() - query_start
 				FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'msgx processor%'
 				  AND state = 'active' AND pid <> pg_backend_pid()`, jobName)
 			if err == nil {
 				for arows.Next() {
-					var what string
-					if arows.Scan(&what) == nil {
-						a.sessions = append(a.sessions, what)
+					var job bool
+					var wait, q string
+					var d time.Duration
+					if arows.Scan(&job, &wait, &q, &d) != nil {
+						continue
 					}
+					who := "pipeline"
+					if job {
+						who = "job"
+						jobs[q] = max(jobs[q], d)
+					}
+					a.sessions = append(a.sessions, fmt.Sprintf("%s [%s] %.28s", who, wait, q))
 				}
 				arows.Close()
 			}

@@ -192,7 +192,7 @@ func (e *Engine) applyAcksFrom(ctx context.Context, acks []Ack, topic string, ne
 		b.Queue(ackOffsetsSQL, e.opt.ConsumerName, topic, parts, offs, now)
 		var locked []int64
 		if len(acks) > 0 {
-			b.Queue(ackJoinsByProbe)
+			b.Queue(ackPlanSettings)
 			queueAckLock(b, flids, versions, nil, &locked)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -283,7 +283,7 @@ func highestAcks(acks []Ack) (flids, versions []int64) {
 // reorder, so the plan is a nested loop over the acks whatever the
 // statistics say. The DELETE joins the satisfied projections with the
 // table by key, a join the planner would hash once the batch is large
-// (thousands of a snapshot's acks in one poll): ackJoinsByProbe keeps it,
+// (thousands of a snapshot's acks in one poll): ackPlanSettings keeps it,
 // and every other join of the ack transaction, a nested loop of probes.
 // Without sequential scans too: with hash and merge joins off, a plan from
 // statistics sampled while a large snapshot was pending may still put a
@@ -291,7 +291,7 @@ func highestAcks(acks []Ack) (flids, versions []int64) {
 // once per satisfied projection (22 million rows read for 10,200 acks in
 // one run of TestAcks_R_J5_CostIndependentOfOtherPendingProjections).
 
-// ackJoinsByProbe turns hash joins, merge joins and sequential scans off
+// ackPlanSettings turns hash joins, merge joins and sequential scans off
 // for the rest of the ack transaction (set_config(…, true) is SET LOCAL: it
 // ends with the transaction, the pooled connection keeps its settings),
 // and plans its statements for their parameters (force_custom_plan): the
@@ -307,7 +307,7 @@ const ackOffsetsSQL = `INSERT INTO consumer_offset (consumer, topic, partition, 
 	SELECT $1, $2, p, o, $5 FROM unnest($3::int[], $4::bigint[]) AS u(p, o)
 	ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`
 
-const ackJoinsByProbe = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('enable_seqscan', 'off', true),
+const ackPlanSettings = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('enable_seqscan', 'off', true),
 	set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // ackLockQuery locks, in msg_id order, the proc_state rows of the messages
