@@ -46,7 +46,7 @@ func outboxCommand() *command {
 					return a.outboxList(ctx, req)
 				}
 			},
-		}, outboxRequeueCommand(), outboxDiscardCommand(), outboxParkedCommand()},
+		}, outboxRequeueCommand(), outboxResendCommand(), outboxDiscardCommand(), outboxParkedCommand()},
 	}
 }
 

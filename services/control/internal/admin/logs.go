@@ -163,8 +163,14 @@ func (s *InspectServer) ListMailboxReuse(ctx context.Context, req *controlv1.Lis
 // tables are small (one row per operator action, lease changes), and the
 // listing is an operator's, not a hot path.
 const auditRows = `
-	SELECT 1 AS kind, id, at, 'requeue' AS action, operator, principal, peer, reason,
-		'outbox ' || array_to_string(outbox_ids, ',') AS subject, '{}'::jsonb AS detail
+	SELECT 1 AS kind, id, at, action, operator, principal, peer, reason,
+		CASE WHEN action = 'resend'
+			THEN 'outbox ' || target || ': ' || cardinality(outbox_ids) || ' rows' ||
+				COALESCE(' ' || outbox_ids[1] || '…' || outbox_ids[cardinality(outbox_ids)], '')
+			ELSE 'outbox ' || array_to_string(outbox_ids, ',') END AS subject,
+		CASE WHEN action = 'resend'
+			THEN jsonb_build_object('target', target, 'sent_since', sent_since, 'sent_until', sent_until)
+			ELSE '{}'::jsonb END AS detail
 	FROM outbox_requeue_audit
 	UNION ALL
 	SELECT 2, id, at, action, operator, principal, peer, reason, 'outbox ' || array_to_string(outbox_ids, ','), '{}'

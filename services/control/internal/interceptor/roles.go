@@ -26,6 +26,7 @@ var methodRoles = map[string]caller.Role{
 	controlv1.AdminService_GetRebuild_FullMethodName:             caller.Read,
 	controlv1.AdminService_ListMessages_FullMethodName:           caller.Read,
 	controlv1.AdminService_RequeueOutbox_FullMethodName:          caller.Operate,
+	controlv1.AdminService_ResendOutbox_FullMethodName:           caller.Operate,
 	controlv1.AdminService_RebuildProjection_FullMethodName:      caller.Operate,
 	controlv1.AdminService_EndMessage_FullMethodName:             caller.Operate,
 	controlv1.AdminService_DiscardOutbox_FullMethodName:          caller.Operate,

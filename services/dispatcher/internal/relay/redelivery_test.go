@@ -96,3 +96,37 @@ func TestKafkaRelay_R_L3_FreshRowWaitsForADueOlderRetryBeyondTheBatch(t *testing
 	}
 	require.Equal(t, []string{"7037-v1", "7037-v2"}, got)
 }
+
+// TestKafkaRelay_R_M1_ResentRowsGoOutAgainInKeyOrder: the broker lost
+// records it had acknowledged, and an operator sends the window's rows
+// again (AdminService.ResendOutbox moves them from SENT to PENDING, as
+// here). They join the retry lane below the fresh-lane floor and are
+// produced again in their keys' order, and a key's row written after the
+// re-send waits behind them, so no key steps back (R-L3, INV-10).
+func TestKafkaRelay_R_M1_ResentRowsGoOutAgainInKeyOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cl := b.producer(t, b.kcfg.Topics.Msg)
+	sent := []int64{
+		b.addRow(t, TargetMsg, "7037", []byte("7037-v1"), ""),
+		b.addRow(t, TargetMsg, "7037", []byte("7037-v2"), ""),
+		b.addRow(t, TargetMsg, "7038", []byte("7038-v1"), ""),
+	}
+	require.NoError(t, b.drainAll(t, cl, TargetMsg))
+	require.Equal(t, []string{"SENT", "SENT", "SENT"}, b.states(t, sent...))
+
+	b.exec(t, `UPDATE outbox SET state = 'PENDING', attempts = 0, next_attempt_at = $2, outcome = NULL, sent_at = NULL
+		WHERE id = ANY($1) AND state = 'SENT'`, sent[:2], b.clock.Now())
+	later := b.addRow(t, TargetMsg, "7037", []byte("7037-v3"), "")
+	require.NoError(t, b.drainAll(t, cl, TargetMsg))
+	require.Equal(t, []string{"SENT", "SENT", "SENT", "SENT"}, b.states(t, append(sent, later)...))
+
+	var got []string
+	for _, r := range readCommitted(t, b.kcfg, b.kcfg.Topics.Msg) {
+		if string(r.Key) == "7037" {
+			got = append(got, string(r.Value))
+		}
+	}
+	require.Equal(t, []string{"7037-v1", "7037-v2", "7037-v1", "7037-v2", "7037-v3"}, got,
+		"sent, sent again in order, then the later row")
+}

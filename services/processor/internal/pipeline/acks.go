@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgexchange/libs/kafka"
@@ -34,7 +33,7 @@ func (e *Engine) acksService() *lifecycle.Service {
 	topic := e.opt.Kafka.Topics.ProjectionAcks
 	// open starts consuming at what consumer_offset holds.
 	open := func(ctx context.Context) error {
-		offsets, stored, err := e.ackOffsets(ctx, topic)
+		offsets, stored, err := e.resumeOffsets(ctx, "processor-acks", topic, false)
 		if err != nil {
 			return err
 		}
@@ -105,40 +104,6 @@ func (e *Engine) acksService() *lifecycle.Service {
 			}
 			return nil
 		})
-}
-
-// ackOffsets returns where to resume each partition of the acks topic, and
-// the positions stored (-1 for a partition without one, resumed from its
-// start).
-func (e *Engine) ackOffsets(ctx context.Context, topic string) (map[int32]kgo.Offset, position, error) {
-	cl, err := kgo.NewClient(e.opt.Kafka.ClientOpts(e.log, "processor-admin")...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating admin client: %w", err)
-	}
-	defer cl.Close()
-	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	topics, err := kadm.NewClient(cl).ListTopics(mctx, topic)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading partitions of %s: %w", topic, err)
-	}
-	td, ok := topics[topic]
-	if !ok || td.Err != nil {
-		return nil, nil, fmt.Errorf("reading partitions of %s: topic missing (%v)", topic, td.Err)
-	}
-	stored, err := e.storedPositions(ctx, topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := map[int32]kgo.Offset{}
-	own := position{}
-	for p := range td.Partitions {
-		out[p], own[p] = kgo.NewOffset().AtStart(), -1
-	}
-	for p, next := range stored {
-		out[p], own[p] = kgo.NewOffset().At(next), next
-	}
-	return out, own, nil
 }
 
 // ApplyAcks removes the pending projections the acks satisfy — an ack of

@@ -20,31 +20,28 @@ import (
 )
 
 // inboxService consumes partition 0 of msgx.inbox from the offset stored in
-// consumer_offset and registers every record in proc_state.
+// consumer_offset (from the partition's start when the broker lost that
+// position, brokerloss.go) and registers every record in proc_state.
 func (e *Engine) inboxService() *lifecycle.Service {
 	var cl *kgo.Client
 	var own position // where the consumer stands (positions.go)
 	topic := e.opt.Kafka.Topics.Inbox
 	// open starts consuming at what consumer_offset holds.
 	open := func(ctx context.Context) error {
-		stored, err := e.storedPositions(ctx, topic)
+		offsets, stored, err := e.resumeOffsets(ctx, "processor-inbox", topic, true)
 		if err != nil {
 			return err
 		}
-		next, ok := stored[0]
-		own = position{0: next}
-		if !ok {
-			next, own[0] = 0, -1
-		}
+		own = stored
 		opts := append(e.opt.Kafka.ClientOpts(e.log, "processor-inbox"),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(next)}}),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 			kgo.FetchMaxWait(500*time.Millisecond),
 		)
 		cl, err = kgo.NewClient(opts...)
 		if err != nil {
 			return fmt.Errorf("creating inbox consumer: %w", err)
 		}
-		e.log.Info("consuming inbox", "topic", topic, "offset", next)
+		e.log.Info("consuming inbox", "topic", topic, "offset", offsets[0])
 		return nil
 	}
 	return lifecycle.NewService("processor-inbox",

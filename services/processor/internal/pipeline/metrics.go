@@ -43,6 +43,10 @@ type metrics struct {
 	// in PostgreSQL other than its own and consumed again from the stored
 	// one, by topic: PostgreSQL lost commits (positions.go).
 	positionMoved metric.Int64Counter
+	// brokerLost counts the times a consumer of the processor found that
+	// the broker lost records of a topic it had consumed, by topic
+	// (brokerloss.go).
+	brokerLost metric.Int64Counter
 	// stages is msgx_processor_stage_latency_seconds{stage}: the time a
 	// message took from the previous stage to this one (R-I4).
 	stages metric.Float64Histogram
@@ -103,6 +107,10 @@ func newMetrics(m metric.Meter, topics ...string) (*metrics, error) {
 		metric.WithDescription("times a consumer of the processor found its position stored in PostgreSQL other than where it stored it and consumed again from the stored one, by topic: PostgreSQL lost commits (a failover to a replica behind, a restore)")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
+	if out.brokerLost, err = m.Int64Counter("msgx_processor_broker_lost_records_total",
+		metric.WithDescription("times a consumer of the processor found that the broker lost acknowledged records of a topic, by topic: a stored position past the partition's end, or a fetch reporting data loss (an unclean leader election, a restored broker); the consumer reads the partition again")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
 	if out.stages, err = m.Float64Histogram("msgx_processor_stage_latency_seconds", metric.WithUnit("s"),
 		metric.WithDescription("time from a message's previous stage to this one, by stage: inbox (mailbox receive time to registration), applied (registration to APPLIED), succeeded (APPLIED to SUCCEEDED)")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
@@ -146,6 +154,7 @@ func newMetrics(m metric.Meter, topics ...string) (*metrics, error) {
 	}
 	for _, t := range topics {
 		out.positionMoved.Add(ctx, 0, topicAttr(t))
+		out.brokerLost.Add(ctx, 0, topicAttr(t))
 	}
 	for _, c := range []metric.Int64Counter{out.registered, out.acks, out.crashed, out.panics, out.reused, out.cleanedRepublished} {
 		c.Add(ctx, 0)

@@ -45,6 +45,9 @@ func (e *Engine) polled(ctx context.Context, t *progress.Tracker, w *kafka.PollW
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return // a quiet poll ended by its tick (poll), or stopping
 		}
+		if e.lostRecordsSeen(ctx, t.Name(), topic, p, err) {
+			return // information: the client resumed already
+		}
 		last = err
 		e.log.Warn("fetching "+topic, "loop", t.Name(), "partition", p, "err", err)
 	})

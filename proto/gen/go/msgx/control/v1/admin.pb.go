@@ -1547,6 +1547,187 @@ func (x *RequeueOutboxResponse) GetAuditId() int64 {
 	return 0
 }
 
+// ResendOutboxRequest selects the delivered rows of a Kafka target to send
+// again, by the time they were sent.
+type ResendOutboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target is the Kafka target: flight-state, msg, schd or
+	// projection-control; required.
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// sent_since is the window's start (inclusive): the earliest time the
+	// broker may have lost records from, with a margin; required.
+	SentSince *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=sent_since,json=sentSince,proto3" json:"sent_since,omitempty"`
+	// sent_until is the window's end (exclusive); unset means the time of
+	// the call. A call that reports more is repeated with the sent_until it
+	// returned: the rows it moved are sent again after that end, so they are
+	// not picked twice.
+	SentUntil *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=sent_until,json=sentUntil,proto3" json:"sent_until,omitempty"`
+	// operator names who asks for the re-send; required, recorded in the
+	// audit.
+	Operator string `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"`
+	// reason says why; required, recorded in the audit.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendOutboxRequest) Reset() {
+	*x = ResendOutboxRequest{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendOutboxRequest) ProtoMessage() {}
+
+func (x *ResendOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendOutboxRequest.ProtoReflect.Descriptor instead.
+func (*ResendOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ResendOutboxRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ResendOutboxRequest) GetSentSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentSince
+	}
+	return nil
+}
+
+func (x *ResendOutboxRequest) GetSentUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentUntil
+	}
+	return nil
+}
+
+func (x *ResendOutboxRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ResendOutboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResendOutboxResponse reports what goes out again.
+type ResendOutboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resent is the number of rows put back to PENDING.
+	Resent int64 `protobuf:"varint,1,opt,name=resent,proto3" json:"resent,omitempty"`
+	// first_id and last_id are the smallest and the largest of their IDs;
+	// 0 when none moved. The audit row lists every one.
+	FirstId int64 `protobuf:"varint,2,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	LastId  int64 `protobuf:"varint,3,opt,name=last_id,json=lastId,proto3" json:"last_id,omitempty"`
+	// more is true when the window holds more rows than one call moves:
+	// repeat the call with the same sent_since and sent_until.
+	More bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	// sent_until is the window's end this call used.
+	SentUntil *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=sent_until,json=sentUntil,proto3" json:"sent_until,omitempty"`
+	// audit_id is the ID of the outbox_requeue_audit row of this call.
+	AuditId       int64 `protobuf:"varint,6,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendOutboxResponse) Reset() {
+	*x = ResendOutboxResponse{}
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendOutboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendOutboxResponse) ProtoMessage() {}
+
+func (x *ResendOutboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendOutboxResponse.ProtoReflect.Descriptor instead.
+func (*ResendOutboxResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResendOutboxResponse) GetResent() int64 {
+	if x != nil {
+		return x.Resent
+	}
+	return 0
+}
+
+func (x *ResendOutboxResponse) GetFirstId() int64 {
+	if x != nil {
+		return x.FirstId
+	}
+	return 0
+}
+
+func (x *ResendOutboxResponse) GetLastId() int64 {
+	if x != nil {
+		return x.LastId
+	}
+	return 0
+}
+
+func (x *ResendOutboxResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *ResendOutboxResponse) GetSentUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentUntil
+	}
+	return nil
+}
+
+func (x *ResendOutboxResponse) GetAuditId() int64 {
+	if x != nil {
+		return x.AuditId
+	}
+	return 0
+}
+
 // DiscardOutboxRequest selects the DEAD outbox rows to discard: by ids,
 // or every DEAD row of target.
 type DiscardOutboxRequest struct {
@@ -1567,7 +1748,7 @@ type DiscardOutboxRequest struct {
 
 func (x *DiscardOutboxRequest) Reset() {
 	*x = DiscardOutboxRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1760,7 @@ func (x *DiscardOutboxRequest) String() string {
 func (*DiscardOutboxRequest) ProtoMessage() {}
 
 func (x *DiscardOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1773,7 @@ func (x *DiscardOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardOutboxRequest.ProtoReflect.Descriptor instead.
 func (*DiscardOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DiscardOutboxRequest) GetIds() []int64 {
@@ -1641,7 +1822,7 @@ type DiscardOutboxResponse struct {
 
 func (x *DiscardOutboxResponse) Reset() {
 	*x = DiscardOutboxResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1834,7 @@ func (x *DiscardOutboxResponse) String() string {
 func (*DiscardOutboxResponse) ProtoMessage() {}
 
 func (x *DiscardOutboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1847,7 @@ func (x *DiscardOutboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardOutboxResponse.ProtoReflect.Descriptor instead.
 func (*DiscardOutboxResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DiscardOutboxResponse) GetDiscarded() int64 {
@@ -1714,7 +1895,7 @@ type AcknowledgeBackfillsRequest struct {
 
 func (x *AcknowledgeBackfillsRequest) Reset() {
 	*x = AcknowledgeBackfillsRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1907,7 @@ func (x *AcknowledgeBackfillsRequest) String() string {
 func (*AcknowledgeBackfillsRequest) ProtoMessage() {}
 
 func (x *AcknowledgeBackfillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1920,7 @@ func (x *AcknowledgeBackfillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeBackfillsRequest.ProtoReflect.Descriptor instead.
 func (*AcknowledgeBackfillsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AcknowledgeBackfillsRequest) GetIds() []int64 {
@@ -1781,7 +1962,7 @@ type AcknowledgeBackfillsResponse struct {
 
 func (x *AcknowledgeBackfillsResponse) Reset() {
 	*x = AcknowledgeBackfillsResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1974,7 @@ func (x *AcknowledgeBackfillsResponse) String() string {
 func (*AcknowledgeBackfillsResponse) ProtoMessage() {}
 
 func (x *AcknowledgeBackfillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1987,7 @@ func (x *AcknowledgeBackfillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcknowledgeBackfillsResponse.ProtoReflect.Descriptor instead.
 func (*AcknowledgeBackfillsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcknowledgeBackfillsResponse) GetAcknowledged() int64 {
@@ -1852,7 +2033,7 @@ type ListAbandonedBackfillsRequest struct {
 
 func (x *ListAbandonedBackfillsRequest) Reset() {
 	*x = ListAbandonedBackfillsRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2045,7 @@ func (x *ListAbandonedBackfillsRequest) String() string {
 func (*ListAbandonedBackfillsRequest) ProtoMessage() {}
 
 func (x *ListAbandonedBackfillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2058,7 @@ func (x *ListAbandonedBackfillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAbandonedBackfillsRequest.ProtoReflect.Descriptor instead.
 func (*ListAbandonedBackfillsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAbandonedBackfillsRequest) GetLimit() int32 {
@@ -1908,7 +2089,7 @@ type ListAbandonedBackfillsResponse struct {
 
 func (x *ListAbandonedBackfillsResponse) Reset() {
 	*x = ListAbandonedBackfillsResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2101,7 @@ func (x *ListAbandonedBackfillsResponse) String() string {
 func (*ListAbandonedBackfillsResponse) ProtoMessage() {}
 
 func (x *ListAbandonedBackfillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2114,7 @@ func (x *ListAbandonedBackfillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAbandonedBackfillsResponse.ProtoReflect.Descriptor instead.
 func (*ListAbandonedBackfillsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListAbandonedBackfillsResponse) GetEntries() []*AbandonedBackfill {
@@ -1966,7 +2147,7 @@ type ListParkedKeysRequest struct {
 
 func (x *ListParkedKeysRequest) Reset() {
 	*x = ListParkedKeysRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2159,7 @@ func (x *ListParkedKeysRequest) String() string {
 func (*ListParkedKeysRequest) ProtoMessage() {}
 
 func (x *ListParkedKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2172,7 @@ func (x *ListParkedKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListParkedKeysRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListParkedKeysRequest) GetTarget() string {
@@ -2029,7 +2210,7 @@ type ListParkedKeysResponse struct {
 
 func (x *ListParkedKeysResponse) Reset() {
 	*x = ListParkedKeysResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2222,7 @@ func (x *ListParkedKeysResponse) String() string {
 func (*ListParkedKeysResponse) ProtoMessage() {}
 
 func (x *ListParkedKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2235,7 @@ func (x *ListParkedKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListParkedKeysResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListParkedKeysResponse) GetEntries() []*ParkedKey {
@@ -2095,7 +2276,7 @@ type ParkedKey struct {
 
 func (x *ParkedKey) Reset() {
 	*x = ParkedKey{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2288,7 @@ func (x *ParkedKey) String() string {
 func (*ParkedKey) ProtoMessage() {}
 
 func (x *ParkedKey) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2301,7 @@ func (x *ParkedKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedKey.ProtoReflect.Descriptor instead.
 func (*ParkedKey) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ParkedKey) GetTarget() string {
@@ -2199,7 +2380,7 @@ type AbandonedBackfill struct {
 
 func (x *AbandonedBackfill) Reset() {
 	*x = AbandonedBackfill{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2392,7 @@ func (x *AbandonedBackfill) String() string {
 func (*AbandonedBackfill) ProtoMessage() {}
 
 func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2405,7 @@ func (x *AbandonedBackfill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonedBackfill.ProtoReflect.Descriptor instead.
 func (*AbandonedBackfill) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AbandonedBackfill) GetId() int64 {
@@ -2290,7 +2471,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2483,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2496,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RebuildProjectionRequest) GetOperator() string {
@@ -2344,7 +2525,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2537,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2550,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -2390,7 +2571,7 @@ type GetRebuildRequest struct {
 
 func (x *GetRebuildRequest) Reset() {
 	*x = GetRebuildRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2583,7 @@ func (x *GetRebuildRequest) String() string {
 func (*GetRebuildRequest) ProtoMessage() {}
 
 func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2596,7 @@ func (x *GetRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRebuildRequest) GetGeneration() int64 {
@@ -2436,7 +2617,7 @@ type GetRebuildResponse struct {
 
 func (x *GetRebuildResponse) Reset() {
 	*x = GetRebuildResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2629,7 @@ func (x *GetRebuildResponse) String() string {
 func (*GetRebuildResponse) ProtoMessage() {}
 
 func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2642,7 @@ func (x *GetRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -2503,7 +2684,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2696,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2709,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProjectionRebuild) GetGeneration() int64 {
@@ -2625,7 +2806,7 @@ type RebuildDelivery struct {
 
 func (x *RebuildDelivery) Reset() {
 	*x = RebuildDelivery{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2818,7 @@ func (x *RebuildDelivery) String() string {
 func (*RebuildDelivery) ProtoMessage() {}
 
 func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2831,7 @@ func (x *RebuildDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildDelivery.ProtoReflect.Descriptor instead.
 func (*RebuildDelivery) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RebuildDelivery) GetPending() int64 {
@@ -2720,7 +2901,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2913,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2926,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -2804,7 +2985,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2997,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3010,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2863,7 +3044,7 @@ type EndMessageRequest struct {
 
 func (x *EndMessageRequest) Reset() {
 	*x = EndMessageRequest{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3056,7 @@ func (x *EndMessageRequest) String() string {
 func (*EndMessageRequest) ProtoMessage() {}
 
 func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3069,7 @@ func (x *EndMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageRequest.ProtoReflect.Descriptor instead.
 func (*EndMessageRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EndMessageRequest) GetMsgId() int64 {
@@ -2926,7 +3107,7 @@ type EndMessageResponse struct {
 
 func (x *EndMessageResponse) Reset() {
 	*x = EndMessageResponse{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3119,7 @@ func (x *EndMessageResponse) String() string {
 func (*EndMessageResponse) ProtoMessage() {}
 
 func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3132,7 @@ func (x *EndMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndMessageResponse.ProtoReflect.Descriptor instead.
 func (*EndMessageResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *EndMessageResponse) GetMessage() *Message {
@@ -2998,7 +3179,7 @@ type MessageEndAudit struct {
 
 func (x *MessageEndAudit) Reset() {
 	*x = MessageEndAudit{}
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3191,7 @@ func (x *MessageEndAudit) String() string {
 func (*MessageEndAudit) ProtoMessage() {}
 
 func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_admin_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3204,7 @@ func (x *MessageEndAudit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEndAudit.ProtoReflect.Descriptor instead.
 func (*MessageEndAudit) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_msgx_control_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MessageEndAudit) GetId() int64 {
@@ -3205,7 +3386,23 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\frequeued_ids\x18\x02 \x03(\x03R\vrequeuedIds\x12\x1f\n" +
 	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
 	"skippedIds\x12\x19\n" +
-	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"t\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"\xd7\x01\n" +
+	"\x13ResendOutboxRequest\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x129\n" +
+	"\n" +
+	"sent_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tsentSince\x129\n" +
+	"\n" +
+	"sent_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tsentUntil\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xcc\x01\n" +
+	"\x14ResendOutboxResponse\x12\x16\n" +
+	"\x06resent\x18\x01 \x01(\x03R\x06resent\x12\x19\n" +
+	"\bfirst_id\x18\x02 \x01(\x03R\afirstId\x12\x17\n" +
+	"\alast_id\x18\x03 \x01(\x03R\x06lastId\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\x129\n" +
+	"\n" +
+	"sent_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tsentUntil\x12\x19\n" +
+	"\baudit_id\x18\x06 \x01(\x03R\aauditId\"t\n" +
 	"\x14DiscardOutboxRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1a\n" +
@@ -3351,7 +3548,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x11OUTBOX_STATE_SENT\x10\x02\x12\x15\n" +
 	"\x11OUTBOX_STATE_DEAD\x10\x03\x12\x1a\n" +
 	"\x16OUTBOX_STATE_ABANDONED\x10\x04\x12\x1a\n" +
-	"\x16OUTBOX_STATE_DISCARDED\x10\x052\xf1\t\n" +
+	"\x16OUTBOX_STATE_DISCARDED\x10\x052\xce\n" +
+	"\n" +
 	"\fAdminService\x12U\n" +
 	"\n" +
 	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\x12U\n" +
@@ -3360,7 +3558,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\x12U\n" +
 	"\n" +
 	"ListOutbox\x12\".msgx.control.v1.ListOutboxRequest\x1a#.msgx.control.v1.ListOutboxResponse\x12^\n" +
-	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12y\n" +
+	"\rRequeueOutbox\x12%.msgx.control.v1.RequeueOutboxRequest\x1a&.msgx.control.v1.RequeueOutboxResponse\x12[\n" +
+	"\fResendOutbox\x12$.msgx.control.v1.ResendOutboxRequest\x1a%.msgx.control.v1.ResendOutboxResponse\x12y\n" +
 	"\x16ListAbandonedBackfills\x12..msgx.control.v1.ListAbandonedBackfillsRequest\x1a/.msgx.control.v1.ListAbandonedBackfillsResponse\x12a\n" +
 	"\x0eListParkedKeys\x12&.msgx.control.v1.ListParkedKeysRequest\x1a'.msgx.control.v1.ListParkedKeysResponse\x12^\n" +
 	"\rDiscardOutbox\x12%.msgx.control.v1.DiscardOutboxRequest\x1a&.msgx.control.v1.DiscardOutboxResponse\x12s\n" +
@@ -3385,7 +3584,7 @@ func file_msgx_control_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_msgx_control_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(MessageState)(0),                      // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                        // 1: msgx.control.v1.ErrorClass
@@ -3405,106 +3604,113 @@ var file_msgx_control_v1_admin_proto_goTypes = []any{
 	(*OutboxEntry)(nil),                    // 15: msgx.control.v1.OutboxEntry
 	(*RequeueOutboxRequest)(nil),           // 16: msgx.control.v1.RequeueOutboxRequest
 	(*RequeueOutboxResponse)(nil),          // 17: msgx.control.v1.RequeueOutboxResponse
-	(*DiscardOutboxRequest)(nil),           // 18: msgx.control.v1.DiscardOutboxRequest
-	(*DiscardOutboxResponse)(nil),          // 19: msgx.control.v1.DiscardOutboxResponse
-	(*AcknowledgeBackfillsRequest)(nil),    // 20: msgx.control.v1.AcknowledgeBackfillsRequest
-	(*AcknowledgeBackfillsResponse)(nil),   // 21: msgx.control.v1.AcknowledgeBackfillsResponse
-	(*ListAbandonedBackfillsRequest)(nil),  // 22: msgx.control.v1.ListAbandonedBackfillsRequest
-	(*ListAbandonedBackfillsResponse)(nil), // 23: msgx.control.v1.ListAbandonedBackfillsResponse
-	(*ListParkedKeysRequest)(nil),          // 24: msgx.control.v1.ListParkedKeysRequest
-	(*ListParkedKeysResponse)(nil),         // 25: msgx.control.v1.ListParkedKeysResponse
-	(*ParkedKey)(nil),                      // 26: msgx.control.v1.ParkedKey
-	(*AbandonedBackfill)(nil),              // 27: msgx.control.v1.AbandonedBackfill
-	(*RebuildProjectionRequest)(nil),       // 28: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),      // 29: msgx.control.v1.RebuildProjectionResponse
-	(*GetRebuildRequest)(nil),              // 30: msgx.control.v1.GetRebuildRequest
-	(*GetRebuildResponse)(nil),             // 31: msgx.control.v1.GetRebuildResponse
-	(*ProjectionRebuild)(nil),              // 32: msgx.control.v1.ProjectionRebuild
-	(*RebuildDelivery)(nil),                // 33: msgx.control.v1.RebuildDelivery
-	(*ListMessagesRequest)(nil),            // 34: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),           // 35: msgx.control.v1.ListMessagesResponse
-	(*EndMessageRequest)(nil),              // 36: msgx.control.v1.EndMessageRequest
-	(*EndMessageResponse)(nil),             // 37: msgx.control.v1.EndMessageResponse
-	(*MessageEndAudit)(nil),                // 38: msgx.control.v1.MessageEndAudit
-	(*timestamppb.Timestamp)(nil),          // 39: google.protobuf.Timestamp
+	(*ResendOutboxRequest)(nil),            // 18: msgx.control.v1.ResendOutboxRequest
+	(*ResendOutboxResponse)(nil),           // 19: msgx.control.v1.ResendOutboxResponse
+	(*DiscardOutboxRequest)(nil),           // 20: msgx.control.v1.DiscardOutboxRequest
+	(*DiscardOutboxResponse)(nil),          // 21: msgx.control.v1.DiscardOutboxResponse
+	(*AcknowledgeBackfillsRequest)(nil),    // 22: msgx.control.v1.AcknowledgeBackfillsRequest
+	(*AcknowledgeBackfillsResponse)(nil),   // 23: msgx.control.v1.AcknowledgeBackfillsResponse
+	(*ListAbandonedBackfillsRequest)(nil),  // 24: msgx.control.v1.ListAbandonedBackfillsRequest
+	(*ListAbandonedBackfillsResponse)(nil), // 25: msgx.control.v1.ListAbandonedBackfillsResponse
+	(*ListParkedKeysRequest)(nil),          // 26: msgx.control.v1.ListParkedKeysRequest
+	(*ListParkedKeysResponse)(nil),         // 27: msgx.control.v1.ListParkedKeysResponse
+	(*ParkedKey)(nil),                      // 28: msgx.control.v1.ParkedKey
+	(*AbandonedBackfill)(nil),              // 29: msgx.control.v1.AbandonedBackfill
+	(*RebuildProjectionRequest)(nil),       // 30: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),      // 31: msgx.control.v1.RebuildProjectionResponse
+	(*GetRebuildRequest)(nil),              // 32: msgx.control.v1.GetRebuildRequest
+	(*GetRebuildResponse)(nil),             // 33: msgx.control.v1.GetRebuildResponse
+	(*ProjectionRebuild)(nil),              // 34: msgx.control.v1.ProjectionRebuild
+	(*RebuildDelivery)(nil),                // 35: msgx.control.v1.RebuildDelivery
+	(*ListMessagesRequest)(nil),            // 36: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),           // 37: msgx.control.v1.ListMessagesResponse
+	(*EndMessageRequest)(nil),              // 38: msgx.control.v1.EndMessageRequest
+	(*EndMessageResponse)(nil),             // 39: msgx.control.v1.EndMessageResponse
+	(*MessageEndAudit)(nil),                // 40: msgx.control.v1.MessageEndAudit
+	(*timestamppb.Timestamp)(nil),          // 41: google.protobuf.Timestamp
 }
 var file_msgx_control_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	0,  // 1: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 2: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	39, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	39, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	39, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	39, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
-	39, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
-	39, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	39, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
-	39, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
+	41, // 3: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	41, // 4: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	41, // 5: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	41, // 6: msgx.control.v1.Message.registered_at:type_name -> google.protobuf.Timestamp
+	41, // 7: msgx.control.v1.Message.applied_at:type_name -> google.protobuf.Timestamp
+	41, // 8: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	41, // 9: msgx.control.v1.Message.backfilled_at:type_name -> google.protobuf.Timestamp
+	41, // 10: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 11: msgx.control.v1.GetBacklogResponse.as_of:type_name -> google.protobuf.Timestamp
 	9,  // 12: msgx.control.v1.GetBacklogResponse.counts:type_name -> msgx.control.v1.StateCounts
-	39, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
+	41, // 13: msgx.control.v1.GetBacklogResponse.oldest_unfinished_since:type_name -> google.protobuf.Timestamp
 	12, // 14: msgx.control.v1.GetFlightResponse.flight:type_name -> msgx.control.v1.Flight
 	2,  // 15: msgx.control.v1.Flight.state:type_name -> msgx.control.v1.FlightState
-	39, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
-	39, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 16: msgx.control.v1.Flight.created_at:type_name -> google.protobuf.Timestamp
+	41, // 17: msgx.control.v1.Flight.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 18: msgx.control.v1.ListOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
 	15, // 19: msgx.control.v1.ListOutboxResponse.entries:type_name -> msgx.control.v1.OutboxEntry
 	3,  // 20: msgx.control.v1.OutboxEntry.state:type_name -> msgx.control.v1.OutboxState
-	39, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
-	39, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
-	39, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
+	41, // 21: msgx.control.v1.OutboxEntry.next_attempt_at:type_name -> google.protobuf.Timestamp
+	41, // 22: msgx.control.v1.OutboxEntry.created_at:type_name -> google.protobuf.Timestamp
+	41, // 23: msgx.control.v1.OutboxEntry.sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 24: msgx.control.v1.RequeueOutboxRequest.state:type_name -> msgx.control.v1.OutboxState
-	27, // 25: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
-	26, // 26: msgx.control.v1.ListParkedKeysResponse.entries:type_name -> msgx.control.v1.ParkedKey
-	39, // 27: msgx.control.v1.ParkedKey.created_at:type_name -> google.protobuf.Timestamp
-	39, // 28: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
-	39, // 29: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
-	32, // 30: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	32, // 31: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	39, // 32: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	33, // 33: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
-	3,  // 34: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
-	0,  // 35: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,  // 36: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	39, // 37: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
-	39, // 38: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
-	6,  // 39: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	6,  // 40: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
-	38, // 41: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
-	0,  // 42: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
-	1,  // 43: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
-	39, // 44: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
-	4,  // 45: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	7,  // 46: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
-	10, // 47: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	13, // 48: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
-	16, // 49: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
-	22, // 50: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
-	24, // 51: msgx.control.v1.AdminService.ListParkedKeys:input_type -> msgx.control.v1.ListParkedKeysRequest
-	18, // 52: msgx.control.v1.AdminService.DiscardOutbox:input_type -> msgx.control.v1.DiscardOutboxRequest
-	20, // 53: msgx.control.v1.AdminService.AcknowledgeBackfills:input_type -> msgx.control.v1.AcknowledgeBackfillsRequest
-	28, // 54: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	30, // 55: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
-	34, // 56: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	36, // 57: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
-	5,  // 58: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	8,  // 59: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
-	11, // 60: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	14, // 61: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
-	17, // 62: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
-	23, // 63: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
-	25, // 64: msgx.control.v1.AdminService.ListParkedKeys:output_type -> msgx.control.v1.ListParkedKeysResponse
-	19, // 65: msgx.control.v1.AdminService.DiscardOutbox:output_type -> msgx.control.v1.DiscardOutboxResponse
-	21, // 66: msgx.control.v1.AdminService.AcknowledgeBackfills:output_type -> msgx.control.v1.AcknowledgeBackfillsResponse
-	29, // 67: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	31, // 68: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
-	35, // 69: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	37, // 70: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
-	58, // [58:71] is the sub-list for method output_type
-	45, // [45:58] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	41, // 25: msgx.control.v1.ResendOutboxRequest.sent_since:type_name -> google.protobuf.Timestamp
+	41, // 26: msgx.control.v1.ResendOutboxRequest.sent_until:type_name -> google.protobuf.Timestamp
+	41, // 27: msgx.control.v1.ResendOutboxResponse.sent_until:type_name -> google.protobuf.Timestamp
+	29, // 28: msgx.control.v1.ListAbandonedBackfillsResponse.entries:type_name -> msgx.control.v1.AbandonedBackfill
+	28, // 29: msgx.control.v1.ListParkedKeysResponse.entries:type_name -> msgx.control.v1.ParkedKey
+	41, // 30: msgx.control.v1.ParkedKey.created_at:type_name -> google.protobuf.Timestamp
+	41, // 31: msgx.control.v1.AbandonedBackfill.created_at:type_name -> google.protobuf.Timestamp
+	41, // 32: msgx.control.v1.AbandonedBackfill.abandoned_at:type_name -> google.protobuf.Timestamp
+	34, // 33: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	34, // 34: msgx.control.v1.GetRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	41, // 35: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	35, // 36: msgx.control.v1.ProjectionRebuild.delivery:type_name -> msgx.control.v1.RebuildDelivery
+	3,  // 37: msgx.control.v1.RebuildDelivery.manifest_state:type_name -> msgx.control.v1.OutboxState
+	0,  // 38: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,  // 39: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	41, // 40: msgx.control.v1.ListMessagesRequest.from:type_name -> google.protobuf.Timestamp
+	41, // 41: msgx.control.v1.ListMessagesRequest.to:type_name -> google.protobuf.Timestamp
+	6,  // 42: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	6,  // 43: msgx.control.v1.EndMessageResponse.message:type_name -> msgx.control.v1.Message
+	40, // 44: msgx.control.v1.EndMessageResponse.audit:type_name -> msgx.control.v1.MessageEndAudit
+	0,  // 45: msgx.control.v1.MessageEndAudit.previous_state:type_name -> msgx.control.v1.MessageState
+	1,  // 46: msgx.control.v1.MessageEndAudit.previous_class:type_name -> msgx.control.v1.ErrorClass
+	41, // 47: msgx.control.v1.MessageEndAudit.at:type_name -> google.protobuf.Timestamp
+	4,  // 48: msgx.control.v1.AdminService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	7,  // 49: msgx.control.v1.AdminService.GetBacklog:input_type -> msgx.control.v1.GetBacklogRequest
+	10, // 50: msgx.control.v1.AdminService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	13, // 51: msgx.control.v1.AdminService.ListOutbox:input_type -> msgx.control.v1.ListOutboxRequest
+	16, // 52: msgx.control.v1.AdminService.RequeueOutbox:input_type -> msgx.control.v1.RequeueOutboxRequest
+	18, // 53: msgx.control.v1.AdminService.ResendOutbox:input_type -> msgx.control.v1.ResendOutboxRequest
+	24, // 54: msgx.control.v1.AdminService.ListAbandonedBackfills:input_type -> msgx.control.v1.ListAbandonedBackfillsRequest
+	26, // 55: msgx.control.v1.AdminService.ListParkedKeys:input_type -> msgx.control.v1.ListParkedKeysRequest
+	20, // 56: msgx.control.v1.AdminService.DiscardOutbox:input_type -> msgx.control.v1.DiscardOutboxRequest
+	22, // 57: msgx.control.v1.AdminService.AcknowledgeBackfills:input_type -> msgx.control.v1.AcknowledgeBackfillsRequest
+	30, // 58: msgx.control.v1.AdminService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	32, // 59: msgx.control.v1.AdminService.GetRebuild:input_type -> msgx.control.v1.GetRebuildRequest
+	36, // 60: msgx.control.v1.AdminService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	38, // 61: msgx.control.v1.AdminService.EndMessage:input_type -> msgx.control.v1.EndMessageRequest
+	5,  // 62: msgx.control.v1.AdminService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	8,  // 63: msgx.control.v1.AdminService.GetBacklog:output_type -> msgx.control.v1.GetBacklogResponse
+	11, // 64: msgx.control.v1.AdminService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	14, // 65: msgx.control.v1.AdminService.ListOutbox:output_type -> msgx.control.v1.ListOutboxResponse
+	17, // 66: msgx.control.v1.AdminService.RequeueOutbox:output_type -> msgx.control.v1.RequeueOutboxResponse
+	19, // 67: msgx.control.v1.AdminService.ResendOutbox:output_type -> msgx.control.v1.ResendOutboxResponse
+	25, // 68: msgx.control.v1.AdminService.ListAbandonedBackfills:output_type -> msgx.control.v1.ListAbandonedBackfillsResponse
+	27, // 69: msgx.control.v1.AdminService.ListParkedKeys:output_type -> msgx.control.v1.ListParkedKeysResponse
+	21, // 70: msgx.control.v1.AdminService.DiscardOutbox:output_type -> msgx.control.v1.DiscardOutboxResponse
+	23, // 71: msgx.control.v1.AdminService.AcknowledgeBackfills:output_type -> msgx.control.v1.AcknowledgeBackfillsResponse
+	31, // 72: msgx.control.v1.AdminService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	33, // 73: msgx.control.v1.AdminService.GetRebuild:output_type -> msgx.control.v1.GetRebuildResponse
+	37, // 74: msgx.control.v1.AdminService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	39, // 75: msgx.control.v1.AdminService.EndMessage:output_type -> msgx.control.v1.EndMessageResponse
+	62, // [62:76] is the sub-list for method output_type
+	48, // [48:62] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_admin_proto_init() }
@@ -3518,7 +3724,7 @@ func file_msgx_control_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_admin_proto_rawDesc), len(file_msgx_control_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ const (
 	AdminService_GetFlight_FullMethodName              = "/msgx.control.v1.AdminService/GetFlight"
 	AdminService_ListOutbox_FullMethodName             = "/msgx.control.v1.AdminService/ListOutbox"
 	AdminService_RequeueOutbox_FullMethodName          = "/msgx.control.v1.AdminService/RequeueOutbox"
+	AdminService_ResendOutbox_FullMethodName           = "/msgx.control.v1.AdminService/ResendOutbox"
 	AdminService_ListAbandonedBackfills_FullMethodName = "/msgx.control.v1.AdminService/ListAbandonedBackfills"
 	AdminService_ListParkedKeys_FullMethodName         = "/msgx.control.v1.AdminService/ListParkedKeys"
 	AdminService_DiscardOutbox_FullMethodName          = "/msgx.control.v1.AdminService/DiscardOutbox"
@@ -84,6 +85,25 @@ type AdminServiceClient interface {
 	// when both or neither of ids and target are given, or for a state other
 	// than DEAD or ABANDONED.
 	RequeueOutbox(ctx context.Context, in *RequeueOutboxRequest, opts ...grpc.CallOption) (*RequeueOutboxResponse, error)
+	// ResendOutbox sends again what a Kafka target delivered in a time
+	// window: for records the broker acknowledged and then lost (an unclean
+	// leader election, a broker restored from a copy; docs/runbook.md "The
+	// broker lost acknowledged records"). The target's SENT rows whose
+	// sent_at lies in [sent_since, sent_until) go back to PENDING, oldest ID
+	// first and at most MaxResendRows (100000) per call, with attempts reset
+	// and next_attempt_at now; they join the dispatcher's retry lane, and
+	// each key's later rows wait behind them, so every key's records are
+	// produced again in order. Consumers drop what they had by event_id and
+	// state_version (docs/consumer-contract.md). Only the Kafka targets
+	// (flight-state, msg, schd, projection-control) can be re-sent: the
+	// mailbox markers and the COUTMSGS requests are written to databases
+	// that lose nothing a broker loses, and a request sent twice is asked
+	// twice. Rows the cleanup deleted already are not there to send. Every
+	// call is recorded in outbox_requeue_audit (action resend, with the
+	// window), in the same transaction. INVALID_ARGUMENT when operator,
+	// reason, target or sent_since is missing, for a target that is not a
+	// Kafka target, or for a window that ends before it starts.
+	ResendOutbox(ctx context.Context, in *ResendOutboxRequest, opts ...grpc.CallOption) (*ResendOutboxResponse, error)
 	// ListAbandonedBackfills lists the abandoned backfills: mailbox markers
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
@@ -213,6 +233,16 @@ func (c *adminServiceClient) RequeueOutbox(ctx context.Context, in *RequeueOutbo
 	return out, nil
 }
 
+func (c *adminServiceClient) ResendOutbox(ctx context.Context, in *ResendOutboxRequest, opts ...grpc.CallOption) (*ResendOutboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResendOutboxResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResendOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListAbandonedBackfills(ctx context.Context, in *ListAbandonedBackfillsRequest, opts ...grpc.CallOption) (*ListAbandonedBackfillsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAbandonedBackfillsResponse)
@@ -329,6 +359,25 @@ type AdminServiceServer interface {
 	// when both or neither of ids and target are given, or for a state other
 	// than DEAD or ABANDONED.
 	RequeueOutbox(context.Context, *RequeueOutboxRequest) (*RequeueOutboxResponse, error)
+	// ResendOutbox sends again what a Kafka target delivered in a time
+	// window: for records the broker acknowledged and then lost (an unclean
+	// leader election, a broker restored from a copy; docs/runbook.md "The
+	// broker lost acknowledged records"). The target's SENT rows whose
+	// sent_at lies in [sent_since, sent_until) go back to PENDING, oldest ID
+	// first and at most MaxResendRows (100000) per call, with attempts reset
+	// and next_attempt_at now; they join the dispatcher's retry lane, and
+	// each key's later rows wait behind them, so every key's records are
+	// produced again in order. Consumers drop what they had by event_id and
+	// state_version (docs/consumer-contract.md). Only the Kafka targets
+	// (flight-state, msg, schd, projection-control) can be re-sent: the
+	// mailbox markers and the COUTMSGS requests are written to databases
+	// that lose nothing a broker loses, and a request sent twice is asked
+	// twice. Rows the cleanup deleted already are not there to send. Every
+	// call is recorded in outbox_requeue_audit (action resend, with the
+	// window), in the same transaction. INVALID_ARGUMENT when operator,
+	// reason, target or sent_since is missing, for a target that is not a
+	// Kafka target, or for a window that ends before it starts.
+	ResendOutbox(context.Context, *ResendOutboxRequest) (*ResendOutboxResponse, error)
 	// ListAbandonedBackfills lists the abandoned backfills: mailbox markers
 	// given up for good because their mailbox row no longer exists (R-D4),
 	// in ascending ID order.
@@ -422,6 +471,9 @@ func (UnimplementedAdminServiceServer) ListOutbox(context.Context, *ListOutboxRe
 }
 func (UnimplementedAdminServiceServer) RequeueOutbox(context.Context, *RequeueOutboxRequest) (*RequeueOutboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueOutbox not implemented")
+}
+func (UnimplementedAdminServiceServer) ResendOutbox(context.Context, *ResendOutboxRequest) (*ResendOutboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResendOutbox not implemented")
 }
 func (UnimplementedAdminServiceServer) ListAbandonedBackfills(context.Context, *ListAbandonedBackfillsRequest) (*ListAbandonedBackfillsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAbandonedBackfills not implemented")
@@ -554,6 +606,24 @@ func _AdminService_RequeueOutbox_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).RequeueOutbox(ctx, req.(*RequeueOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResendOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResendOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResendOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResendOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResendOutbox(ctx, req.(*ResendOutboxRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -728,6 +798,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequeueOutbox",
 			Handler:    _AdminService_RequeueOutbox_Handler,
+		},
+		{
+			MethodName: "ResendOutbox",
+			Handler:    _AdminService_ResendOutbox_Handler,
 		},
 		{
 			MethodName: "ListAbandonedBackfills",
