@@ -343,7 +343,9 @@ var chaosHangKinds = []string{faultHangPostgres, faultHangMariaDB, faultHangRedi
 // (faultFailoverMariaDB) is not drawn: at a random moment it can lose the
 // COUTMSGS row of the workload's RQFD, which only an operator can send
 // again (TestChaos_R_M1_MariaDBFailoverToAReplicaBehind stages it where
-// it does not).
+// it does not). Nor is a broker that loses what it acknowledged
+// (faultUncleanBroker): its runbook re-sends a window, which needs the
+// stream settled around it (TestChaos_R_M1_BrokerLosesAcknowledgedRecords).
 var chaosGreyKinds = slices.Concat(chaosHangKinds, []string{faultProjectorUnacked, faultFailoverPostgres}, chaosProxyKinds)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
@@ -445,6 +447,8 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 	case "unacked":
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)
+	case "unclean":
+		res.Recovery = e.uncleanBroker(problem)
 	case "failover":
 		if role == "mariadb" {
 			res.Recovery = e.failoverMariaDB(problem)

@@ -47,6 +47,7 @@ func (r *Relay) kafkaService(target, topic string) *lifecycle.Service {
 			// An idle producer asks the brokers nothing: probed, a hang
 			// or an outage turns readiness false all the same (R-M1).
 			go kafka.Probe(ctx, cl, kafka.ProbeInterval)
+			go r.watchLoss(ctx, cl, target, topic)
 			return r.loop(ctx, target, func(ctx context.Context) (bool, error) { return r.drainKafka(ctx, cl, target) })
 		},
 		func(error) error {
@@ -231,6 +232,9 @@ func (r *Relay) drainKafka(ctx context.Context, cl *kgo.Client, target string) (
 	}
 	pcancel()
 	spans.end(results)
+	for _, l := range r.tails[target].committed(results, r.opt.Clock.Now()) {
+		r.reportLoss(ctx, target, l)
+	}
 	if ctx.Err() != nil {
 		// Shutting down, or the term ended: the rows stay as they are and
 		// are tried again by the next term (nothing committed is lost).

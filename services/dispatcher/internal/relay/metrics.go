@@ -41,6 +41,9 @@ func (r *Relay) initMetrics(m metric.Meter) error {
 			r.failed.Add(ctx, 0, classAttrs(t, c))
 		}
 	}
+	for _, t := range kafkaTargets {
+		r.lostRecords.Add(ctx, 0, targetAttr(t))
+	}
 	for _, t := range []string{TargetMailbox, TargetCoutmsgs} {
 		r.shadowed.Add(ctx, 0, targetAttr(t)) // exported from the start, like every documented metric
 	}

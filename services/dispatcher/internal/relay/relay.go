@@ -41,6 +41,9 @@ const (
 // targets are every target the relay delivers, each under its own lease.
 var targets = []string{TargetFlightState, TargetMsg, TargetSchd, TargetProjectionControl, TargetMailbox, TargetCoutmsgs}
 
+// kafkaTargets are the targets whose rows go to Kafka.
+var kafkaTargets = []string{TargetFlightState, TargetMsg, TargetSchd, TargetProjectionControl}
+
 // Options configure a Relay.
 type Options struct {
 	Logger              *slog.Logger
@@ -120,6 +123,10 @@ type Relay struct {
 	// or PostgreSQL last refused it (proveRecordable, R-L8).
 	recordable map[string]*atomic.Bool
 
+	// tails holds, per Kafka target, what the broker acknowledged
+	// (losswatch.go).
+	tails map[string]*sentTail
+
 	holderOnce sync.Once
 	holderName string
 	sent       metric.Int64Counter
@@ -128,6 +135,9 @@ type Relay struct {
 	markers    metric.Int64Counter
 	shadowed   metric.Int64Counter
 	stages     metric.Float64Histogram
+	// lostRecords counts the losses of acknowledged records a Kafka
+	// target found, by target (losswatch.go).
+	lostRecords metric.Int64Counter
 }
 
 // New builds a Relay.
@@ -160,6 +170,10 @@ func New(opt Options) (*Relay, error) {
 		r.recordable[t] = new(atomic.Bool)
 	}
 	r.listenProgress = progress.New(ListenLoop, opt.Clock)
+	r.tails = make(map[string]*sentTail, len(kafkaTargets))
+	for _, t := range kafkaTargets {
+		r.tails[t] = &sentTail{}
+	}
 	if opt.BackfillOutageRetryMax <= 0 {
 		opt.BackfillOutageRetryMax = opt.BackfillBackoffMax
 	}
@@ -179,6 +193,10 @@ func New(opt Options) (*Relay, error) {
 	}
 	if r.shadowed, err = m.Int64Counter("msgx_dispatcher_shadowed_total",
 		metric.WithDescription("mailbox markers and outbound requests settled without being written because of shadow mode, by target")); err != nil {
+		return nil, fmt.Errorf("creating metric: %w", err)
+	}
+	if r.lostRecords, err = m.Int64Counter("msgx_dispatcher_broker_lost_records_total",
+		metric.WithDescription("times a Kafka target found the broker's end offset of a partition at or below an offset the broker had acknowledged to it, by target: records lost (an unclean leader election, a restored broker) whose outbox rows stay SENT until an operator re-sends them")); err != nil {
 		return nil, fmt.Errorf("creating metric: %w", err)
 	}
 	if err := r.initMetrics(m); err != nil {

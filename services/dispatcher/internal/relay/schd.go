@@ -79,6 +79,7 @@ func (r *Relay) schdService() *lifecycle.Service {
 		func(ctx context.Context) error {
 			closeNow = kafka.CloseOnStop(ctx, s.cl)        // a produce in flight ends with the stop
 			go kafka.Probe(ctx, s.cl, kafka.ProbeInterval) // idle between flushes (R-M1)
+			go r.watchLoss(ctx, s.cl, TargetSchd, r.opt.Kafka.Topics.Schd)
 			return s.run(ctx)
 		},
 		func(error) error {
@@ -297,6 +298,9 @@ func (s *Schd) FlushOnce(ctx context.Context) (FlushResult, error) {
 		results, restart := produceTx(pctx, s.cl, recs) // all or nothing; fenced at the broker too
 		pcancel()
 		spans.end(results)
+		for _, l := range s.r.tails[TargetSchd].committed(results, now) {
+			s.r.reportLoss(ctx, TargetSchd, l)
+		}
 		perr := results.FirstErr()
 		if perr != nil {
 			if ctx.Err() != nil {
