@@ -19,7 +19,7 @@ func TestMsgxctl_R_M1_OutboxResendSendsTheWholeWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	const rows = 100000 + 1 // one more than a call moves (MaxResendRows in the control plane's admin package)
+	const rows = 10000 + 1 // one more than a call moves (MaxResendRows in the control plane's admin package)
 	_, err := b.pool.Exec(ctx, `INSERT INTO outbox (id, target, pkey, payload, state, attempts, next_attempt_at, created_at, sent_at)
 		SELECT 1000 + i, 'flight-state', (i % 500)::text, 'p', 'SENT', 1, $1::timestamptz, $1::timestamptz, $1::timestamptz + i * interval '1 ms'
 		FROM generate_series(1, $2::int) AS i`, testNow.Add(-10*time.Minute), rows)

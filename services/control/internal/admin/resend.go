@@ -18,11 +18,13 @@ import (
 	"msgexchange/services/control/internal/rpcstatus"
 )
 
-// MaxResendRows is the most rows one ResendOutbox call moves. A broker's
-// lost tail is seconds to minutes of records; a bounded call keeps its
-// transaction, its audit row and the dispatcher's retry lane small, and a
-// larger window is sent in several calls (ResendOutboxResponse.more).
-const MaxResendRows = 100000
+// MaxResendRows is the most rows one ResendOutbox call moves, as many as
+// a re-queue may name. A broker's lost tail is seconds to minutes of
+// records; a bounded call keeps its transaction and its audit row small
+// and within the query timeout — 100,000 rows a call took more than the
+// 10 s default under load — and a larger window is sent in several calls
+// (ResendOutboxResponse.more), which msgxctl makes.
+const MaxResendRows = 10000
 
 // resendTargets are the targets whose rows go to Kafka: the only ones a
 // broker can lose. mailbox (markers) and coutmsgs (requests to the AODB)

@@ -90,7 +90,7 @@ type AdminServiceClient interface {
 	// leader election, a broker restored from a copy; docs/runbook.md "The
 	// broker lost acknowledged records"). The target's SENT rows whose
 	// sent_at lies in [sent_since, sent_until) go back to PENDING, oldest ID
-	// first and at most MaxResendRows (100000) per call, with attempts reset
+	// first and at most MaxResendRows (10000) per call, with attempts reset
 	// and next_attempt_at now; they join the dispatcher's retry lane, and
 	// each key's later rows wait behind them, so every key's records are
 	// produced again in order. Consumers drop what they had by event_id and
@@ -364,7 +364,7 @@ type AdminServiceServer interface {
 	// leader election, a broker restored from a copy; docs/runbook.md "The
 	// broker lost acknowledged records"). The target's SENT rows whose
 	// sent_at lies in [sent_since, sent_until) go back to PENDING, oldest ID
-	// first and at most MaxResendRows (100000) per call, with attempts reset
+	// first and at most MaxResendRows (10000) per call, with attempts reset
 	// and next_attempt_at now; they join the dispatcher's retry lane, and
 	// each key's later rows wait behind them, so every key's records are
 	// produced again in order. Consumers drop what they had by event_id and
