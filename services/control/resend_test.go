@@ -20,7 +20,8 @@ import (
 // sent_at cleared; rows outside the window, of another target or in
 // another state stay as they are; mailbox markers and COUTMSGS requests
 // are refused; every call is audited with its target and window, and a
-// repeated call finds nothing to move twice.
+// repeated call finds nothing to move twice. A dry run counts the window
+// and moves and records nothing.
 func TestAdmin_R_M1_ResendOutboxSendsAWindowAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -70,6 +71,20 @@ func TestAdmin_R_M1_ResendOutboxSendsAWindowAgain(t *testing.T) {
 		require.Zero(t, audits(), "a refused call moves and records nothing")
 		st, _ := state(5)
 		require.Equal(t, "SENT", st)
+	})
+
+	t.Run("DryRunCountsAndMovesNothing", func(t *testing.T) {
+		resp, err := client.ResendOutbox(callCtx(t), &controlv1.ResendOutboxRequest{
+			Target: "msg", SentSince: since, Operator: "alice", Reason: "how much", DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), resp.GetMatched())
+		require.Zero(t, resp.GetResent())
+		require.Zero(t, resp.GetAuditId())
+		require.Zero(t, audits(), "a dry run records nothing")
+		for _, id := range []int64{2, 3} {
+			st, _ := state(id)
+			require.Equal(t, "SENT", st, "a dry run moves nothing")
+		}
 	})
 
 	t.Run("TheWindowGoesBackToTheRetryLane", func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 func outboxResendCommand() *command {
 	return &command{
 		name:     "resend",
-		synopsis: "--target T --since TIME [--until TIME] --operator NAME --reason TEXT",
+		synopsis: "--target T --since TIME [--until TIME] [--dry-run] --operator NAME --reason TEXT",
 		summary:  "send again the rows a Kafka target delivered in a time window (the broker lost them); audited",
 		setup: func(fs *pflag.FlagSet) runFunc {
 			target := fs.String("target", "", "the Kafka target: flight-state, msg, schd or projection-control (required)")
@@ -27,11 +27,12 @@ func outboxResendCommand() *command {
 			until := fs.String("until", "", "the window's end, RFC 3339 (default: now)")
 			operator := fs.String("operator", "", "who asks for the re-send (required; recorded in the audit)")
 			reason := fs.String("reason", "", "why (required; recorded in the audit)")
+			dryRun := fs.Bool("dry-run", false, "count the window's rows; move and record nothing")
 			return func(ctx context.Context, a *app, args []string) error {
 				if err := exactArgs(args); err != nil {
 					return err
 				}
-				req := &controlv1.ResendOutboxRequest{Target: *target, Operator: *operator, Reason: *reason}
+				req := &controlv1.ResendOutboxRequest{Target: *target, Operator: *operator, Reason: *reason, DryRun: *dryRun}
 				var err error
 				switch {
 				case strings.TrimSpace(*target) == "":
@@ -61,6 +62,20 @@ func (a *app) outboxResend(ctx context.Context, req *controlv1.ResendOutboxReque
 		return err
 	}
 	client := controlv1.NewAdminServiceClient(conn)
+	if req.GetDryRun() {
+		cctx, cancel := a.callCtx(ctx)
+		defer cancel()
+		resp, err := client.ResendOutbox(cctx, req)
+		if err != nil {
+			return err
+		}
+		if a.structured() {
+			return a.printStructured(resp)
+		}
+		_, err = fmt.Fprintf(a.stdout, "would re-send %d %s row(s) sent from %s until %s\n",
+			resp.GetMatched(), req.GetTarget(), a.ts(req.GetSentSince()), a.ts(resp.GetSentUntil()))
+		return err
+	}
 	var calls []*controlv1.ResendOutboxResponse
 	for {
 		cctx, cancel := a.callCtx(ctx)

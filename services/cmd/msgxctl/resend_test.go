@@ -13,8 +13,8 @@ import (
 // again what a Kafka target delivered in a window, after the broker lost
 // records it had acknowledged. A window holding more rows than one call
 // moves is sent by repeated calls over the same window, each audited, so
-// every row goes back to PENDING once; an incomplete command line is
-// refused before calling.
+// every row goes back to PENDING once; --dry-run counts the window first;
+// an incomplete command line is refused before calling.
 func TestMsgxctl_R_M1_OutboxResendSendsTheWholeWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -48,6 +48,12 @@ func TestMsgxctl_R_M1_OutboxResendSendsTheWholeWindow(t *testing.T) {
 	require.NotZero(t, r.code)
 	require.Contains(t, r.stderr, "only the Kafka targets can be re-sent")
 	require.Zero(t, count(`SELECT count(*) FROM outbox_requeue_audit`), "refused command lines move and record nothing")
+
+	r = b.run(t, "outbox", "resend", "--target", "flight-state", "--since", local(testNow.Add(-time.Hour)),
+		"--operator", "alice", "--reason", "how much", "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("would re-send %d flight-state row(s) sent from %s until %s\n", rows, local(testNow.Add(-time.Hour)), local(testNow)), r.stdout)
+	require.Zero(t, count(`SELECT count(*) FROM outbox WHERE state = 'PENDING'`), "a dry run moves nothing")
 
 	r = b.run(t, "outbox", "resend", "--target", "flight-state", "--since", local(testNow.Add(-time.Hour)),
 		"--operator", "alice", "--reason", "unclean leader election")

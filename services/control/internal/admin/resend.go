@@ -89,6 +89,13 @@ func (s *Server) ResendOutbox(ctx context.Context, req *controlv1.ResendOutboxRe
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.queryTimeout)
 	defer cancel()
+	if req.GetDryRun() {
+		var matched int64
+		if err := s.db.QueryRow(qctx, resendCount, r.target, r.since, r.until).Scan(&matched); err != nil {
+			return nil, rpcstatus.QueryError(s.logger, "counting outbox rows to re-send", err, "operator", r.operator)
+		}
+		return &controlv1.ResendOutboxResponse{Matched: matched, SentUntil: timestamppb.New(r.until)}, nil
+	}
 	var (
 		moved   []int64
 		more    bool
@@ -119,6 +126,10 @@ func (s *Server) ResendOutbox(ctx context.Context, req *controlv1.ResendOutboxRe
 const resendSelect = `SELECT id FROM outbox
 WHERE target = $1 AND state = 'SENT' AND sent_at >= $2 AND sent_at < $3
 ORDER BY id LIMIT $4 FOR UPDATE`
+
+// resendCount counts the window's rows (a dry run).
+const resendCount = `SELECT count(*) FROM outbox
+WHERE target = $1 AND state = 'SENT' AND sent_at >= $2 AND sent_at < $3`
 
 // resend moves the window's rows, writes the audit row and notifies the
 // dispatcher. It returns the moved IDs in ascending order, whether the

@@ -1566,7 +1566,10 @@ type ResendOutboxRequest struct {
 	// audit.
 	Operator string `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"`
 	// reason says why; required, recorded in the audit.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// dry_run counts the window's rows (matched) and moves and records
+	// nothing: how much an operator is about to send again.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1636,6 +1639,13 @@ func (x *ResendOutboxRequest) GetReason() string {
 	return ""
 }
 
+func (x *ResendOutboxRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // ResendOutboxResponse reports what goes out again.
 type ResendOutboxResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1650,8 +1660,12 @@ type ResendOutboxResponse struct {
 	More bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	// sent_until is the window's end this call used.
 	SentUntil *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=sent_until,json=sentUntil,proto3" json:"sent_until,omitempty"`
-	// audit_id is the ID of the outbox_requeue_audit row of this call.
-	AuditId       int64 `protobuf:"varint,6,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// audit_id is the ID of the outbox_requeue_audit row of this call; 0
+	// for a dry run.
+	AuditId int64 `protobuf:"varint,6,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// matched is, for a dry run, how many SENT rows of the target the
+	// window holds (all of them, not bounded by a call); 0 otherwise.
+	Matched       int64 `protobuf:"varint,7,opt,name=matched,proto3" json:"matched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1724,6 +1738,13 @@ func (x *ResendOutboxResponse) GetSentUntil() *timestamppb.Timestamp {
 func (x *ResendOutboxResponse) GetAuditId() int64 {
 	if x != nil {
 		return x.AuditId
+	}
+	return 0
+}
+
+func (x *ResendOutboxResponse) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
 	}
 	return 0
 }
@@ -3386,7 +3407,7 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\frequeued_ids\x18\x02 \x03(\x03R\vrequeuedIds\x12\x1f\n" +
 	"\vskipped_ids\x18\x03 \x03(\x03R\n" +
 	"skippedIds\x12\x19\n" +
-	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"\xd7\x01\n" +
+	"\baudit_id\x18\x04 \x01(\x03R\aauditId\"\xf0\x01\n" +
 	"\x13ResendOutboxRequest\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x129\n" +
 	"\n" +
@@ -3394,7 +3415,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"sent_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tsentUntil\x12\x1a\n" +
 	"\boperator\x18\x04 \x01(\tR\boperator\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xcc\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xe6\x01\n" +
 	"\x14ResendOutboxResponse\x12\x16\n" +
 	"\x06resent\x18\x01 \x01(\x03R\x06resent\x12\x19\n" +
 	"\bfirst_id\x18\x02 \x01(\x03R\afirstId\x12\x17\n" +
@@ -3402,7 +3424,8 @@ const file_msgx_control_v1_admin_proto_rawDesc = "" +
 	"\x04more\x18\x04 \x01(\bR\x04more\x129\n" +
 	"\n" +
 	"sent_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tsentUntil\x12\x19\n" +
-	"\baudit_id\x18\x06 \x01(\x03R\aauditId\"t\n" +
+	"\baudit_id\x18\x06 \x01(\x03R\aauditId\x12\x18\n" +
+	"\amatched\x18\a \x01(\x03R\amatched\"t\n" +
 	"\x14DiscardOutboxRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1a\n" +
