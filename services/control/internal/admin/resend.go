@@ -123,13 +123,13 @@ func (s *Server) ResendOutbox(ctx context.Context, req *controlv1.ResendOutboxRe
 // full: no index holds them by sent_at, and one would cost every delivery
 // an index entry for an operator's rare call. They are the rows of the
 // record retention (30 days by default), read once.
-const resendSelect = `SELECT id FROM outbox
-WHERE target = $1 AND state = 'SENT' AND sent_at >= $2 AND sent_at < $3
-ORDER BY id LIMIT $4 FOR UPDATE`
+const resendSelect = `SELECT id ` + resendWindow + ` ORDER BY id LIMIT $4 FOR UPDATE`
+
+// resendWindow selects the SENT rows of target $1 sent in [$2, $3).
+const resendWindow = `FROM outbox WHERE target = $1 AND state = 'SENT' AND sent_at >= $2 AND sent_at < $3`
 
 // resendCount counts the window's rows (a dry run).
-const resendCount = `SELECT count(*) FROM outbox
-WHERE target = $1 AND state = 'SENT' AND sent_at >= $2 AND sent_at < $3`
+const resendCount = `SELECT count(*) ` + resendWindow
 
 // resend moves the window's rows, writes the audit row and notifies the
 // dispatcher. It returns the moved IDs in ascending order, whether the
