@@ -114,11 +114,11 @@ func (t *sentTail) committed(results kgo.ProduceResults, at time.Time) []tailLos
 	return out
 }
 
-// partitions returns the partitions anything was acknowledged on.
-func (t *sentTail) partitions() []int32 {
+// empty reports whether nothing was acknowledged yet.
+func (t *sentTail) empty() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Collect(maps.Keys(t.parts))
+	return len(t.parts) == 0
 }
 
 // tailLoss is a loss found on one partition: from offset end on, the
@@ -195,7 +195,7 @@ func (r *Relay) watchLoss(ctx context.Context, cl *kgo.Client, target, topic str
 // end offsets, and reports each loss.
 func (r *Relay) checkLoss(ctx context.Context, adm *kadm.Client, target, topic string) error {
 	tail := r.tails[target]
-	if tail == nil || len(tail.partitions()) == 0 {
+	if tail == nil || tail.empty() {
 		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
