@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -32,14 +33,22 @@ func NewMariaDB(t testing.TB, opts ...Option) *MariaDB {
 	server := lookPath(t, "mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
 	m := &MariaDB{t: t, dir: newDir(t, "msgx-mariadb-"), port: ReservePort(t)}
 	data := filepath.Join(m.dir, "data")
-	cmd := exec.Command(install, "--no-defaults", "--datadir="+data, "--user=root",
+	// Its own temporary directory: the bootstrap's temporary tables in the
+	// shared /tmp were removed under it when servers were set up side by
+	// side ("Could not remove temporary table: '/tmp/#sql-temptable-…'",
+	// CI runs of 2026-12-05).
+	tmp := filepath.Join(m.dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--user=root",
 		"--auth-root-authentication-method=normal", "--skip-test-db")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	m.d = &daemon{name: "private MariaDB", log: filepath.Join(m.dir, "mariadb.log")}
 	setPort := func() {
-		m.d.argv = []string{server, "--no-defaults", "--datadir=" + data, "--port=" + itoa(m.port),
+		m.d.argv = []string{server, "--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--port=" + itoa(m.port),
 			"--socket=" + filepath.Join(m.dir, "sock"), "--pid-file=" + filepath.Join(m.dir, "pid"),
 			"--bind-address=127.0.0.1", "--user=root", "--skip-name-resolve",
 			"--innodb-buffer-pool-size=64M", "--max-connections=300",
