@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -248,7 +249,12 @@ func (a *authLog) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.Broker
 		for _, r := range a.report {
 			r.Progressed()
 		}
-	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate):
+	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate) && !errors.Is(err, syscall.ECONNRESET):
+		// A connection reset in the middle of the exchange is the broker
+		// going away (a crash during the handshake), an outage and not a
+		// refusal: taken for one, it made a projector not ready while
+		// Kafka was down (R-N1; TestReadiness_R_N1_KafkaOutageKeepsTheFlightListServing
+		// failed twice in CI on it).
 		a.failed(addr, "kafka SASL authentication failed: the broker refused the credentials or the mechanism; check kafka.sasl.mechanism, kafka.sasl.username and the password", err)
 		a.refused(fmt.Errorf("kafka SASL authentication refused: %w", err))
 	}
