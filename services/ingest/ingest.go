@@ -75,6 +75,9 @@ type Service struct {
 	mu      sync.Mutex
 	client  *kgo.Client
 	scanner *scanner.Scanner
+	// newScanner makes the term's scanner with client: at start, and
+	// again when the broker lost inbox records (running).
+	newScanner func(context.Context) (*scanner.Scanner, error)
 	// closeClient closes client once: when running's context ends (the
 	// stop) or in stopping, whichever comes first.
 	closeClient func()
@@ -275,23 +278,45 @@ func (s *Service) starting(ctx context.Context) error {
 		// topic's partition count: the inbox order is the mailbox order.
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	)
-	s.metrics.Init(ctx)
+	s.metrics.Init(ctx, topic)
 	s.metrics.SetShadowPositionLost(false)
 	limits, err := describeInbox(ctx, opts, topic)
 	if err != nil {
 		return err
 	}
 	maxBytes := limits.maxMessageBytes
-	var shadow *scanner.Shadow
-	if s.cfg.Shadow {
-		if shadow, err = s.shadowResume(ctx, opts, topic, limits.retention); err != nil {
-			return err
-		}
-	}
 	client, err := kgo.NewClient(append(opts, kgo.ProducerBatchMaxBytes(maxBytes))...)
 	if err != nil {
 		return fmt.Errorf("creating ingest kafka producer: %w", err)
 	}
+	newScanner := func(ctx context.Context) (*scanner.Scanner, error) {
+		return s.scannerFor(ctx, client, opts, topic, limits.retention)
+	}
+	sc, err := newScanner(ctx)
+	if err != nil {
+		client.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.client, s.scanner, s.newScanner = client, sc, newScanner
+	s.mu.Unlock()
+	s.logger.Info("ingest scanner starting", "topic", topic, "max_batch_bytes", maxBytes,
+		"poll_interval", s.cfg.Pipeline.PollInterval, "claim_batch", s.cfg.Pipeline.ClaimBatch)
+	return nil
+}
+
+// scannerFor makes a scanner that publishes with client to topic. In
+// shadow mode it resumes where the inbox's last record says (shadowResume,
+// with opts and the topic's retention).
+func (s *Service) scannerFor(ctx context.Context, client *kgo.Client, opts []kgo.Opt, topic string, retention time.Duration) (*scanner.Scanner, error) {
+	var shadow *scanner.Shadow
+	if s.cfg.Shadow {
+		var err error
+		if shadow, err = s.shadowResume(ctx, opts, topic, retention); err != nil {
+			return nil, err
+		}
+	}
+	adm := kadm.NewClient(client)
 	scfg := scanner.Config{
 		ClaimBatch:         s.cfg.Pipeline.ClaimBatch,
 		ReadAhead:          s.cfg.Pipeline.ReadAhead,
@@ -303,19 +328,33 @@ func (s *Service) starting(ctx context.Context) error {
 		Progress:           s.progress,
 		StallLimit:         s.cfg.StallLimit,
 		Shadow:             shadow,
+		Topic:              topic,
+		InboxEnd: func(ctx context.Context) (int64, error) {
+			return inboxEnd(ctx, adm, topic)
+		},
 	}
 	s.mu.Lock()
 	if s.term != nil {
 		scfg.Confirm = s.term.Check
 	}
 	s.mu.Unlock()
-	sc := scanner.New(scfg, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName))
-	s.mu.Lock()
-	s.client, s.scanner = client, sc
-	s.mu.Unlock()
-	s.logger.Info("ingest scanner starting", "topic", topic, "max_batch_bytes", maxBytes,
-		"poll_interval", s.cfg.Pipeline.PollInterval, "claim_batch", s.cfg.Pipeline.ClaimBatch)
-	return nil
+	return scanner.New(scfg, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName)), nil
+}
+
+// inboxEnd is the end offset of the inbox topic's partition 0.
+func inboxEnd(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("listing the end offset of %s: %w", topic, err)
+	}
+	o, ok := ends.Lookup(topic, 0)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("listing the end offset of %s: partition 0 is not listed", topic)
+	case o.Err != nil:
+		return 0, fmt.Errorf("listing the end offset of %s: %w", topic, o.Err)
+	}
+	return o.Offset, nil
 }
 
 func (s *Service) running(ctx context.Context) error {
@@ -326,14 +365,29 @@ func (s *Service) running(ctx context.Context) error {
 	// stop is never held up by an outage; the rows stay unmarked and are
 	// published again after the restart.
 	s.closeClient = kafka.CloseOnStop(ctx, s.client)
+	newScanner := s.newScanner
 	s.mu.Unlock()
-	return sc.Run(ctx, s.cfg.Pipeline.PollInterval, s.wake)
+	for {
+		err := sc.Run(ctx, s.cfg.Pipeline.PollInterval, s.wake)
+		if !errors.Is(err, scanner.ErrInboxLost) {
+			return err
+		}
+		// The broker lost inbox records: a new scanner, which remembers
+		// nothing, publishes every unmarked row again in mailbox order
+		// before any later one (scanner.Run).
+		if sc, err = newScanner(ctx); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.scanner = sc
+		s.mu.Unlock()
+	}
 }
 
 func (s *Service) stopping(error) error {
 	s.mu.Lock()
 	client, closeClient := s.client, s.closeClient
-	s.client, s.scanner, s.closeClient = nil, nil, nil
+	s.client, s.scanner, s.closeClient, s.newScanner = nil, nil, nil, nil
 	s.mu.Unlock()
 	switch {
 	case closeClient != nil:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -16,6 +17,7 @@ type Metrics struct {
 	scanErrors    metric.Int64Counter
 	publishErrors metric.Int64Counter
 	retired       metric.Int64Counter
+	lost          metric.Int64Counter
 	duration      metric.Float64Histogram
 	// retiredRows is what the current scanner remembers as retired,
 	// exported as a gauge; each new scanner starts it at 0.
@@ -30,7 +32,8 @@ type Metrics struct {
 // repeats included), msgx_ingest_republished_total (the repeats),
 // msgx_ingest_late_arrival_total, msgx_ingest_scan_errors_total,
 // msgx_ingest_publish_errors_total, msgx_ingest_scan_duration_seconds,
-// and for shadow mode (R-L6) msgx_ingest_shadow_retired_total (rows
+// msgx_ingest_broker_lost_records_total{topic} (the broker lost inbox
+// records it had acknowledged, ErrInboxLost), and for shadow mode (R-L6) msgx_ingest_shadow_retired_total (rows
 // retired: republished once and published no more),
 // msgx_ingest_shadow_retired_rows (the retired rows the scanner
 // remembers) and msgx_ingest_shadow_position_lost (1 while the start is
@@ -53,6 +56,7 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	m.late = counter("msgx_ingest_late_arrival_total", "Mailbox rows first published after higher IDs were read (committed late): found in a gap below the high-water mark or by the reconciliation pass.")
 	m.scanErrors = counter("msgx_ingest_scan_errors_total", "Scan rounds abandoned because the mailbox could not be read.")
 	m.publishErrors = counter("msgx_ingest_publish_errors_total", "Scan rounds abandoned because records could not be written to the inbox topic.")
+	m.lost = counter("msgx_ingest_broker_lost_records_total", "Times the broker was found to have lost inbox records it had acknowledged (an unclean leader election, a restored broker); each time every unmarked mailbox row is published again in mailbox order.")
 	m.retired = counter("msgx_ingest_shadow_retired_total", "Shadow mode: mailbox rows the predecessor left unmarked after their republish, published no more until ingest restarts.")
 	retiredRows, gerr := meter.Int64ObservableGauge("msgx_ingest_shadow_retired_rows",
 		metric.WithDescription("Shadow mode: retired mailbox rows the scanner remembers (still unmarked, published no more); 0 outside shadow mode."))
@@ -92,11 +96,13 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 }
 
 // Init exports every counter at zero, so that rates and alerts work before
-// the first event (a counter never added to is not exported at all).
-func (m *Metrics) Init(ctx context.Context) {
+// the first event (a counter never added to is not exported at all);
+// topic is the inbox topic's name.
+func (m *Metrics) Init(ctx context.Context, topic string) {
 	for _, c := range []metric.Int64Counter{m.published, m.republished, m.late, m.scanErrors, m.publishErrors, m.retired} {
 		c.Add(ctx, 0)
 	}
+	m.lost.Add(ctx, 0, metric.WithAttributes(attribute.String("topic", topic)))
 }
 
 // SetShadowPositionLost sets msgx_ingest_shadow_position_lost: lost while

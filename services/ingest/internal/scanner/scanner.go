@@ -75,6 +75,13 @@ const (
 	// round, so that rows published together and due together are spread
 	// over rounds.
 	maxChecksPerRound = 1000
+	// DefaultLossCheckInterval is how often a scanner that publishes
+	// nothing compares the inbox's end offset with what the broker
+	// acknowledged to it (Config.LossCheckInterval).
+	DefaultLossCheckInterval = 30 * time.Second
+	// idleCheckTimeout bounds the idle scanner's end-offset lookup: the
+	// next produce asks again, and waits for the answer.
+	idleCheckTimeout = 5 * time.Second
 	// DefaultRetiredLimit bounds the shadow run's retired rows the scanner
 	// remembers (Config.RetiredLimit): about 64 bytes each, some 6 MB at
 	// most.
@@ -164,6 +171,20 @@ type Config struct {
 	// remembers; DefaultRetiredLimit when zero. Beyond it the lower half
 	// is forgotten behind a floor (shedRetired).
 	RetiredLimit int
+	// InboxEnd, when set, returns the end offset of the inbox topic's
+	// partition 0: the offset its next record takes. Once the broker has
+	// acknowledged a record to the scanner, it is asked before every
+	// produce (while the rows are fetched, and answered before the
+	// produce starts) and every LossCheckInterval while nothing is
+	// published, to find a broker that lost acknowledged records before a
+	// new row is published after them (ErrInboxLost, see Run).
+	InboxEnd func(context.Context) (int64, error)
+	// LossCheckInterval is how often a scanner that publishes nothing asks
+	// InboxEnd; DefaultLossCheckInterval when zero.
+	LossCheckInterval time.Duration
+	// Topic names the inbox topic in reports of a loss (the metric's
+	// topic label and the log).
+	Topic string
 }
 
 // Shadow is where a shadow run stands (R-L6). In shadow mode the mailbox
@@ -288,16 +309,26 @@ type Scanner struct {
 	// early is the confirmation a round started before its reads; the
 	// round's first produce uses it (see confirmStart).
 	early *confirmation
+	// acked is one past the highest inbox offset the broker acknowledged
+	// to this scanner, 0 before the first; endChecked is when InboxEnd
+	// last answered (see lossCheck).
+	acked      int64
+	endChecked time.Time
 }
 
-// confirmation is one Confirm call running while the scanner reads the
-// rows it is for.
+// confirmation is one question asked in the background while the
+// scanner reads the rows it is for: the lease's Confirm (confirmStart),
+// or the inbox's end offset (lossCheck).
 type confirmation struct {
 	done chan struct{}
 	err  error
 }
 
+// wait returns the answer; a nil confirmation (none asked) answers nil.
 func (c *confirmation) wait() error {
+	if c == nil {
+		return nil
+	}
 	<-c.done
 	return c.err
 }
@@ -341,6 +372,128 @@ func (s *Scanner) endEarly() {
 	}
 }
 
+// AlertBrokerLostRecords is the alert key of the log line that reports
+// ErrInboxLost, the one the processor and the dispatcher log for their
+// topics' losses.
+const AlertBrokerLostRecords = "broker-lost-records"
+
+// A broker can lose records it acknowledged: an unclean leader election
+// (a replica that was out of sync became the leader) or a broker restored
+// from a copy. The inbox partition's end offset moves back and the
+// offsets are handed out again. A lost record whose row the processor had
+// registered costs nothing (the processor reads the partition again, and
+// registration is idempotent), but one it had not registered would come
+// back only with the row's republish (republish-after), after the rows
+// published since: out of mailbox order. So the scanner remembers the
+// highest offset the broker acknowledged to it (acked) and looks for a
+// loss before it publishes anything after one: the partition ending below
+// that offset (lossCheck, before every produce; idleLossCheck, every
+// LossCheckInterval while nothing is published), or a produce
+// acknowledged at an offset acknowledged before (acknowledged: a loss
+// that happened between the check and the produce, when only the rows of
+// that produce can precede the lost ones). Either ends the scanner with
+// ErrInboxLost (Run).
+//
+// The offsets of the one partition only grow, whoever produces, so a
+// lower one is always a loss; a loss whose offsets another producer
+// filled again before this scanner looked (an earlier term's last produce)
+// is not seen here: the processor's check of its stored position may see
+// it.
+
+// lossCheck asks InboxEnd in the background whether the partition still
+// reaches acked, for the produce that follows; nil when nothing has been
+// acknowledged to this scanner (its first produce) or there is no
+// InboxEnd. Its answer is given to lossChecked.
+func (s *Scanner) lossCheck(ctx context.Context) *confirmation {
+	if s.cfg.InboxEnd == nil || s.acked == 0 {
+		return nil
+	}
+	acked := s.acked
+	c := &confirmation{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = s.endReaches(ctx, acked, s.cfg.PublishTimeout)
+	}()
+	return c
+}
+
+// lossChecked takes the answer of a lossCheck before a produce: a loss
+// or an unanswered lookup abandons the round before anything is produced
+// (a broker that does not answer would not take the produce either).
+func (s *Scanner) lossChecked(ctx context.Context, err error, now time.Time) error {
+	switch {
+	case err == nil:
+		s.endChecked = now
+		return nil
+	case errors.Is(err, ErrInboxLost):
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("publishing mailbox rows: %w", ctx.Err())
+	}
+	s.metrics.publishErrors.Add(ctx, 1)
+	s.failLog.Error("the inbox's end offset is unknown, round abandoned before publishing; retrying next round", "err", err)
+	return err
+}
+
+// idleLossCheck compares the partition's end with acked every
+// LossCheckInterval, so that a loss is found while nothing is published:
+// the unregistered rows whose records were lost are then published again
+// without waiting for a new row. A lookup that fails is left to the next
+// produce's, which waits for its answer.
+func (s *Scanner) idleLossCheck(ctx context.Context, now time.Time) error {
+	if s.cfg.InboxEnd == nil || s.acked == 0 || now.Sub(s.endChecked) < s.cfg.LossCheckInterval {
+		return nil
+	}
+	s.endChecked = now
+	err := s.endReaches(ctx, s.acked, min(s.cfg.PublishTimeout, idleCheckTimeout))
+	if err != nil && !errors.Is(err, ErrInboxLost) {
+		s.failLog.Warn("the inbox's end offset is unknown; checked again before the next produce", "err", err)
+		return nil
+	}
+	return err
+}
+
+// endReaches asks InboxEnd, within timeout, and returns an error wrapping
+// ErrInboxLost when the partition ends below acked, one wrapping
+// ErrPublishing when it did not answer.
+func (s *Scanner) endReaches(ctx context.Context, acked int64, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	end, err := s.cfg.InboxEnd(cctx)
+	if err != nil {
+		return fmt.Errorf("%w: reading the inbox's end offset: %w", ErrPublishing, err)
+	}
+	if end < acked {
+		return fmt.Errorf("%w: the partition ends at offset %d, and offset %d was acknowledged", ErrInboxLost, end, acked-1)
+	}
+	return nil
+}
+
+// acknowledged moves acked past the offsets the broker acknowledged in
+// results, and returns an error wrapping ErrInboxLost when it
+// acknowledged one of them at or below an offset acknowledged before.
+func (s *Scanner) acknowledged(results kgo.ProduceResults) error {
+	low, high := int64(-1), int64(-1)
+	for _, res := range results {
+		if res.Err != nil {
+			continue
+		}
+		if o := res.Record.Offset; low < 0 || o < low {
+			low = o
+		}
+		high = max(high, res.Record.Offset)
+	}
+	if high < 0 {
+		return nil
+	}
+	before := s.acked
+	s.acked = max(s.acked, high+1)
+	if low < before {
+		return fmt.Errorf("%w: a record was acknowledged at offset %d, and offset %d was acknowledged before", ErrInboxLost, low, before-1)
+	}
+	return nil
+}
+
 // New returns a Scanner. Its first round is a pass over every unmarked row.
 func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, logger *slog.Logger) *Scanner {
 	if cfg.PublishTimeout <= 0 {
@@ -366,6 +519,9 @@ func New(cfg Config, mb Mailbox, pub Publisher, clk clock.Clock, m *Metrics, log
 	}
 	if cfg.RetiredLimit <= 0 {
 		cfg.RetiredLimit = DefaultRetiredLimit
+	}
+	if cfg.LossCheckInterval <= 0 {
+		cfg.LossCheckInterval = DefaultLossCheckInterval
 	}
 	m.retiredRows.Store(0) // a new scanner (a new term, a restart) remembers none
 	s := &Scanner{
@@ -425,6 +581,16 @@ func (s *Scanner) Gaps() [][2]int64 {
 // round at most one interval, p50 half of it, however long the rounds
 // take (R-J3), while the mailbox still sees at most one round per
 // interval.
+//
+// When the broker lost inbox records it had acknowledged, Run returns an
+// error wrapping ErrInboxLost, and the scanner publishes nothing more. Its
+// owner replaces it with a new one (ingest's running does, within the
+// term): the new scanner remembers nothing, so its first round publishes
+// every unmarked row again in mailbox order — the rows whose records were
+// lost and had not been registered go to the inbox before any later row.
+// Before this, such a row came back only with its republish, after the
+// rows that arrived in the meantime had been processed: out of mailbox
+// order.
 func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struct{}) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -439,6 +605,9 @@ func (s *Scanner) Run(ctx context.Context, poll time.Duration, wake <-chan struc
 		_, err := s.ScanOnce(ctx)
 		if errors.Is(err, lease.ErrFenced) {
 			return nil // the term is over; the Term ended its context too
+		}
+		if errors.Is(err, ErrInboxLost) {
+			return err // its owner replaces the scanner
 		}
 		if serr := s.report(ctx, err); serr != nil {
 			s.logger.Error("scan stalled past the stall limit; ending so that the supervisor restarts the process", "err", serr)
@@ -520,6 +689,11 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 		outcome = "cancelled"
 	case errors.Is(err, lease.ErrFenced):
 		outcome = "fenced"
+	case errors.Is(err, ErrInboxLost):
+		outcome = "inbox_lost"
+		s.metrics.lost.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("topic", s.cfg.Topic)))
+		s.logger.Error("the broker lost inbox records it had acknowledged (an unclean leader election, a restored broker); publishing every unmarked mailbox row again in mailbox order",
+			"err", err, "topic", s.cfg.Topic, "alert", AlertBrokerLostRecords)
 	case errors.Is(err, ErrPublishing):
 		outcome = "publish_error"
 	default:
@@ -596,6 +770,9 @@ func (s *Scanner) publishPages(ctx context.Context, now time.Time, after int64, 
 }
 
 func (s *Scanner) round(ctx context.Context, now time.Time, r *Round) error {
+	if err := s.idleLossCheck(ctx, now); err != nil {
+		return err
+	}
 	if err := s.lookUpGaps(ctx, now, r); err != nil {
 		return err
 	}
@@ -976,11 +1153,11 @@ func (s *Scanner) scanFailed(ctx context.Context, err error) error {
 func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late bool, r *Round) error {
 	for len(ids) > 0 {
 		confirm := s.confirmFor(ctx) // answered while the rows are fetched
+		tail := s.lossCheck(ctx)     // so is this
 		rows, complete, err := s.mb.Fetch(ctx, ids, s.cfg.FetchBudget)
 		if err != nil {
-			if confirm != nil {
-				_ = confirm.wait()
-			}
+			confirm.wait()
+			tail.wait()
 			return s.scanFailed(ctx, err)
 		}
 		if complete || len(rows) == 0 {
@@ -992,9 +1169,8 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 			}
 		}
 		if len(rows) == 0 {
-			if confirm != nil {
-				_ = confirm.wait()
-			}
+			confirm.wait()
+			tail.wait()
 			continue
 		}
 		recs := make([]*kgo.Record, len(rows))
@@ -1003,16 +1179,18 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 			recs[i] = s.record(row, now)
 			byRecord[recs[i]] = row.ID
 		}
-		if confirm != nil {
-			if err := confirm.wait(); err != nil {
-				if errors.Is(err, lease.ErrFenced) {
-					s.logger.Info("lease term over; not publishing", "msg_id", rows[0].ID, "rows", len(rows), "err", err)
-					return fmt.Errorf("confirming the lease before publishing: %w", err)
-				}
-				s.metrics.publishErrors.Add(ctx, 1)
-				s.logger.Error("lease term unconfirmed, round abandoned before publishing; retrying next round", "err", err, "msg_id", rows[0].ID)
-				return fmt.Errorf("%w: confirming the lease: %w", ErrPublishing, err)
+		if err := confirm.wait(); err != nil {
+			tail.wait()
+			if errors.Is(err, lease.ErrFenced) {
+				s.logger.Info("lease term over; not publishing", "msg_id", rows[0].ID, "rows", len(rows), "err", err)
+				return fmt.Errorf("confirming the lease before publishing: %w", err)
 			}
+			s.metrics.publishErrors.Add(ctx, 1)
+			s.logger.Error("lease term unconfirmed, round abandoned before publishing; retrying next round", "err", err, "msg_id", rows[0].ID)
+			return fmt.Errorf("%w: confirming the lease: %w", ErrPublishing, err)
+		}
+		if err := s.lossChecked(ctx, tail.wait(), now); err != nil {
+			return err
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 		spans := s.traceRows(pctx, rows, recs) // the records' contexts: spans and the produce deadline
@@ -1030,11 +1208,15 @@ func (s *Scanner) publish(ctx context.Context, now time.Time, ids []int64, late 
 			}
 			done = append(done, byRecord[res.Record])
 		}
+		lost := s.acknowledged(results)
 		// Results arrive in completion order; remember them in ID order so
 		// that the late-arrival test sees IDs ascending.
 		slices.Sort(done)
 		for _, id := range done {
 			s.markPublished(ctx, id, now, late, r)
+		}
+		if lost != nil {
+			return lost
 		}
 		if firstErr != nil {
 			if ctx.Err() != nil {
