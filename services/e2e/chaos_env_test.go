@@ -344,8 +344,9 @@ var chaosHangKinds = []string{faultHangPostgres, faultHangMariaDB, faultHangRedi
 // COUTMSGS row of the workload's RQFD, which only an operator can send
 // again (TestChaos_R_M1_MariaDBFailoverToAReplicaBehind stages it where
 // it does not). Nor is a broker that loses what it acknowledged
-// (faultUncleanBroker): its runbook re-sends a window, which needs the
-// stream settled around it (TestChaos_R_M1_BrokerLosesAcknowledgedRecords).
+// (faultUncleanBroker, faultUncleanInbox): its runbook re-sends a window,
+// which needs the stream settled around it
+// (TestChaos_R_M1_BrokerLosesAcknowledgedRecords).
 var chaosGreyKinds = slices.Concat(chaosHangKinds, []string{faultProjectorUnacked, faultFailoverPostgres}, chaosProxyKinds)
 
 // readinessDeps are the instances (by target) whose /readyz must fail while
@@ -448,7 +449,11 @@ func (e *chaosEnv) inject(f chaosFault, began time.Time) (res faultResult) {
 		res.Victim = "projector"
 		e.killProjectorUnacked(problem)
 	case "unclean":
-		res.Recovery = e.uncleanBroker(problem)
+		if f.Kind == faultUncleanInbox {
+			res.Recovery = e.uncleanInbox(problem)
+		} else {
+			res.Recovery = e.uncleanBroker(problem)
+		}
 	case "failover":
 		if role == "mariadb" {
 			res.Recovery = e.failoverMariaDB(problem)
@@ -684,6 +689,11 @@ func (e *chaosEnv) killProjectorUnacked(problem func(string, ...any)) {
 // grows with every record (and transaction marker) the dispatcher
 // produces.
 func (e *chaosEnv) flightStateEnd() (int64, error) {
+	return e.topicEnd(e.kafka.Topics.FlightState)
+}
+
+// topicEnd is the sum of topic's end offsets.
+func (e *chaosEnv) topicEnd(topic string) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(e.kafkaOpts()...)
@@ -691,7 +701,7 @@ func (e *chaosEnv) flightStateEnd() (int64, error) {
 		return 0, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, e.kafka.Topics.FlightState)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
 	}

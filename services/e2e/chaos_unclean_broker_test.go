@@ -52,19 +52,9 @@ func (e *chaosEnv) uncleanBroker(problem func(string, ...any)) time.Duration {
 		problem("not settled with the feed held before the copy: %s", state)
 		return 0
 	}
-	copied := e.t.TempDir()
 	lossBegan := time.Now()
-	if err := e.broker.Pause(); err != nil {
-		problem("pausing the broker: %v", err)
-		return 0
-	}
-	out, err := exec.Command("cp", "-a", e.broker.DataDir()+"/.", copied).CombinedOutput()
-	if rerr := e.broker.Resume(); rerr != nil {
-		problem("resuming the broker: %v", rerr)
-		return 0
-	}
-	if err != nil {
-		problem("copying the broker's data: %v: %s", err, out)
+	copied, ok := e.copyBroker(problem)
+	if !ok {
 		return 0
 	}
 
@@ -95,20 +85,7 @@ func (e *chaosEnv) uncleanBroker(problem func(string, ...any)) time.Duration {
 	}
 
 	// The broker loses them: it crashes and comes back from the copy.
-	if err := e.broker.Crash(); err != nil {
-		problem("crashing the broker: %v", err)
-		return 0
-	}
-	if err := os.RemoveAll(e.broker.DataDir()); err != nil {
-		problem("removing the broker's data: %v", err)
-		return 0
-	}
-	if out, err := exec.Command("cp", "-a", copied+"/.", e.broker.DataDir()).CombinedOutput(); err != nil {
-		problem("restoring the broker's data: %v: %s", err, out)
-		return 0
-	}
-	if err := e.broker.Start(); err != nil {
-		problem("restarting the broker: %v", err)
+	if !e.restoreBroker(copied, problem) {
 		return 0
 	}
 	e.t.Logf("chaos: the broker lost what it acknowledged after %s: outbox rows sent since, by target: %v",
@@ -150,6 +127,171 @@ func (e *chaosEnv) uncleanBroker(problem func(string, ...any)) time.Duration {
 		}
 	}
 	return recovery
+}
+
+// copyBroker copies the broker's data directory while the broker is
+// paused, so that the copy is one moment of it.
+func (e *chaosEnv) copyBroker(problem func(string, ...any)) (dir string, ok bool) {
+	dir = e.t.TempDir()
+	if err := e.broker.Pause(); err != nil {
+		problem("pausing the broker: %v", err)
+		return "", false
+	}
+	out, err := exec.Command("cp", "-a", e.broker.DataDir()+"/.", dir).CombinedOutput()
+	if rerr := e.broker.Resume(); rerr != nil {
+		problem("resuming the broker: %v", rerr)
+		return "", false
+	}
+	if err != nil {
+		problem("copying the broker's data: %v: %s", err, out)
+		return "", false
+	}
+	return dir, true
+}
+
+// restoreBroker crashes the broker and starts it again from the copy in
+// dir: every record acknowledged since the copy is lost.
+func (e *chaosEnv) restoreBroker(dir string, problem func(string, ...any)) bool {
+	if err := e.broker.Crash(); err != nil {
+		problem("crashing the broker: %v", err)
+		return false
+	}
+	if err := os.RemoveAll(e.broker.DataDir()); err != nil {
+		problem("removing the broker's data: %v", err)
+		return false
+	}
+	if out, err := exec.Command("cp", "-a", dir+"/.", e.broker.DataDir()).CombinedOutput(); err != nil {
+		problem("restoring the broker's data: %v: %s", err, out)
+		return false
+	}
+	if err := e.broker.Start(); err != nil {
+		problem("restarting the broker: %v", err)
+		return false
+	}
+	return true
+}
+
+// faultUncleanInbox is a broker that loses inbox records of messages no
+// processor registered (R-M1): with the stream held and settled, every
+// processor instance is killed (SIGKILL) and the broker's data copied;
+// a few rows then come in and ingest publishes them; the broker crashes
+// and comes back from the copy, and the processors start again. No record
+// of any other topic is lost, so there is nothing to re-send. The
+// processors are killed rather than paused: a paused one would find the
+// records in the answer to a fetch it sent before the pause, waiting in
+// its socket, and register them after all. Ingest must
+// find the loss and publish those rows again before any later row, so
+// that no later message runs before them; with the harness's five-second
+// republish their own republish would hide a late finding, so the kind's
+// test runs ingest with the production ten minutes.
+const faultUncleanInbox = "unclean-inbox"
+
+// uncleanInboxRows is how many rows ingest publishes after the copy.
+const uncleanInboxRows = 4
+
+// uncleanInbox stages the loss of unregistered inbox records and returns
+// how long processing took to resume after the stream was released.
+func (e *chaosEnv) uncleanInbox(problem func(string, ...any)) time.Duration {
+	if e.freezeFeed == nil {
+		problem("the kind needs a held stream (the chaos workload's feed)")
+		return 0
+	}
+	release := e.freezeFeed()
+	defer release()
+	if settled, state := chaosSettle(e.stack, 60*time.Second); !settled {
+		problem("not settled with the feed held before the copy: %s", state)
+		return 0
+	}
+	restart := e.killProcessors()
+	defer restart()
+	copied, ok := e.copyBroker(problem)
+	if !ok {
+		return 0
+	}
+	before, err := e.topicEnd(e.kafka.Topics.Inbox)
+	var last int64
+	if err == nil {
+		err = e.mailbox.QueryRow(`SELECT COALESCE(MAX(CMINMSGS_ID), 0) FROM CMINMSGS`).Scan(&last)
+	}
+	if err != nil {
+		problem("reading the inbox's end and the last mailbox row: %v", err)
+		return 0
+	}
+	e.feedOnly(uncleanInboxRows)
+	if !e.poll(30*time.Second, func() bool {
+		n, err := e.topicEnd(e.kafka.Topics.Inbox)
+		return err == nil && n >= before+uncleanInboxRows
+	}) {
+		problem("ingest did not publish %d rows within 30s with no processor running", uncleanInboxRows)
+	}
+	e.feedOnly(0)
+	ids, err := e.mailboxIDsAbove(last)
+	if err != nil {
+		problem("listing the rows ingest published: %v", err)
+	}
+	e.t.Logf("chaos: rows ingest published while no processor ran, lost with the broker's copy: %v", ids)
+	if !e.restoreBroker(copied, problem) {
+		return 0
+	}
+	restart()
+	release()
+	recovery := e.awaitRecovery(problem)
+	// Every message runs in mailbox order: none after a lost one finished
+	// before the lost one was registered.
+	if n, err := e.overtaken(ids); err != nil {
+		problem("checking the order of the rows %v: %v", ids, err)
+	} else if n > 0 {
+		problem("%d later messages finished before one of the rows %v, whose records were lost unregistered, was registered: out of mailbox order", n, ids)
+	}
+	if !e.poll(45*time.Second, func() bool { return e.logsOf("ingest", "alert=broker-lost-records") }) {
+		problem("ingest did not report the loss (alert=broker-lost-records) within 45s")
+	}
+	return recovery
+}
+
+// killProcessors kills every running processor instance (SIGKILL) and
+// returns what starts them again, which acts once.
+func (e *chaosEnv) killProcessors() (restart func()) {
+	var killed []string
+	for _, n := range instancesOf("processor") {
+		if e.alive(n) {
+			e.kill(n)
+			killed = append(killed, n)
+		}
+	}
+	return func() {
+		for _, n := range killed {
+			e.startInstance(n)
+		}
+		killed = nil
+	}
+}
+
+// mailboxIDsAbove lists the mailbox IDs above id.
+func (e *chaosEnv) mailboxIDsAbove(id int64) ([]int64, error) {
+	rows, err := e.mailbox.Query(`SELECT CMINMSGS_ID FROM CMINMSGS WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		ids = append(ids, n)
+	}
+	return ids, rows.Err()
+}
+
+// overtaken counts the messages that finished before a message of ids
+// with a lower mailbox ID was registered.
+func (e *chaosEnv) overtaken(ids []int64) (int, error) {
+	var n int
+	err := e.pg.QueryRow(context.Background(), `SELECT count(*) FROM proc_state a JOIN proc_state b ON b.msg_id > a.msg_id
+		WHERE a.msg_id = ANY($1) AND b.finished_at < a.registered_at`, ids).Scan(&n)
+	return n, err
 }
 
 // remedyRe matches the remedy of a dispatcher's loss report.
@@ -219,12 +361,18 @@ func (e *chaosEnv) resendSince(since time.Time) (map[string]int, error) {
 
 // TestChaos_R_M1_BrokerLosesAcknowledgedRecords: the broker loses records
 // it acknowledged mid-stream (faultUncleanBroker), and the operator sends
-// the lost window again. Every service keeps running. The run must end as
-// the run without faults does: msg in order per FLID with every event,
-// schd and Redis equal to PostgreSQL, every row marked.
+// the lost window again; later it loses inbox records of messages no
+// processor registered (faultUncleanInbox), which ingest publishes again
+// in mailbox order by itself. Every service keeps running. The run must
+// end as the run without faults does: msg in order per FLID with every
+// event, schd and Redis equal to PostgreSQL, every row marked. Ingest
+// republishes a row still unmarked after ten minutes, as in production,
+// not after the harness's five seconds: the lost unregistered rows must
+// come back by ingest's loss check, not by their republish.
 func TestChaos_R_M1_BrokerLosesAcknowledgedRecords(t *testing.T) {
 	testutil.Integration(t)
-	p := chaosParams{Messages: 160, Faults: 1, Seed: chaosDefaultSeed}
-	sched := []chaosFault{{Kind: faultUncleanBroker, At: 60}}
+	p := chaosParams{Messages: 160, Faults: 2, Seed: chaosDefaultSeed,
+		Flags: map[string][]string{"ingest": {"-ingest.pipeline.republish-after=10m"}}}
+	sched := []chaosFault{{Kind: faultUncleanBroker, At: 60}, {Kind: faultUncleanInbox, At: 110}}
 	runChaos(t, p, sched, fmt.Sprintf("go test -count=1 -run '^%s$' ./e2e/", t.Name()))
 }

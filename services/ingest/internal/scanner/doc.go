@@ -49,6 +49,14 @@
 // the lower half is forgotten behind a floor that no read publishes an
 // unremembered unmarked row at or below.
 //
+// A broker that lost inbox records it had acknowledged (an unclean leader
+// election, a restored broker) is found before the scanner publishes
+// after them: it remembers the highest offset acknowledged to it and
+// compares the partition's end with it before every produce and, while
+// idle, every LossCheckInterval. On a loss it stops (ErrInboxLost) and its
+// owner replaces it; the new scanner's first round publishes every
+// unmarked row again in ID order, the lost ones before any later row.
+//
 // A failing mailbox query abandons the round: nothing is advanced, no
 // entry is dropped, and the next round retries (R-A6). An empty result is
 // never inferred from an error. Publishing uses synchronous produce of each
