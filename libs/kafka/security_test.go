@@ -3,12 +3,16 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"flag"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +272,128 @@ func TestConfig_R_H8_FlagsAndMaskedPassword(t *testing.T) {
 	require.NoError(t, config.Print(&out, c))
 	require.NotContains(t, out.String(), "hunter2")
 	require.Contains(t, out.String(), "password: '********'")
+}
+
+// refusalCount counts what a client's hook reports to a Refusals.
+type refusalCount struct{ stalled, progressed atomic.Int32 }
+
+func (r *refusalCount) Stalled(error) { r.stalled.Add(1) }
+func (r *refusalCount) Progressed()   { r.progressed.Add(1) }
+
+// TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal: the broker goes
+// away in the middle of a client's SASL exchange (it crashed during the
+// handshake; here a proxy in front of it resets the connection when the
+// SASL request arrives). That is an outage, which the client outlasts by
+// itself, not a refusal of its credentials: nothing is reported stalled,
+// so a process stays ready through a Kafka outage (R-N1). Once the broker
+// answers, the same client goes through.
+func TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	cfg := kafkatest.DefaultConfig()
+	cfg.DialTimeout = 2 * time.Second
+	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
+	kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
+	proxy := newSASLResetProxy(t, cfg.Brokers)
+	cfg.Brokers = proxy.addr
+
+	var logs logBuffer
+	var refusals refusalCount
+	cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", &refusals)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	require.Error(t, cl.Ping(ctx))
+	cancel()
+	require.Positive(t, proxy.resets.Load(), "the proxy reset connections in the middle of SASL")
+	require.Zero(t, refusals.stalled.Load(), "a reset is an outage, not a refusal: %s", logs.String())
+	require.NotContains(t, logs.String(), "kafka SASL authentication failed")
+
+	proxy.reset.Store(false)
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.Ping(ctx))
+	require.Zero(t, refusals.stalled.Load())
+}
+
+// saslResetProxy forwards Kafka connections to a broker and, while reset
+// is set, resets a client's connection (RST) when its SASL handshake or
+// authenticate request arrives, as a broker that crashes there would.
+type saslResetProxy struct {
+	addr   string
+	reset  atomic.Bool
+	resets atomic.Int32
+}
+
+func newSASLResetProxy(t *testing.T, broker string) *saslResetProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &saslResetProxy{addr: ln.Addr().String()}
+	p.reset.Store(true)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	var conns sync.Map // every connection, closed at the end
+	t.Cleanup(func() {
+		conns.Range(func(c, _ any) bool {
+			_ = c.(net.Conn).Close()
+			return true
+		})
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", broker)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			conns.Store(client, nil)
+			conns.Store(server, nil)
+			wg.Add(2)
+			go func() { // broker to client, as it is
+				defer wg.Done()
+				_, _ = io.Copy(client, server)
+				_ = client.Close()
+			}()
+			go func() { // client to broker, frame by frame
+				defer wg.Done()
+				defer server.Close()
+				p.forward(client.(*net.TCPConn), server)
+			}()
+		}
+	}()
+	return p
+}
+
+// forward copies the client's request frames to server until one is a
+// SASL request while reset is set: then it resets the client's
+// connection.
+func (p *saslResetProxy) forward(client *net.TCPConn, server net.Conn) {
+	for {
+		var size [4]byte
+		if _, err := io.ReadFull(client, size[:]); err != nil {
+			return
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(client, frame); err != nil || len(frame) < 2 {
+			return
+		}
+		if key := binary.BigEndian.Uint16(frame); (key == 17 || key == 36) && p.reset.Load() {
+			_ = client.SetLinger(0) // close with RST: connection reset by peer
+			_ = client.Close()
+			p.resets.Add(1)
+			return
+		}
+		if _, err := server.Write(append(size[:], frame...)); err != nil {
+			return
+		}
+	}
 }
