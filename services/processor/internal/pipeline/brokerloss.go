@@ -29,13 +29,19 @@ import (
 // (msgxctl outbox resend; docs/runbook.md "The broker lost acknowledged
 // records").
 //
-// A loss is seen in two ways. At open, a stored position past the end
-// offset (resumeOffsets). While consuming, franz-go's *kgo.ErrDataLoss in
+// A loss is seen in three ways. At open, a stored position past the end
+// offset (resumeOffsets). At open too, for the inbox, whose position is
+// stored with the leader epoch of the last record read (KIP-320): the
+// client asks the leader where that epoch ended, and a log that diverged
+// before the position — a loss the producers already wrote past, where
+// the new records at the old offsets are indistinguishable from the lost
+// ones by offset — comes back as franz-go's *kgo.ErrDataLoss, the
+// consumer resuming at the divergence. While consuming, the same error in
 // a fetch (lostRecordsSeen): it then resumes by its own reset rule, a
-// minute before the last record consumed. What neither sees is a loss
-// the broker already wrote past again before this consumer looked: with
-// only offsets stored, the new records are indistinguishable from the
-// lost ones (docs/reliability.md "The broker lost acknowledged records").
+// minute before the last record consumed. Each is reported. The acks'
+// positions carry no epoch: a lost ack the projector's producers wrote
+// past is not seen (docs/reliability.md "The broker lost acknowledged
+// records").
 
 // resumeOffsets returns where the processor's consumer of topic resumes on
 // each of the topic's partitions (partition 0 only when only0), and the
@@ -64,6 +70,10 @@ func (e *Engine) resumeOffsets(ctx context.Context, consumer, topic string, only
 	if err != nil {
 		return nil, nil, err
 	}
+	epochs, err := e.storedEpochs(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := map[int32]kgo.Offset{}
 	own := position{}
 	for p, end := range ends[topic] {
@@ -80,6 +90,9 @@ func (e *Engine) resumeOffsets(ctx context.Context, consumer, topic string, only
 			out[p], own[p] = kgo.NewOffset().AtStart(), next
 		default:
 			out[p], own[p] = kgo.NewOffset().At(next), next
+			if ep, ok := epochs[p]; ok {
+				out[p] = out[p].WithEpoch(ep) // validated against the leader before the first fetch
+			}
 		}
 	}
 	if _, ok := own[0]; only0 && !ok {

@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"msgexchange/libs/kafka"
@@ -46,21 +48,7 @@ func TestBrokerLoss_R_M1_StoredPositionPastTheEndIsReadAgainAndReported(t *testi
 		produceInbox(t, kcfg, id, refMsg(id, "GLST", "ADD", glst("G"+strconv.FormatInt(id, 10), "x")))
 	}
 
-	// run runs the inbox consumer until the returned stop.
-	run := func() (stop func() error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- lifecycle.NewManager(h.e.log, h.e.inboxService()).Run(ctx) }()
-		var once sync.Once
-		var err error
-		stop = func() error {
-			once.Do(func() { cancel(); err = <-done })
-			return err
-		}
-		t.Cleanup(func() { _ = stop() })
-		return stop
-	}
-	stop := run()
+	stop := runInbox(t, h)
 
 	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id BETWEEN 101 AND 103`) == 3 }, 20*time.Second, 10*time.Millisecond,
 		"the records at offsets below the stored position are new ones: registered, not skipped")
@@ -72,10 +60,107 @@ func TestBrokerLoss_R_M1_StoredPositionPastTheEndIsReadAgainAndReported(t *testi
 
 	// A position within the partition is no loss.
 	require.NoError(t, stop())
-	run()
+	runInbox(t, h)
 	produceInbox(t, kcfg, 104, refMsg(104, "GLST", "ADD", glst("G104", "x")))
 	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id = 104`) == 1 }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, int64(1), counterValue(t, reader, "msgx_processor_broker_lost_records_total", "topic", kcfg.Topics.Inbox))
+}
+
+// runInbox runs h's inbox consumer until the returned stop.
+func runInbox(t *testing.T, h *harness) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lifecycle.NewManager(h.e.log, h.e.inboxService()).Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// TestBrokerLoss_R_M1_AnEpochThatEndedBeforeThePositionIsReadFromTheDivergence:
+// the broker lost inbox records the processor had read (an unclean leader
+// election), and the producers wrote past the old end before the
+// processor looked: its stored position 3 lies within the partition
+// again, and the records at offsets 1 and 2 are new ones. The offset
+// alone cannot tell; the leader epoch stored with it can. The consumer
+// asks the leader where epoch 0 ended — at offset 1, the leader answers
+// (an answer kfake, which keeps epoch 0 across every restart, is made to
+// give here) — and reads again from there, reporting the loss: the new
+// records below the stored position are registered, not skipped.
+func TestBrokerLoss_R_M1_AnEpochThatEndedBeforeThePositionIsReadFromTheDivergence(t *testing.T) {
+	t.Parallel()
+	kcfg := kafkatest.DefaultConfig()
+	cluster := kafkatest.NewCluster(t, &kcfg)
+	reader := sdkmetric.NewManualReader()
+	var logs testutil.LogBuffer
+	h := newHarness(t, func(o *Options) {
+		o.Kafka = kcfg
+		o.Meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	for id := int64(101); id <= 105; id++ {
+		produceInbox(t, kcfg, id, refMsg(id, "GLST", "ADD", glst("G"+strconv.FormatInt(id, 10), "x")))
+	}
+	h.exec(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, leader_epoch, epoch_next_offset) VALUES ($1, $2, 0, 3, 0, 3)`,
+		h.e.opt.ConsumerName, kcfg.Topics.Inbox)
+	var asked atomic.Int32
+	cluster.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		ereq := req.(*kmsg.OffsetForLeaderEpochRequest)
+		resp := ereq.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+		for _, rt := range ereq.Topics {
+			st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, 0, 1
+				if rp.LeaderEpoch == 0 {
+					asked.Add(1)
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	runInbox(t, h)
+
+	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id BETWEEN 102 AND 105`) == 4 }, 20*time.Second, 10*time.Millisecond,
+		"the records from the divergence on are new ones: registered, not skipped")
+	require.EqualValues(t, 1, asked.Load(), "the position's epoch was asked about")
+	require.Equal(t, int64(1), counterValue(t, reader, "msgx_processor_broker_lost_records_total", "topic", kcfg.Topics.Inbox))
+	require.Contains(t, logs.String(), `"alert":"broker-lost-records"`)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM consumer_offset WHERE topic = $1 AND next_offset = 5 AND leader_epoch = 0 AND epoch_next_offset = 5`, kcfg.Topics.Inbox),
+		"the position is stored with its epoch")
+}
+
+// TestBrokerLoss_R_M1_AnEpochStoredWithAnotherPositionIsNotUsed: the
+// previous release, during a rolling upgrade, moved the position without
+// knowing the epoch column; the epoch stored with the older position is
+// not asked about for the new one.
+func TestBrokerLoss_R_M1_AnEpochStoredWithAnotherPositionIsNotUsed(t *testing.T) {
+	t.Parallel()
+	kcfg := kafkatest.DefaultConfig()
+	cluster := kafkatest.NewCluster(t, &kcfg)
+	h := newHarness(t, func(o *Options) { o.Kafka = kcfg })
+	for id := int64(101); id <= 105; id++ {
+		produceInbox(t, kcfg, id, refMsg(id, "GLST", "ADD", glst("G"+strconv.FormatInt(id, 10), "x")))
+	}
+	h.exec(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, leader_epoch, epoch_next_offset) VALUES ($1, $2, 0, 3, 0, 1)`,
+		h.e.opt.ConsumerName, kcfg.Topics.Inbox)
+	var asked atomic.Int32
+	cluster.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		asked.Add(1)
+		return nil, nil, false
+	})
+	runInbox(t, h)
+	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id BETWEEN 104 AND 105`) == 2 }, 20*time.Second, 10*time.Millisecond)
+	require.Zero(t, h.count(`SELECT count(*) FROM proc_state WHERE msg_id < 104`), "resumed at the position")
+	require.Zero(t, asked.Load(), "no epoch was asked about")
 }
 
 // TestBrokerLoss_R_M1_DataLossInAFetchIsReported: a consumer that was

@@ -193,11 +193,14 @@ func (e *Engine) registerFrom(ctx context.Context, topic string, recs []*kgo.Rec
 				return nil
 			})
 		}
-		last := recs[len(recs)-1].Offset
-		b.Queue(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at)
-		         VALUES ($1, $2, 0, $3, $4)
-		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at`,
-			e.opt.ConsumerName, topic, last+1, now)
+		// The position, with the leader epoch of the last record read
+		// (brokerloss.go).
+		last := recs[len(recs)-1]
+		b.Queue(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset, updated_at, leader_epoch, epoch_next_offset)
+		         VALUES ($1, $2, 0, $3, $4, $5, $3)
+		         ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = EXCLUDED.updated_at,
+		             leader_epoch = EXCLUDED.leader_epoch, epoch_next_offset = EXCLUDED.epoch_next_offset`,
+			e.opt.ConsumerName, topic, last.Offset+1, now, last.LeaderEpoch)
 		// The registrations' callbacks run as the batch is read.
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("registering inbox records: %w", err)

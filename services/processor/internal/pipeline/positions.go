@@ -65,6 +65,27 @@ func (e *Engine) storedPositions(ctx context.Context, topic string) (position, e
 	return pos, nil
 }
 
+// storedEpochs reads the leader epochs stored with topic's positions
+// (migration 00040): only where the epoch was stored with the position
+// that is stored now, not one a writer that does not know the epoch (the
+// previous release) moved since.
+func (e *Engine) storedEpochs(ctx context.Context, topic string) (map[int32]int32, error) {
+	rows, err := e.pool.Query(ctx, `SELECT partition, leader_epoch FROM consumer_offset
+		WHERE consumer=$1 AND topic=$2 AND leader_epoch >= 0 AND epoch_next_offset = next_offset`, e.opt.ConsumerName, topic)
+	if err != nil {
+		return nil, fmt.Errorf("loading the leader epochs on %s: %w", topic, err)
+	}
+	epochs := map[int32]int32{}
+	var p, ep int32
+	if _, err := pgx.ForEachRow(rows, []any{&p, &ep}, func() error {
+		epochs[p] = ep
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("loading the leader epochs on %s: %w", topic, err)
+	}
+	return epochs, nil
+}
+
 // scanPositions reads rows of (partition, next_offset) and closes them.
 func scanPositions(rows pgx.Rows) (position, error) {
 	pos := position{}
