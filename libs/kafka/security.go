@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -201,6 +202,11 @@ type authLog struct {
 	nfailing atomic.Int32 // len(failing), read without the lock on every request
 	mu       sync.Mutex
 	failing  map[string]string // broker address -> cause last logged
+	// closed holds the brokers that closed the connection in the middle
+	// of a SASL exchange once, with no sign since that they went away
+	// (closedInSASL); nclosed is len(closed), read without the lock.
+	closed  map[string]bool
+	nclosed atomic.Int32
 
 	report []Refusals
 }
@@ -223,7 +229,7 @@ var (
 
 // OnBrokerConnect logs a refused TLS handshake; a plain dial error (the
 // broker is down) is franz-go's to report.
-func (a *authLog) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+func (a *authLog) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
 	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
 	if err == nil {
 		if a.mechanism == "" {
@@ -232,6 +238,12 @@ func (a *authLog) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ ne
 		return
 	}
 	if !isTLSError(err) {
+		if conn == nil {
+			// Not dialled (franz-go also reports a failed SASL step of a
+			// dialled connection here): the broker is unreachable, so a
+			// close in the middle of SASL before was it going away.
+			a.forgetClosed(addr)
+		}
 		return
 	}
 	a.failed(addr, "kafka TLS handshake failed: check kafka.tls.ca-file (the CA that signs the brokers' certificates), kafka.tls.server-name and the client certificate", err)
@@ -249,15 +261,53 @@ func (a *authLog) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.Broker
 		for _, r := range a.report {
 			r.Progressed()
 		}
-	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate) && !errors.Is(err, syscall.ECONNRESET):
+	case err != nil && (key == keySASLHandshake || key == keySASLAuthenticate) && !errors.Is(err, syscall.ECONNRESET) && !a.closedInSASL(addr, err):
 		// A connection reset in the middle of the exchange is the broker
 		// going away (a crash during the handshake), an outage and not a
 		// refusal: taken for one, it made a projector not ready while
 		// Kafka was down (R-N1; TestReadiness_R_N1_KafkaOutageKeepsTheFlightListServing
-		// failed twice in CI on it).
+		// failed twice in CI on it). A close is a refusal only the second
+		// time in a row (closedInSASL).
 		a.failed(addr, "kafka SASL authentication failed: the broker refused the credentials or the mechanism; check kafka.sasl.mechanism, kafka.sasl.username and the password", err)
 		a.refused(fmt.Errorf("kafka SASL authentication refused: %w", err))
 	}
+}
+
+// closedInSASL reports whether err, a failed SASL step, is the first time
+// the broker at addr closed the connection in the middle of the exchange
+// (EOF), which is then not yet taken for a refusal. A broker may refuse
+// credentials by closing the connection, and so does one that crashes
+// after reading the request: the two differ in what follows. A refusing
+// broker closes the next exchange too; a crashed one no longer accepts
+// connections, which forgets the close (OnBrokerConnect). So a close is
+// a refusal the second time in a row.
+func (a *authLog) closedInSASL(addr string, err error) bool {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed[addr] {
+		return false
+	}
+	if a.closed == nil {
+		a.closed = map[string]bool{}
+	}
+	a.closed[addr] = true
+	a.nclosed.Store(int32(len(a.closed)))
+	return true
+}
+
+// forgetClosed forgets a close in the middle of SASL at addr; it takes no
+// lock when there is none, as on every request past authentication.
+func (a *authLog) forgetClosed(addr string) {
+	if a.nclosed.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	delete(a.closed, addr)
+	a.nclosed.Store(int32(len(a.closed)))
+	a.mu.Unlock()
 }
 
 // refused tells every Refusals of a refusal.
@@ -286,6 +336,7 @@ func (a *authLog) failed(addr, msg string, err error) {
 }
 
 func (a *authLog) recovered(addr string) {
+	a.forgetClosed(addr)
 	if a.nfailing.Load() == 0 {
 		return
 	}

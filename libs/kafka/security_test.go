@@ -282,101 +282,183 @@ func (r *refusalCount) Progressed()   { r.progressed.Add(1) }
 
 // TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal: the broker goes
 // away in the middle of a client's SASL exchange (it crashed during the
-// handshake; here a proxy in front of it resets the connection when the
+// handshake; here a proxy in front of it cuts the connection when the
 // SASL request arrives). That is an outage, which the client outlasts by
 // itself, not a refusal of its credentials: nothing is reported stalled,
 // so a process stays ready through a Kafka outage (R-N1). Once the broker
 // answers, the same client goes through.
+//
+// The connection ends in one of two ways. Reset: the broker died before
+// reading the request. Closed: it died after reading it, and its next
+// connection is refused (the broker is down); a broker that refuses
+// credentials by closing the connection closes the next exchange too,
+// and that is a refusal.
 func TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cut  int32
+	}{{"Reset", cutReset}, {"Closed", cutClose}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := kafkatest.DefaultConfig()
+			cfg.DialTimeout = 2 * time.Second
+			cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
+			kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
+			proxy := newSASLCutProxy(t, cfg.Brokers)
+			proxy.cut.Store(tc.cut)
+			proxy.downAfterCut.Store(tc.cut == cutClose) // the crashed broker refuses connections
+			cfg.Brokers = proxy.addr
+
+			var logs logBuffer
+			var refusals refusalCount
+			cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", &refusals)...)
+			require.NoError(t, err)
+			t.Cleanup(cl.Close)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			require.Error(t, cl.Ping(ctx))
+			cancel()
+			require.Positive(t, proxy.cuts.Load(), "the proxy cut connections in the middle of SASL")
+			require.Zero(t, refusals.stalled.Load(), "a broker gone in the middle of SASL is an outage, not a refusal: %s", logs.String())
+			require.NotContains(t, logs.String(), "kafka SASL authentication failed")
+
+			proxy.cut.Store(cutNone)
+			proxy.up(t)
+			ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			require.NoError(t, cl.Ping(ctx))
+			require.Zero(t, refusals.stalled.Load())
+		})
+	}
+}
+
+// TestClient_R_H8_ABrokerThatClosesEverySASLExchangeRefuses: a broker that
+// closes the connection at every SASL exchange while it accepts
+// connections refuses the credentials: the second close is reported.
+func TestClient_R_H8_ABrokerThatClosesEverySASLExchangeRefuses(t *testing.T) {
 	t.Parallel()
 	cfg := kafkatest.DefaultConfig()
 	cfg.DialTimeout = 2 * time.Second
 	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
 	kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
-	proxy := newSASLResetProxy(t, cfg.Brokers)
+	proxy := newSASLCutProxy(t, cfg.Brokers)
+	proxy.cut.Store(cutClose)
 	cfg.Brokers = proxy.addr
-
 	var logs logBuffer
 	var refusals refusalCount
 	cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", &refusals)...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	require.Error(t, cl.Ping(ctx))
-	cancel()
-	require.Positive(t, proxy.resets.Load(), "the proxy reset connections in the middle of SASL")
-	require.Zero(t, refusals.stalled.Load(), "a reset is an outage, not a refusal: %s", logs.String())
-	require.NotContains(t, logs.String(), "kafka SASL authentication failed")
-
-	proxy.reset.Store(false)
-	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, cl.Ping(ctx))
-	require.Zero(t, refusals.stalled.Load())
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_ = cl.Ping(ctx)
+		return refusals.stalled.Load() > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.GreaterOrEqual(t, proxy.cuts.Load(), int32(2), "reported at the second close, not the first")
+	require.Contains(t, logs.String(), "kafka SASL authentication failed")
 }
 
-// saslResetProxy forwards Kafka connections to a broker and, while reset
-// is set, resets a client's connection (RST) when its SASL handshake or
-// authenticate request arrives, as a broker that crashes there would.
-type saslResetProxy struct {
-	addr   string
-	reset  atomic.Bool
-	resets atomic.Int32
+// How saslCutProxy ends a connection whose SASL request arrives.
+const (
+	cutNone  int32 = iota
+	cutReset       // RST: connection reset by peer
+	cutClose       // FIN: the client reads EOF
+)
+
+// saslCutProxy forwards Kafka connections to a broker and, as cut says,
+// ends a client's connection when its SASL handshake or authenticate
+// request arrives; with downAfterCut it then stops listening, as a broker
+// that crashed there refuses the next connection, until up.
+type saslCutProxy struct {
+	addr         string
+	broker       string
+	cut          atomic.Int32
+	downAfterCut atomic.Bool
+	cuts         atomic.Int32
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
 }
 
-func newSASLResetProxy(t *testing.T, broker string) *saslResetProxy {
+func newSASLCutProxy(t *testing.T, broker string) *saslCutProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p := &saslCutProxy{broker: broker, conns: map[net.Conn]bool{}}
+	p.listen(t, "127.0.0.1:0")
+	t.Cleanup(func() {
+		p.down()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// up listens again on the proxy's address after a down.
+func (p *saslCutProxy) up(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	if ln == nil {
+		p.listen(t, p.addr)
+	}
+}
+
+func (p *saslCutProxy) listen(t *testing.T, addr string) {
+	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	p := &saslResetProxy{addr: ln.Addr().String()}
-	p.reset.Store(true)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-	})
-	var conns sync.Map // every connection, closed at the end
-	t.Cleanup(func() {
-		conns.Range(func(c, _ any) bool {
-			_ = c.(net.Conn).Close()
-			return true
-		})
-	})
-	wg.Add(1)
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	p.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer p.wg.Done()
 		for {
 			client, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			server, err := net.Dial("tcp", broker)
+			server, err := net.Dial("tcp", p.broker)
 			if err != nil {
 				_ = client.Close()
 				continue
 			}
-			conns.Store(client, nil)
-			conns.Store(server, nil)
-			wg.Add(2)
+			p.mu.Lock()
+			p.conns[client], p.conns[server] = true, true
+			p.mu.Unlock()
+			p.wg.Add(2)
 			go func() { // broker to client, as it is
-				defer wg.Done()
+				defer p.wg.Done()
 				_, _ = io.Copy(client, server)
 				_ = client.Close()
 			}()
 			go func() { // client to broker, frame by frame
-				defer wg.Done()
+				defer p.wg.Done()
 				defer server.Close()
 				p.forward(client.(*net.TCPConn), server)
 			}()
 		}
 	}()
-	return p
+}
+
+// down stops listening and ends every connection: the broker is gone.
+func (p *saslCutProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
 }
 
 // forward copies the client's request frames to server until one is a
-// SASL request while reset is set: then it resets the client's
-// connection.
-func (p *saslResetProxy) forward(client *net.TCPConn, server net.Conn) {
+// SASL request to cut.
+func (p *saslCutProxy) forward(client *net.TCPConn, server net.Conn) {
 	for {
 		var size [4]byte
 		if _, err := io.ReadFull(client, size[:]); err != nil {
@@ -386,11 +468,18 @@ func (p *saslResetProxy) forward(client *net.TCPConn, server net.Conn) {
 		if _, err := io.ReadFull(client, frame); err != nil || len(frame) < 2 {
 			return
 		}
-		if key := binary.BigEndian.Uint16(frame); (key == 17 || key == 36) && p.reset.Load() {
-			_ = client.SetLinger(0) // close with RST: connection reset by peer
-			_ = client.Close()
-			p.resets.Add(1)
-			return
+		if key := binary.BigEndian.Uint16(frame); key == 17 || key == 36 {
+			if cut := p.cut.Load(); cut != cutNone {
+				if cut == cutReset {
+					_ = client.SetLinger(0)
+				}
+				_ = client.Close()
+				p.cuts.Add(1)
+				if p.downAfterCut.Load() {
+					p.down()
+				}
+				return
+			}
 		}
 		if _, err := server.Write(append(size[:], frame...)); err != nil {
 			return
