@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/metric"
 
 	"msgexchange/libs/clock"
@@ -330,9 +328,7 @@ func (s *Service) scannerFor(ctx context.Context, client *kgo.Client, opts []kgo
 		StallLimit:         s.cfg.StallLimit,
 		Shadow:             shadow,
 		Topic:              topic,
-		InboxEnd: func(ctx context.Context) (int64, error) {
-			return inboxEnd(ctx, client, topic)
-		},
+		InboxEnd:           scanner.EndOffset(client, topic),
 	}
 	s.mu.Lock()
 	if s.term != nil {
@@ -340,37 +336,6 @@ func (s *Service) scannerFor(ctx context.Context, client *kgo.Client, opts []kgo
 	}
 	s.mu.Unlock()
 	return scanner.New(scfg, s.mailbox, client, s.deps.Clock, s.metrics, s.deps.Logger.With("component", ScannerServiceName)), nil
-}
-
-// inboxEnd is the end offset of the inbox topic's partition 0: one
-// ListOffsets request, which the client sends to the partition's leader
-// by the metadata it keeps for producing (kadm's ListEndOffsets asks for
-// the metadata first, a second round trip before every produce).
-func inboxEnd(ctx context.Context, cl *kgo.Client, topic string) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, -1, -1 // -1: the end
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return 0, fmt.Errorf("listing the end offset of %s: %w", topic, err)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if t.Topic != topic || p.Partition != 0 {
-				continue
-			}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("listing the end offset of %s: %w", topic, err)
-			}
-			return p.Offset, nil
-		}
-	}
-	return 0, fmt.Errorf("listing the end offset of %s: partition 0 is not listed", topic)
 }
 
 func (s *Service) running(ctx context.Context) error {
