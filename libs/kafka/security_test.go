@@ -301,20 +301,8 @@ func TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal(t *testing.T) {
 	}{{"Reset", cutReset}, {"Closed", cutClose}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := kafkatest.DefaultConfig()
-			cfg.DialTimeout = 2 * time.Second
-			cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
-			kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
-			proxy := newSASLCutProxy(t, cfg.Brokers)
-			proxy.cut.Store(tc.cut)
+			proxy, cl, logs, refusals := behindSASLCutProxy(t, tc.cut)
 			proxy.downAfterCut.Store(tc.cut == cutClose) // the crashed broker refuses connections
-			cfg.Brokers = proxy.addr
-
-			var logs logBuffer
-			var refusals refusalCount
-			cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", &refusals)...)
-			require.NoError(t, err)
-			t.Cleanup(cl.Close)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			require.Error(t, cl.Ping(ctx))
 			cancel()
@@ -337,18 +325,7 @@ func TestClient_R_N1_ABrokerGoneInTheMiddleOfSASLIsNoRefusal(t *testing.T) {
 // connections refuses the credentials: the second close is reported.
 func TestClient_R_H8_ABrokerThatClosesEverySASLExchangeRefuses(t *testing.T) {
 	t.Parallel()
-	cfg := kafkatest.DefaultConfig()
-	cfg.DialTimeout = 2 * time.Second
-	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
-	kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
-	proxy := newSASLCutProxy(t, cfg.Brokers)
-	proxy.cut.Store(cutClose)
-	cfg.Brokers = proxy.addr
-	var logs logBuffer
-	var refusals refusalCount
-	cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", &refusals)...)
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
+	proxy, cl, logs, refusals := behindSASLCutProxy(t, cutClose)
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
@@ -357,6 +334,25 @@ func TestClient_R_H8_ABrokerThatClosesEverySASLExchangeRefuses(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.GreaterOrEqual(t, proxy.cuts.Load(), int32(2), "reported at the second close, not the first")
 	require.Contains(t, logs.String(), "kafka SASL authentication failed")
+}
+
+// behindSASLCutProxy starts a broker that requires SCRAM-SHA-512 and a
+// saslCutProxy in front of it that cuts as cut says, and returns a client
+// of the proxy with its log and what its hook reported.
+func behindSASLCutProxy(t *testing.T, cut int32) (*saslCutProxy, *kgo.Client, *logBuffer, *refusalCount) {
+	t.Helper()
+	cfg := kafkatest.DefaultConfig()
+	cfg.DialTimeout = 2 * time.Second
+	cfg.SASL = kafka.SASL{Mechanism: kafka.MechanismScramSHA512, Username: brokerUser, PasswordFile: writeFile(t, "password", brokerPass+"\n")}
+	kafkatest.NewCluster(t, &cfg, kfake.EnableSASL(), kfake.Superuser(kafka.MechanismScramSHA512, brokerUser, brokerPass))
+	proxy := newSASLCutProxy(t, cfg.Brokers)
+	proxy.cut.Store(cut)
+	cfg.Brokers = proxy.addr
+	logs, refusals := &logBuffer{}, &refusalCount{}
+	cl, err := kgo.NewClient(cfg.ClientOpts(logs.logger(), "test", refusals)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return proxy, cl, logs, refusals
 }
 
 // How saslCutProxy ends a connection whose SASL request arrives.

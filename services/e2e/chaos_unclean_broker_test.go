@@ -41,17 +41,12 @@ const uncleanLostRows = 12
 // uncleanBroker stages the loss and returns how long processing took to
 // resume after the resend.
 func (e *chaosEnv) uncleanBroker(problem func(string, ...any)) time.Duration {
-	if e.freezeFeed == nil {
-		problem("the kind needs a held stream (the chaos workload's feed)")
-		return 0
-	}
-	release := e.freezeFeed()
-	defer release()
 	// Everything delivered so far is in the copy and was sent before it.
-	if settled, state := chaosSettle(e.stack, 60*time.Second); !settled {
-		problem("not settled with the feed held before the copy: %s", state)
+	release, ok := e.holdSettled(problem)
+	if !ok {
 		return 0
 	}
+	defer release()
 	lossBegan := time.Now()
 	copied, ok := e.copyBroker(problem)
 	if !ok {
@@ -129,6 +124,23 @@ func (e *chaosEnv) uncleanBroker(problem func(string, ...any)) time.Duration {
 	return recovery
 }
 
+// holdSettled holds the workload's feed and waits until everything
+// inserted is processed, delivered and marked: the moment a broker's copy
+// is taken at. It returns the release of the feed, which acts once.
+func (e *chaosEnv) holdSettled(problem func(string, ...any)) (release func(), ok bool) {
+	if e.freezeFeed == nil {
+		problem("the kind needs a held stream (the chaos workload's feed)")
+		return nil, false
+	}
+	release = e.freezeFeed()
+	if settled, state := chaosSettle(e.stack, 60*time.Second); !settled {
+		problem("not settled with the feed held before the copy: %s", state)
+		release()
+		return nil, false
+	}
+	return release, true
+}
+
 // copyBroker copies the broker's data directory while the broker is
 // paused, so that the copy is one moment of it.
 func (e *chaosEnv) copyBroker(problem func(string, ...any)) (dir string, ok bool) {
@@ -192,16 +204,11 @@ const uncleanInboxRows = 4
 // uncleanInbox stages the loss of unregistered inbox records and returns
 // how long processing took to resume after the stream was released.
 func (e *chaosEnv) uncleanInbox(problem func(string, ...any)) time.Duration {
-	if e.freezeFeed == nil {
-		problem("the kind needs a held stream (the chaos workload's feed)")
+	release, ok := e.holdSettled(problem)
+	if !ok {
 		return 0
 	}
-	release := e.freezeFeed()
 	defer release()
-	if settled, state := chaosSettle(e.stack, 60*time.Second); !settled {
-		problem("not settled with the feed held before the copy: %s", state)
-		return 0
-	}
 	restart := e.killProcessors()
 	defer restart()
 	copied, ok := e.copyBroker(problem)

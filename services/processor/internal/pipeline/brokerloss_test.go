@@ -34,13 +34,7 @@ func TestBrokerLoss_R_M1_StoredPositionPastTheEndIsReadAgainAndReported(t *testi
 	t.Parallel()
 	kcfg := kafkatest.DefaultConfig()
 	kafkatest.NewCluster(t, &kcfg)
-	reader := sdkmetric.NewManualReader()
-	var logs testutil.LogBuffer
-	h := newHarness(t, func(o *Options) {
-		o.Kafka = kcfg
-		o.Meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
-		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	h, reader, logs := lossHarness(t, kcfg)
 	// Before the loss the processor had read ten records: its stored
 	// position is 10. After it the partition holds three new records.
 	h.exec(`INSERT INTO consumer_offset (consumer, topic, partition, next_offset) VALUES ($1, $2, 0, 10)`, h.e.opt.ConsumerName, kcfg.Topics.Inbox)
@@ -64,6 +58,20 @@ func TestBrokerLoss_R_M1_StoredPositionPastTheEndIsReadAgainAndReported(t *testi
 	produceInbox(t, kcfg, 104, refMsg(104, "GLST", "ADD", glst("G104", "x")))
 	require.Eventually(t, func() bool { return h.count(`SELECT count(*) FROM proc_state WHERE msg_id = 104`) == 1 }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, int64(1), counterValue(t, reader, "msgx_processor_broker_lost_records_total", "topic", kcfg.Topics.Inbox))
+}
+
+// lossHarness is a harness on the broker of kcfg whose metrics and logs
+// (JSON, from INFO) the test reads.
+func lossHarness(t *testing.T, kcfg kafka.Config) (*harness, *sdkmetric.ManualReader, *testutil.LogBuffer) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	logs := &testutil.LogBuffer{}
+	h := newHarness(t, func(o *Options) {
+		o.Kafka = kcfg
+		o.Meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	return h, reader, logs
 }
 
 // runInbox runs h's inbox consumer until the returned stop.
@@ -95,13 +103,7 @@ func TestBrokerLoss_R_M1_AnEpochThatEndedBeforeThePositionIsReadFromTheDivergenc
 	t.Parallel()
 	kcfg := kafkatest.DefaultConfig()
 	cluster := kafkatest.NewCluster(t, &kcfg)
-	reader := sdkmetric.NewManualReader()
-	var logs testutil.LogBuffer
-	h := newHarness(t, func(o *Options) {
-		o.Kafka = kcfg
-		o.Meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
-		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	h, reader, logs := lossHarness(t, kcfg)
 	for id := int64(101); id <= 105; id++ {
 		produceInbox(t, kcfg, id, refMsg(id, "GLST", "ADD", glst("G"+strconv.FormatInt(id, 10), "x")))
 	}
