@@ -71,11 +71,13 @@ type chaosEnv struct {
 	inserted func() int
 
 	// freezeFeed stops the feeder's inserts until the returned function
-	// is called (set by the chaos run; nil elsewhere).
+	// is called, and returns once an insert under way is in (set by the
+	// chaos run; nil elsewhere).
 	freezeFeed func() (release func())
 	// feedOnly lets the feeder insert n more rows, then stop, until the
-	// release of the freezeFeed it was called under (set by the chaos
-	// run; nil elsewhere).
+	// release of the freezeFeed it was called under; feedOnly(0) returns
+	// once an insert under way is in (set by the chaos run; nil
+	// elsewhere).
 	feedOnly func(n int)
 
 	// flags are extra flags of each target beyond chaosFlags (a family's

@@ -142,6 +142,13 @@ type chaosFeeder struct {
 	// chaos run raises it fault by fault, so that every fault strikes with
 	// the stream still flowing behind it.
 	limit atomic.Int64
+	// busy is held from the moment a message is let in until it is
+	// inserted (with its operator action), so that a hold (quiesce)
+	// waits for a message let in before the limit moved: otherwise
+	// that row could arrive in the middle of the fault the hold was for
+	// (a MariaDB failover: inserted on the new primary before its ID space
+	// moved past the lost rows, an ID msgexchange had already run).
+	busy sync.Mutex
 
 	mu   sync.Mutex
 	ids  []int64
@@ -216,34 +223,73 @@ func (f *chaosFeeder) run(ctx context.Context) error {
 	}
 	defer conn.Close()
 	for i, m := range f.w.Msgs {
+		if err := f.claim(ctx, i); err != nil {
+			return err
+		}
+		err := f.feed(ctx, conn, i, m)
+		f.busy.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claim waits until message i may go in — the backlog under the window,
+// i under the limit — and returns with busy held.
+func (f *chaosFeeder) claim(ctx context.Context, i int) error {
+	for {
 		if !waitCtx(ctx, func() bool {
 			u, err := f.s.unmarked()
 			return err == nil && u < f.window && int64(i) < f.limit.Load()
 		}) {
 			return fmt.Errorf("message %d: backlog never fell under %d: %w", i, f.window, ctx.Err())
 		}
-		switch m.Action {
-		case actionReplay:
-			if err := f.replay(ctx, conn, f.ids[m.ReplayOf]); err != nil {
-				return fmt.Errorf("message %d: replaying %d: %w", i, f.ids[m.ReplayOf], err)
-			}
-			f.mu.Lock()
-			f.replayed = append(f.replayed, f.ids[m.ReplayOf])
-			f.mu.Unlock()
-		case actionRQFD:
-			if err := f.rqfd(ctx, conn); err != nil {
-				return fmt.Errorf("message %d: sending RQFD: %w", i, err)
-			}
+		f.busy.Lock()
+		if int64(i) < f.limit.Load() {
+			return nil
 		}
-		id, err := f.insert(ctx, i, m.Body)
-		if err != nil {
-			return fmt.Errorf("inserting message %d: %w", i, err)
+		f.busy.Unlock() // the limit moved meanwhile
+	}
+}
+
+// feed runs message i's operator action, if any, and inserts it.
+func (f *chaosFeeder) feed(ctx context.Context, conn *grpc.ClientConn, i int, m chaosMsg) error {
+	switch m.Action {
+	case actionReplay:
+		if err := f.replay(ctx, conn, f.ids[m.ReplayOf]); err != nil {
+			return fmt.Errorf("message %d: replaying %d: %w", i, f.ids[m.ReplayOf], err)
 		}
 		f.mu.Lock()
-		f.ids = append(f.ids, id)
+		f.replayed = append(f.replayed, f.ids[m.ReplayOf])
 		f.mu.Unlock()
+	case actionRQFD:
+		if err := f.rqfd(ctx, conn); err != nil {
+			return fmt.Errorf("message %d: sending RQFD: %w", i, err)
+		}
 	}
+	id, err := f.insert(ctx, i, m.Body)
+	if err != nil {
+		return fmt.Errorf("inserting message %d: %w", i, err)
+	}
+	f.mu.Lock()
+	f.ids = append(f.ids, id)
+	f.mu.Unlock()
 	return nil
+}
+
+// quiesce waits, at most a minute, until no message let in before the
+// limit last moved is still on its way in.
+func (f *chaosFeeder) quiesce() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitCtx(ctx, func() bool {
+		if !f.busy.TryLock() {
+			return false
+		}
+		f.busy.Unlock()
+		return true
+	})
 }
 
 // retry runs op until it succeeds or ctx ends, waiting 200 ms between

@@ -114,10 +114,14 @@ func runChaos(t *testing.T, p chaosParams, sched []chaosFault, replay string) {
 	e.freezeFeed = func() func() {
 		held := feeder.limit.Load()
 		feeder.limit.Store(int64(len(feeder.inserted())))
+		feeder.quiesce()
 		return func() { feeder.limit.Store(held) }
 	}
 	e.feedOnly = func(n int) {
 		feeder.limit.Store(int64(min(len(w.Msgs), len(feeder.inserted())+n)))
+		if n == 0 {
+			feeder.quiesce()
+		}
 	}
 	allow := func(j int) {
 		if j < len(sched) {
