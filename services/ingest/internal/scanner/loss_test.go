@@ -138,3 +138,31 @@ func TestScanner_R_M1_AProduceAcknowledgedAtALostOffsetIsALoss(t *testing.T) {
 func validMailbox(t *testing.T, b *testBundle) *mailbox.Mailbox {
 	return mailbox.New(b.mb.DB, ingesttest.Location(t), "VALID")
 }
+
+// TestScanner_R_M3_AnEndOffsetLookupWaitsOutABrokerThatDoesNotAnswer: the
+// lookup before a produce fails while the broker cannot be reached (the
+// client fails a request to a broker that refuses connections at once). It
+// is asked again until the broker answers, as the produce it precedes
+// waits out an outage, so the round publishes as soon as the broker is
+// back instead of being abandoned and waiting for the next one (the R-M3
+// drain after a broker outage resumed 0.87 s after the return that way).
+func TestScanner_R_M3_AnEndOffsetLookupWaitsOutABrokerThatDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	end := newBrokerEnd(b)
+	var failures atomic.Int32
+	b.cfg.InboxEnd = func(ctx context.Context) (int64, error) {
+		if failures.Add(1) <= 3 {
+			return 0, errBrokerDown
+		}
+		return end.end(ctx)
+	}
+	b.scanner = b.newScanner(t, validMailbox(t, b))
+	b.mb.InsertValid(t, 1)
+	require.Equal(t, 1, b.round(t).Published)
+
+	b.mb.InsertValid(t, 1)
+	r := b.round(t)
+	require.Equal(t, 1, r.Published, "published in the round that found the broker down")
+	require.EqualValues(t, 4, failures.Load(), "asked again until the broker answered")
+}
