@@ -9,6 +9,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// AlertBrokerLostRecords is the alert key of the ERROR line every
+// service logs when it finds that the broker lost records it had
+// acknowledged (an unclean leader election, a restored broker): ingest for
+// the inbox, the processor for its consumers' topics, the dispatcher for
+// its Kafka targets (docs/runbook.md "The broker lost acknowledged
+// records").
+const AlertBrokerLostRecords = "broker-lost-records"
+
 // Class is what a Kafka error says about trying again. Every part of the
 // system that sorts franz-go's errors does it through Classify, so a code
 // means the same everywhere.

@@ -140,7 +140,7 @@ func (s SASL) mechanism() sasl.Mechanism {
 // securityOpts are the TLS dialer, the SASL mechanism and the hook that
 // logs why a broker refused a connection and reports it to refusals.
 func (c *Config) securityOpts(log *slog.Logger, refusals []Refusals) []kgo.Opt {
-	al := &authLog{log: log, mechanism: strings.ToUpper(c.SASL.Mechanism), user: c.SASL.Username, failing: map[string]string{}, report: refusals}
+	al := &authLog{log: log, mechanism: strings.ToUpper(c.SASL.Mechanism), user: c.SASL.Username, failing: map[string]string{}, closed: map[string]bool{}, report: refusals}
 	opts := []kgo.Opt{kgo.WithHooks(al)}
 	if c.TLS.On() {
 		opts = append(opts, kgo.Dialer(tlsDialer(c.TLS, c.DialTimeout)))
@@ -289,9 +289,6 @@ func (a *authLog) closedInSASL(addr string, err error) bool {
 	defer a.mu.Unlock()
 	if a.closed[addr] {
 		return false
-	}
-	if a.closed == nil {
-		a.closed = map[string]bool{}
 	}
 	a.closed[addr] = true
 	a.nclosed.Store(int32(len(a.closed)))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/kafka"
 )
 
 // A broker can lose records it acknowledged: an unclean leader election
@@ -226,7 +228,7 @@ func (r *Relay) reportLoss(ctx context.Context, target string, l tailLoss) {
 		remedy = fmt.Sprintf("msgxctl outbox resend --target %s --since %s", target, l.since.Add(-time.Minute).UTC().Format(time.RFC3339))
 	}
 	r.log.Error("the broker lost records of "+l.topic+" it had acknowledged (an unclean leader election, a restored broker); their outbox rows are SENT and go out again only when an operator re-sends them",
-		"alert", "broker-lost-records", "target", target, "topic", l.topic, "partition", l.partition,
+		"alert", kafka.AlertBrokerLostRecords, "target", target, "topic", l.topic, "partition", l.partition,
 		"lost_from_offset", l.end, "acknowledged_to", l.high, "lost_since", since, "remedy", remedy)
 	r.lostRecords.Add(ctx, 1, targetAttr(target))
 }

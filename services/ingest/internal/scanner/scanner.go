@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -377,11 +378,6 @@ func (s *Scanner) endEarly() {
 	}
 }
 
-// AlertBrokerLostRecords is the alert key of the log line that reports
-// ErrInboxLost, the one the processor and the dispatcher log for their
-// topics' losses.
-const AlertBrokerLostRecords = "broker-lost-records"
-
 // A broker can lose records it acknowledged: an unclean leader election
 // (a replica that was out of sync became the leader) or a broker restored
 // from a copy. The inbox partition's end offset moves back and the
@@ -470,17 +466,11 @@ func (s *Scanner) endReaches(ctx context.Context, acked int64, timeout time.Dura
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var end int64
-	var last error
-	err := backoff.Retry(cctx, backoff.New(endRetryFirst, endRetryMax), func() error {
-		var err error
-		end, err = s.cfg.InboxEnd(cctx)
-		last = err
-		return err
-	}, nil)
-	if err != nil {
-		if last == nil {
-			last = err
-		}
+	var last error // the lookup's own error, which says more than the deadline's
+	if backoff.Retry(cctx, backoff.New(endRetryFirst, endRetryMax), func() error {
+		end, last = s.cfg.InboxEnd(cctx)
+		return last
+	}, nil) != nil {
 		return fmt.Errorf("%w: reading the inbox's end offset: %w", ErrPublishing, last)
 	}
 	if end < acked {
@@ -493,18 +483,14 @@ func (s *Scanner) endReaches(ctx context.Context, acked int64, timeout time.Dura
 // results, and returns an error wrapping ErrInboxLost when it
 // acknowledged one of them at or below an offset acknowledged before.
 func (s *Scanner) acknowledged(results kgo.ProduceResults) error {
-	low, high := int64(-1), int64(-1)
+	low, high := int64(math.MaxInt64), int64(-1)
 	for _, res := range results {
-		if res.Err != nil {
-			continue
+		if res.Err == nil {
+			low, high = min(low, res.Record.Offset), max(high, res.Record.Offset)
 		}
-		if o := res.Record.Offset; low < 0 || o < low {
-			low = o
-		}
-		high = max(high, res.Record.Offset)
 	}
 	if high < 0 {
-		return nil
+		return nil // nothing acknowledged
 	}
 	before := s.acked
 	s.acked = max(s.acked, high+1)
@@ -713,7 +699,7 @@ func (s *Scanner) ScanOnce(ctx context.Context) (Round, error) {
 		outcome = "inbox_lost"
 		s.metrics.lost.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("topic", s.cfg.Topic)))
 		s.logger.Error("the broker lost inbox records it had acknowledged (an unclean leader election, a restored broker); publishing every unmarked mailbox row again in mailbox order",
-			"err", err, "topic", s.cfg.Topic, "alert", AlertBrokerLostRecords)
+			"err", err, "topic", s.cfg.Topic, "alert", kafka.AlertBrokerLostRecords)
 	case errors.Is(err, ErrPublishing):
 		outcome = "publish_error"
 	default:

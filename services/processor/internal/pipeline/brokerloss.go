@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgexchange/libs/kafka"
 )
 
 // A broker can lose records it acknowledged: an unclean leader election
@@ -66,11 +68,7 @@ func (e *Engine) resumeOffsets(ctx context.Context, consumer, topic string, only
 	if len(ends[topic]) == 0 {
 		return nil, nil, fmt.Errorf("reading the end offsets of %s: the topic has no partitions", topic)
 	}
-	stored, err := e.storedPositions(ctx, topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	epochs, err := e.storedEpochs(ctx, topic)
+	stored, epochs, err := e.storedPositionsAndEpochs(ctx, topic)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,6 +116,6 @@ func (e *Engine) lostRecordsSeen(ctx context.Context, consumer, topic string, p 
 func (e *Engine) lostRecords(ctx context.Context, consumer, topic string, p int32, cause error) {
 	e.log.Error("the broker lost records of "+topic+" that were acknowledged (an unclean leader election, a restored broker); the "+
 		consumer+" consumer reads the partition again, and what the dispatcher sent meanwhile must be sent again (msgxctl outbox resend)",
-		"alert", "broker-lost-records", "topic", topic, "partition", p, "err", cause)
+		"alert", kafka.AlertBrokerLostRecords, "topic", topic, "partition", p, "err", cause)
 	e.metrics.brokerLost.Add(ctx, 1, topicAttr(topic))
 }

@@ -54,36 +54,36 @@ func offsetText(o int64) string {
 
 // storedPositions reads the stored positions of topic's partitions.
 func (e *Engine) storedPositions(ctx context.Context, topic string) (position, error) {
-	rows, err := e.pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offset WHERE consumer=$1 AND topic=$2`, e.opt.ConsumerName, topic)
-	if err != nil {
-		return nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
-	}
-	pos, err := scanPositions(rows)
-	if err != nil {
-		return nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
-	}
-	return pos, nil
+	pos, _, err := e.storedPositionsAndEpochs(ctx, topic)
+	return pos, err
 }
 
-// storedEpochs reads the leader epochs stored with topic's positions
-// (migration 00040): only where the epoch was stored with the position
+// storedPositionsAndEpochs reads the stored positions of topic's
+// partitions and, by partition, the leader epoch stored with a position
+// (migration 00040) where it still holds: it was stored with the position
 // that is stored now, not one a writer that does not know the epoch (the
-// previous release) moved since.
-func (e *Engine) storedEpochs(ctx context.Context, topic string) (map[int32]int32, error) {
-	rows, err := e.pool.Query(ctx, `SELECT partition, leader_epoch FROM consumer_offset
-		WHERE consumer=$1 AND topic=$2 AND leader_epoch >= 0 AND epoch_next_offset = next_offset`, e.opt.ConsumerName, topic)
+// previous release, during a rolling upgrade) moved since.
+func (e *Engine) storedPositionsAndEpochs(ctx context.Context, topic string) (position, map[int32]int32, error) {
+	rows, err := e.pool.Query(ctx, `SELECT partition, next_offset,
+		CASE WHEN leader_epoch >= 0 AND epoch_next_offset = next_offset THEN leader_epoch END
+		FROM consumer_offset WHERE consumer=$1 AND topic=$2`, e.opt.ConsumerName, topic)
 	if err != nil {
-		return nil, fmt.Errorf("loading the leader epochs on %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
 	}
-	epochs := map[int32]int32{}
-	var p, ep int32
-	if _, err := pgx.ForEachRow(rows, []any{&p, &ep}, func() error {
-		epochs[p] = ep
+	pos, epochs := position{}, map[int32]int32{}
+	var p int32
+	var next int64
+	var ep *int32
+	if _, err := pgx.ForEachRow(rows, []any{&p, &next, &ep}, func() error {
+		pos[p] = next
+		if ep != nil {
+			epochs[p] = *ep
+		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("loading the leader epochs on %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("loading the positions on %s: %w", topic, err)
 	}
-	return epochs, nil
+	return pos, epochs, nil
 }
 
 // scanPositions reads rows of (partition, next_offset) and closes them.
